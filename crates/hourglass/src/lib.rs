@@ -1,0 +1,33 @@
+//! hourglass: a hierarchical timing wheel and an in-process delayed-task scheduler.
+//!
+//! ```
+//! use std::sync::mpsc;
+//! use std::time::Duration;
+//!
+//! let scheduler = hourglass::Scheduler::new();
+//! let (tx, rx) = mpsc::channel();
+//! scheduler.schedule(Duration::from_millis(5), move || tx.send("hello, later").unwrap()).unwrap();
+//! assert_eq!(rx.recv().unwrap(), "hello, later");
+//! ```
+//!
+//! Two layers:
+//! - [`Wheel`]: the data structure. Insert, cancel and move a deadline in O(1),
+//!   expire everything due in one batch; no threads, no clock, time in ticks.
+//! - [`Scheduler`]: the service. One driver thread sleeps until the next
+//!   deadline and hands due jobs to a bounded pool of workers; time comes from
+//!   a [`Clock`], which tests replace with a [`ManualClock`].
+//!
+//! `docs/DESIGN.md` in the repository explains the choices.
+#![deny(missing_docs)]
+#![warn(rust_2018_idioms)]
+
+mod clock;
+mod scheduler;
+mod wheel;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use scheduler::{
+    BuildError, Builder, Handle, Lateness, MissedRuns, OverloadPolicy, ScheduleError, Scheduler, ShutdownReport, Stats,
+    TaskId,
+};
+pub use wheel::{CapacityError, Expired, Key, Wheel};

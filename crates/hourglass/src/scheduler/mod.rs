@@ -1,0 +1,644 @@
+//! The in-process scheduler: one driver thread that sleeps until the next
+//! deadline, a [`Wheel`] behind one lock, and a bounded pool of workers.
+
+mod builder;
+mod driver;
+mod error;
+mod pool;
+mod stats;
+mod task;
+mod timebase;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+pub use builder::{Builder, OverloadPolicy};
+pub use error::{BuildError, ScheduleError};
+pub use stats::{Lateness, Stats};
+pub use task::{MissedRuns, TaskId};
+
+use crate::clock::Clock;
+use crate::wheel::Wheel;
+use builder::Config;
+use stats::{Counters, LatenessRecorder};
+use task::{Job, Repeat, Run, Task};
+use timebase::TimeBase;
+
+/// Runs jobs after a delay, at an instant, or every period, on a bounded pool
+/// of worker threads.
+///
+/// # Example
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use hourglass::Scheduler;
+///
+/// let scheduler = Scheduler::new();
+/// let (done, finished) = mpsc::channel();
+/// let id = scheduler.schedule(Duration::from_millis(10), move || done.send("fired").unwrap()).unwrap();
+/// let doomed = scheduler.schedule(Duration::from_secs(3600), || unreachable!()).unwrap();
+/// assert!(scheduler.cancel(doomed));
+/// assert_eq!(finished.recv().unwrap(), "fired");
+/// assert!(!scheduler.cancel(id)); // it has run
+/// let report = scheduler.shutdown();
+/// assert!(report.dropped.is_empty());
+/// ```
+///
+/// # Implementation
+///
+/// Producers insert into a [`Wheel`] under one lock, which costs tens of
+/// nanoseconds; they wake the driver only when their deadline is earlier than
+/// the one it sleeps until. The driver thread sleeps until the wheel's next
+/// expiration (with the timer slack of its thread minimised on Linux), advances
+/// the wheel, and hands due jobs to the workers through a bounded queue. It never
+/// blocks on that queue: when it is full, due jobs stay in the wheel, in due
+/// order and still cancellable, and the [`OverloadPolicy`] decides what
+/// producers feel. A cancel and the driver taking a job both happen under the
+/// lock, so a cancel that races its job coming due either wins (the job never
+/// runs, `cancel` returns `true`) or loses (the job runs, `cancel` returns
+/// `false`). Dropping the scheduler shuts it down.
+pub struct Scheduler {
+    handle: Handle,
+    threads: Mutex<Option<Threads>>,
+}
+
+/// A cheap, cloneable reference to a [`Scheduler`], for scheduling from other
+/// threads or from inside jobs. It does not keep the scheduler alive: once the
+/// scheduler is shut down, every call returns [`ScheduleError::Shutdown`] or
+/// `false`.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+/// What became of the jobs when a scheduler shut down.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Jobs that were pending and will never run (dropped without running).
+    pub dropped: Vec<TaskId>,
+    /// Runs that started between the call and the return of the shutdown.
+    pub ran: u64,
+}
+
+struct Threads {
+    driver: JoinHandle<()>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    clock: Arc<dyn Clock>,
+    time: TimeBase,
+    config: Config,
+    driver: OnceLock<Thread>,
+    /// The tick the driver sleeps until (`u64::MAX`: none; 0: it waits for
+    /// room in the pool). A producer with an earlier deadline wakes it.
+    wake_tick: AtomicU64,
+    /// The driver left due jobs in the wheel for want of room in the pool.
+    wants_room: AtomicBool,
+    /// Clock time (ns since the origin) up to which the driver has handed out jobs.
+    processed_ns: AtomicU64,
+    /// Driver turns begun (counted under the state lock) and finished.
+    turns_begun: AtomicU64,
+    turns_done: AtomicU64,
+    counters: Counters,
+    lateness: LatenessRecorder,
+    idle: Idle,
+    #[cfg(feature = "tokio")]
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+struct State {
+    wheel: Wheel<Task>,
+    accepting: bool,
+    stop: Option<Stop>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// Hand out nothing more.
+    Now,
+    /// Hand out everything due up to this tick, then stop.
+    DrainUntil(u64),
+}
+
+/// Wakes `wait_until_idle` callers when the driver or a worker makes progress.
+#[derive(Default)]
+struct Idle {
+    lock: Mutex<()>,
+    changed: Condvar,
+    waiters: AtomicUsize,
+}
+
+impl Idle {
+    fn notify(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock.lock();
+            self.changed.notify_all();
+        }
+    }
+}
+
+impl Scheduler {
+    /// The longest delay accepted: 100 years.
+    pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+    /// A scheduler with the default settings: one worker per core, a 1 ms tick,
+    /// the system clock.
+    ///
+    /// # Panics
+    /// If the operating system refuses to start its threads; use
+    /// [`Scheduler::builder`] to get that as an error.
+    pub fn new() -> Scheduler {
+        Scheduler::builder().build().expect("could not start the scheduler")
+    }
+
+    /// A [`Builder`] to configure workers, tick, clock, limits and policies.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    fn start(builder: Builder) -> Result<Scheduler, BuildError> {
+        let config = builder.config;
+        let time = TimeBase { origin: builder.clock.now(), tick_ns: config.tick.as_nanos() as u64 };
+        let (queue, receiver) = crossbeam_channel::bounded::<Run>(config.queue_capacity);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State { wheel: Wheel::new(), accepting: true, stop: None }),
+            clock: builder.clock,
+            time,
+            driver: OnceLock::new(),
+            wake_tick: AtomicU64::new(u64::MAX),
+            wants_room: AtomicBool::new(false),
+            processed_ns: AtomicU64::new(0),
+            turns_begun: AtomicU64::new(0),
+            turns_done: AtomicU64::new(0),
+            counters: Counters::default(),
+            lateness: LatenessRecorder::new(config.workers + 1),
+            idle: Idle::default(),
+            #[cfg(feature = "tokio")]
+            runtime: builder.runtime,
+            config,
+        });
+        let name = &shared.config.thread_name;
+        let mut workers = Vec::with_capacity(shared.config.workers);
+        for index in 0..shared.config.workers {
+            let (shared, receiver) = (shared.clone(), receiver.clone());
+            let worker = thread::Builder::new()
+                .name(format!("{name}-worker-{index}"))
+                .spawn(move || pool::work(&shared, &receiver, index))
+                .map_err(BuildError::Spawn)?;
+            workers.push(worker);
+        }
+        drop(receiver);
+        let driver = {
+            let shared = shared.clone();
+            thread::Builder::new()
+                .name(format!("{name}-driver"))
+                .spawn(move || driver::run(&shared, queue))
+                .map_err(BuildError::Spawn)?
+        };
+        let _ = shared.driver.set(driver.thread().clone());
+        Ok(Scheduler { handle: Handle { shared }, threads: Mutex::new(Some(Threads { driver, workers })) })
+    }
+
+    /// A handle for other threads and for jobs.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Runs `job` once, `delay` from now; a zero delay runs it as soon as possible.
+    ///
+    /// # Errors
+    /// See [`ScheduleError`].
+    pub fn schedule<F: FnOnce() + Send + 'static>(&self, delay: Duration, job: F) -> Result<TaskId, ScheduleError> {
+        self.handle.schedule(delay, job)
+    }
+
+    /// Runs `job` once at `at`; an instant in the past runs it as soon as possible.
+    ///
+    /// # Errors
+    /// See [`ScheduleError`].
+    pub fn schedule_at<F: FnOnce() + Send + 'static>(&self, at: Instant, job: F) -> Result<TaskId, ScheduleError> {
+        self.handle.schedule_at(at, job)
+    }
+
+    /// Runs `job` every `period`, first one period from now, at fixed rate: the
+    /// n-th run is due at `start + n * period`, however long runs take. Runs
+    /// never overlap; missed ones follow [`MissedRuns`].
+    ///
+    /// # Errors
+    /// See [`ScheduleError`].
+    pub fn schedule_every<F: FnMut() + Send + 'static>(
+        &self,
+        period: Duration,
+        job: F,
+    ) -> Result<TaskId, ScheduleError> {
+        self.handle.schedule_every(period, job)
+    }
+
+    /// Stops the job from running (a repeating job: from running again).
+    /// Returns `false` if the id is unknown, has run, was cancelled, or is stale.
+    pub fn cancel(&self, id: TaskId) -> bool {
+        self.handle.cancel(id)
+    }
+
+    /// Moves a pending job to `delay` from now. `Ok(false)` if the id is unknown,
+    /// has run, was cancelled, or is stale.
+    ///
+    /// # Errors
+    /// [`ScheduleError::DelayTooLong`].
+    pub fn reschedule(&self, id: TaskId, delay: Duration) -> Result<bool, ScheduleError> {
+        self.handle.reschedule(id, delay)
+    }
+
+    /// Moves a pending job to `at`. As [`reschedule`](Scheduler::reschedule).
+    ///
+    /// # Errors
+    /// [`ScheduleError::DelayTooLong`].
+    pub fn reschedule_at(&self, id: TaskId, at: Instant) -> Result<bool, ScheduleError> {
+        self.handle.reschedule_at(id, at)
+    }
+
+    /// A snapshot of the counters and the lateness percentiles.
+    pub fn stats(&self) -> Stats {
+        self.handle.stats()
+    }
+
+    /// Whether the scheduler has stopped accepting jobs.
+    pub fn is_shutdown(&self) -> bool {
+        self.handle.is_shutdown()
+    }
+
+    /// Blocks until every job due by the clock's current time has finished, or
+    /// `timeout` of real time passed; returns whether it got there. With a
+    /// [`ManualClock`](crate::ManualClock), this is how a test waits for what
+    /// an `advance` set off.
+    pub fn wait_until_idle(&self, timeout: Duration) -> bool {
+        self.handle.wait_until_idle(timeout)
+    }
+
+    /// Stops accepting jobs, lets jobs already handed to workers finish, and
+    /// drops every other pending job, due or not, without running it. Returns
+    /// the dropped ids. Calling it again returns an empty report.
+    pub fn shutdown(&self) -> ShutdownReport {
+        self.stop(Stop::Now)
+    }
+
+    /// Stops accepting jobs, keeps running every job due up to `until` (waiting
+    /// for the clock to get there if need be), then shuts down as
+    /// [`shutdown`](Scheduler::shutdown). With `until` = now, it drains the
+    /// backlog of due jobs and drops the rest.
+    pub fn shutdown_drain(&self, until: Instant) -> ShutdownReport {
+        let shared = &self.handle.shared;
+        let until_tick = shared.time.tick_at_or_after(shared.time.ns_at(until));
+        self.stop(Stop::DrainUntil(until_tick))
+    }
+
+    fn stop(&self, stop: Stop) -> ShutdownReport {
+        let Some(threads) = self.threads.lock().take() else {
+            return ShutdownReport::default();
+        };
+        let shared = &self.handle.shared;
+        let fired_before = shared.counters.fired.load(Ordering::Relaxed);
+        {
+            let mut state = shared.state.lock();
+            state.accepting = false;
+            state.stop = Some(stop);
+        }
+        shared.unpark_driver();
+        // The driver runs no jobs, so it finishes promptly; dropping its end of
+        // the queue lets the workers finish what they were handed and exit.
+        let _ = threads.driver.join();
+        let dropped: Vec<_> = shared.state.lock().wheel.drain().collect();
+        let ids = dropped.iter().map(|(key, _)| TaskId::from_key(*key)).collect();
+        drop(dropped); // outside the lock: a job's captures may call back into us
+        let current = thread::current().id();
+        for worker in threads.workers {
+            if worker.thread().id() != current {
+                let _ = worker.join();
+            }
+        }
+        shared.idle.notify();
+        ShutdownReport { dropped: ids, ran: shared.counters.fired.load(Ordering::Relaxed) - fired_before }
+    }
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Scheduler::new()
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler").field("config", &self.handle.shared.config).finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle").field("shutdown", &self.is_shutdown()).finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    /// See [`Scheduler::schedule`].
+    ///
+    /// # Errors
+    /// See [`ScheduleError`].
+    pub fn schedule<F: FnOnce() + Send + 'static>(&self, delay: Duration, job: F) -> Result<TaskId, ScheduleError> {
+        let due_ns = self.shared.due_after(delay)?;
+        self.shared.insert(due_ns, Job::Once(Box::new(job)))
+    }
+
+    /// See [`Scheduler::schedule_at`].
+    ///
+    /// # Errors
+    /// See [`ScheduleError`].
+    pub fn schedule_at<F: FnOnce() + Send + 'static>(&self, at: Instant, job: F) -> Result<TaskId, ScheduleError> {
+        let due_ns = self.shared.due_at(at)?;
+        self.shared.insert(due_ns, Job::Once(Box::new(job)))
+    }
+
+    /// See [`Scheduler::schedule_every`].
+    ///
+    /// # Errors
+    /// See [`ScheduleError`].
+    pub fn schedule_every<F: FnMut() + Send + 'static>(
+        &self,
+        period: Duration,
+        job: F,
+    ) -> Result<TaskId, ScheduleError> {
+        if period < self.shared.config.tick {
+            return Err(ScheduleError::PeriodTooShort { min: self.shared.config.tick });
+        }
+        let due_ns = self.shared.due_after(period)?;
+        let repeat = Repeat {
+            period_ns: period.as_nanos() as u64,
+            missed: self.shared.config.missed_runs,
+            running: AtomicBool::new(false),
+            job: Mutex::new(Box::new(job)),
+        };
+        self.shared.insert(due_ns, Job::Every(Arc::new(repeat)))
+    }
+
+    /// Spawns `future` on the builder's tokio runtime, `delay` from now.
+    ///
+    /// # Errors
+    /// [`ScheduleError::NoRuntime`] without a runtime handle; otherwise as
+    /// [`Scheduler::schedule`].
+    #[cfg(feature = "tokio")]
+    pub fn schedule_async<Fut>(&self, delay: Duration, future: Fut) -> Result<TaskId, ScheduleError>
+    where
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if self.shared.runtime.is_none() {
+            return Err(ScheduleError::NoRuntime);
+        }
+        let due_ns = self.shared.due_after(delay)?;
+        self.shared.insert(due_ns, Job::Async(Box::pin(future)))
+    }
+
+    /// See [`Scheduler::cancel`].
+    pub fn cancel(&self, id: TaskId) -> bool {
+        let removed = self.shared.state.lock().wheel.remove(id.key());
+        let cancelled = removed.is_some();
+        if cancelled {
+            self.shared.counters.cancelled.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(removed); // outside the lock: a job's captures may call back into us
+        cancelled
+    }
+
+    /// See [`Scheduler::reschedule`].
+    ///
+    /// # Errors
+    /// [`ScheduleError::DelayTooLong`].
+    pub fn reschedule(&self, id: TaskId, delay: Duration) -> Result<bool, ScheduleError> {
+        let due_ns = self.shared.due_after(delay)?;
+        Ok(self.shared.move_to(id, due_ns))
+    }
+
+    /// See [`Scheduler::reschedule_at`].
+    ///
+    /// # Errors
+    /// [`ScheduleError::DelayTooLong`].
+    pub fn reschedule_at(&self, id: TaskId, at: Instant) -> Result<bool, ScheduleError> {
+        let due_ns = self.shared.due_at(at)?;
+        Ok(self.shared.move_to(id, due_ns))
+    }
+
+    /// See [`Scheduler::stats`].
+    pub fn stats(&self) -> Stats {
+        let (pending, due_backlog) = {
+            let state = self.shared.state.lock();
+            (state.wheel.len(), state.wheel.expired_len())
+        };
+        self.shared.counters.snapshot(pending, due_backlog, self.shared.lateness.snapshot())
+    }
+
+    /// See [`Scheduler::is_shutdown`].
+    pub fn is_shutdown(&self) -> bool {
+        !self.shared.state.lock().accepting
+    }
+
+    /// See [`Scheduler::wait_until_idle`].
+    pub fn wait_until_idle(&self, timeout: Duration) -> bool {
+        let shared = &self.shared;
+        let give_up = Instant::now() + timeout;
+        let target_ns = shared.now_ns();
+        // A turn that begins after this sees every job inserted before the call.
+        let target_turn = shared.turns_begun.load(Ordering::SeqCst) + 1;
+        let is_idle = || {
+            let stopped = shared.state.lock().stop.is_some();
+            stopped
+                || (shared.turns_done.load(Ordering::SeqCst) >= target_turn
+                    && shared.processed_ns.load(Ordering::SeqCst) >= target_ns
+                    && shared.counters.due_backlog.load(Ordering::SeqCst) == 0
+                    && shared.counters.in_flight.load(Ordering::SeqCst) == 0)
+        };
+        shared.idle.waiters.fetch_add(1, Ordering::SeqCst);
+        shared.unpark_driver(); // so that it processes `target_ns` even if nothing is due
+        let mut guard = shared.idle.lock.lock();
+        let idle = loop {
+            if is_idle() {
+                break true;
+            }
+            if shared.idle.changed.wait_until(&mut guard, give_up).timed_out() {
+                break is_idle();
+            }
+        };
+        drop(guard);
+        shared.idle.waiters.fetch_sub(1, Ordering::SeqCst);
+        idle
+    }
+}
+
+impl Shared {
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.time.ns_at(self.clock.now())
+    }
+
+    fn due_after(&self, delay: Duration) -> Result<u64, ScheduleError> {
+        if delay > Scheduler::MAX_DELAY {
+            return Err(ScheduleError::DelayTooLong { max: Scheduler::MAX_DELAY });
+        }
+        Ok(self.now_ns() + delay.as_nanos() as u64)
+    }
+
+    fn due_at(&self, at: Instant) -> Result<u64, ScheduleError> {
+        let now = self.clock.now();
+        if at.saturating_duration_since(now) > Scheduler::MAX_DELAY {
+            return Err(ScheduleError::DelayTooLong { max: Scheduler::MAX_DELAY });
+        }
+        Ok(self.time.ns_at(at))
+    }
+
+    /// The wheel tick for a job due at `due_ns`: a due time that has passed maps
+    /// to tick 0, which the wheel expires at once.
+    #[inline]
+    fn tick_for(&self, due_ns: u64, now_ns: u64) -> u64 {
+        if due_ns <= now_ns {
+            0
+        } else {
+            self.time.tick_at_or_after(due_ns)
+        }
+    }
+
+    fn insert(self: &Arc<Self>, due_ns: u64, job: Job) -> Result<TaskId, ScheduleError> {
+        let now_ns = self.now_ns();
+        let tick = self.tick_for(due_ns, now_ns);
+        let config = &self.config;
+        let mut state = self.state.lock();
+        if !state.accepting {
+            return Err(ScheduleError::Shutdown);
+        }
+        if state.wheel.len() >= config.max_pending {
+            return Err(ScheduleError::Full { max_pending: config.max_pending });
+        }
+        let backlog = state.wheel.expired_len();
+        if config.overload == OverloadPolicy::Reject && backlog >= config.max_backlog {
+            return Err(ScheduleError::Overloaded { max_backlog: config.max_backlog });
+        }
+        let key = state
+            .wheel
+            .insert(tick, Task { due_ns, job })
+            .map_err(|_| ScheduleError::Full { max_pending: Wheel::<()>::MAX_ENTRIES })?;
+        let wake = tick < self.wake_tick.load(Ordering::Relaxed);
+        drop(state);
+        if wake {
+            self.unpark_driver();
+        }
+        if config.overload == OverloadPolicy::CallerRuns && backlog >= config.max_backlog {
+            self.run_one_due_on_caller(now_ns);
+        }
+        Ok(TaskId::from_key(key))
+    }
+
+    fn move_to(&self, id: TaskId, due_ns: u64) -> bool {
+        let tick = self.tick_for(due_ns, self.now_ns());
+        let key = id.key();
+        let mut state = self.state.lock();
+        let Some(task) = state.wheel.get_mut(key) else {
+            return false;
+        };
+        task.due_ns = due_ns;
+        state.wheel.reset(key, tick);
+        let wake = tick < self.wake_tick.load(Ordering::Relaxed);
+        drop(state);
+        if wake {
+            self.unpark_driver();
+        }
+        true
+    }
+
+    /// Takes up to `room` due jobs out of the wheel into `out`, re-arming
+    /// repeating ones at their next occurrence.
+    fn take_due(&self, state: &mut State, now_ns: u64, room: usize, out: &mut Vec<Run>) {
+        let now_ns = now_ns.max(state.wheel.elapsed().saturating_mul(self.time.tick_ns));
+        let mut skipped = 0;
+        while out.len() < room {
+            let Some(key) = state.wheel.peek_expired() else { break };
+            let task = state.wheel.get_mut(key).expect("an expired key is live");
+            let Job::Every(repeat) = &task.job else {
+                let task = state.wheel.remove(key).expect("an expired key is live");
+                out.push(Run { due_ns: task.due_ns, job: task.job });
+                continue;
+            };
+            let repeat = repeat.clone();
+            let due_ns = task.due_ns;
+            let (next_ns, missed) = next_occurrence(due_ns, now_ns, repeat.period_ns, repeat.missed);
+            task.due_ns = next_ns;
+            skipped += missed;
+            state.wheel.reset(key, self.time.tick_at_or_after(next_ns));
+            if repeat.running.swap(true, Ordering::AcqRel) {
+                skipped += 1; // the previous run is still going: never overlap
+            } else {
+                out.push(Run { due_ns, job: Job::Every(repeat) });
+            }
+        }
+        if skipped > 0 {
+            self.counters.skipped.fetch_add(skipped, Ordering::Relaxed);
+        }
+    }
+
+    /// [`OverloadPolicy::CallerRuns`]: the producer runs the oldest due job.
+    fn run_one_due_on_caller(self: &Arc<Self>, now_ns: u64) {
+        let mut runs = Vec::with_capacity(1);
+        {
+            let mut state = self.state.lock();
+            self.take_due(&mut state, now_ns, 1, &mut runs);
+            self.counters.due_backlog.store(state.wheel.expired_len(), Ordering::Relaxed);
+        }
+        for run in runs {
+            pool::execute(self, run, self.config.workers);
+        }
+        self.idle.notify();
+    }
+
+    fn unpark_driver(&self) {
+        if let Some(driver) = self.driver.get() {
+            driver.unpark();
+        }
+    }
+}
+
+/// The due time after a run due at `due_ns` that started at `now_ns`, and how
+/// many occurrences in between are skipped.
+fn next_occurrence(due_ns: u64, now_ns: u64, period_ns: u64, missed: MissedRuns) -> (u64, u64) {
+    let next_ns = due_ns.saturating_add(period_ns);
+    if next_ns > now_ns {
+        return (next_ns, 0);
+    }
+    let behind = (now_ns - due_ns) / period_ns;
+    match missed {
+        MissedRuns::Skip => (due_ns.saturating_add((behind + 1).saturating_mul(period_ns)), behind),
+        MissedRuns::Delay => (now_ns.saturating_add(period_ns), behind),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_occurrence_keeps_the_grid_or_restarts_it() {
+        assert_eq!(next_occurrence(100, 120, 50, MissedRuns::Skip), (150, 0));
+        assert_eq!(next_occurrence(100, 260, 50, MissedRuns::Skip), (300, 3));
+        assert_eq!(next_occurrence(100, 250, 50, MissedRuns::Skip), (300, 3));
+        assert_eq!(next_occurrence(100, 260, 50, MissedRuns::Delay), (310, 3));
+        assert_eq!(next_occurrence(u64::MAX - 1, u64::MAX - 1, 50, MissedRuns::Skip).0, u64::MAX);
+    }
+}

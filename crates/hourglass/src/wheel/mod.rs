@@ -1,0 +1,613 @@
+//! The hierarchical timing wheel: a pure data structure, with no threads, no
+//! clock and no I/O. Time is an integer tick count that the caller passes in.
+
+mod key;
+pub(crate) mod level;
+mod slab;
+
+use std::fmt;
+
+pub use key::Key;
+use level::{level_for, location, slot_for, slot_start, split_location, NUM_LEVELS, NUM_SLOTS, SLOTS};
+use slab::{Slab, MAX_ENTRIES, NIL};
+
+/// The list of entries that are due and not yet popped.
+const EXPIRED: u16 = NUM_SLOTS as u16;
+/// Slot lists plus the expired list.
+const NUM_LISTS: usize = NUM_SLOTS + 1;
+
+/// A hierarchical hashed timing wheel (Varghese & Lauck, 1987, scheme 7).
+///
+/// Holds values of type `T`, each due at a deadline in *ticks*: an abstract
+/// `u64` time unit that the caller chooses (the [`Scheduler`](crate::Scheduler)
+/// uses one millisecond by default). The wheel does nothing on its own: the
+/// caller moves it forward with [`advance`](Wheel::advance) and takes what came
+/// due with [`pop_expired`](Wheel::pop_expired).
+///
+/// # Example
+/// ```
+/// use hourglass::Wheel;
+///
+/// let mut wheel = Wheel::new();
+/// let tea = wheel.insert(3, "tea is ready").unwrap();
+/// let _eggs = wheel.insert(5, "eggs are boiled").unwrap();
+/// assert!(wheel.reset(tea, 4)); // a little stronger
+///
+/// assert_eq!(wheel.advance(4), 1);
+/// assert_eq!(wheel.pop_expired().unwrap().value, "tea is ready");
+/// assert!(wheel.pop_expired().is_none()); // the eggs are not due yet
+/// ```
+///
+/// # Implementation
+///
+/// [`NUM_LEVELS`](Wheel::NUM_LEVELS) levels of 64 slots; a slot at level `L`
+/// spans `64^L` ticks, so the levels together cover every `u64` deadline and no
+/// overflow list is needed:
+///
+/// | level | one slot spans | the level spans | at a 1 ms tick |
+/// |------:|---------------:|----------------:|---------------:|
+/// | 0 | 1 tick | 64 ticks | 64 ms |
+/// | 1 | 64 | 4 096 | 4.1 s |
+/// | 2 | 4 096 | 262 144 | 4.4 min |
+/// | 3 | 262 144 | 16.8 M | 4.7 h |
+/// | 4 | 16.8 M | 1.07 G | 12.4 days |
+/// | 5 | 1.07 G | 68.7 G | 2.2 years |
+/// | 6 … 10 | … | up to 2^64 | 585 million years |
+///
+/// An entry is filed in the level of the highest bit in which its deadline
+/// differs from the wheel's time, so its slot is always ahead of the level's
+/// current position and a level never wraps. Each level keeps a 64-bit
+/// occupancy word, so finding the next slot to process is two
+/// `trailing_zeros`, never a scan of empty slots.
+///
+/// Each slot is an intrusive doubly linked list through a paged slab of
+/// 32-byte entries (payload excluded), so insert and remove are O(1).
+/// [`reset`](Wheel::reset) is O(1) too, and usually does not move the entry at
+/// all: moving a deadline later than the start of the entry's current slot
+/// only rewrites the deadline, and the entry is re-filed when its slot comes
+/// round. That makes the heartbeat pattern (reset a million timeouts, few of
+/// which ever fire) touch one cache line per reset.
+///
+/// When the wheel reaches a slot, it takes the slot's whole list: entries now
+/// due move to the expired list, the others are re-filed one level down (or,
+/// if they were reset later, wherever their new deadline belongs). Entries due
+/// at the same tick come out in the order they were inserted, counting a
+/// reset as a new insertion.
+pub struct Wheel<T> {
+    slab: Slab<T>,
+    lists: Box<Lists>,
+    /// The current tick: every entry due at or before it has expired.
+    elapsed: u64,
+    next_seq: u64,
+    expired_len: usize,
+}
+
+/// The heads of every list, and what is known about each slot without walking it.
+struct Lists {
+    head: [u32; NUM_LISTS],
+    tail: [u32; NUM_LISTS],
+    /// A lower bound of the deadlines in each slot (exact unless entries left it).
+    min_deadline: [u64; NUM_SLOTS],
+    /// Bit `s` of word `L`: slot `s` of level `L` is not empty.
+    occupancy: [u64; NUM_LEVELS],
+    /// Bit `L`: level `L` has an occupied slot.
+    occupied_levels: u32,
+}
+
+/// An entry taken from the wheel by [`Wheel::pop_expired`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expired<T> {
+    /// The key the entry had; it is stale now.
+    pub key: Key,
+    /// The tick the entry was due at.
+    pub deadline: u64,
+    /// The value inserted.
+    pub value: T,
+}
+
+/// The wheel already holds [`Wheel::MAX_ENTRIES`] entries; the value is handed back.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CapacityError<T>(pub T);
+
+impl<T> fmt::Debug for CapacityError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CapacityError(..)")
+    }
+}
+
+impl<T> fmt::Display for CapacityError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the timing wheel is full ({} entries)", Wheel::<()>::MAX_ENTRIES)
+    }
+}
+
+impl<T> std::error::Error for CapacityError<T> {}
+
+impl<T> Default for Wheel<T> {
+    fn default() -> Self {
+        Wheel::new()
+    }
+}
+
+impl<T> fmt::Debug for Wheel<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wheel")
+            .field("len", &self.len())
+            .field("elapsed", &self.elapsed)
+            .field("expired_len", &self.expired_len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Wheel<T> {
+    /// Levels in the wheel: enough 64-slot levels to cover every `u64` deadline.
+    pub const NUM_LEVELS: usize = NUM_LEVELS;
+
+    /// The most entries a wheel holds at once (about 4.3 billion).
+    pub const MAX_ENTRIES: usize = MAX_ENTRIES;
+
+    /// An empty wheel at tick 0.
+    pub fn new() -> Self {
+        Wheel::with_capacity(0)
+    }
+
+    /// An empty wheel at tick 0 with room for `capacity` entries before it
+    /// allocates.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Wheel {
+            slab: Slab::with_capacity(capacity),
+            lists: Box::new(Lists {
+                head: [NIL; NUM_LISTS],
+                tail: [NIL; NUM_LISTS],
+                min_deadline: [u64::MAX; NUM_SLOTS],
+                occupancy: [0; NUM_LEVELS],
+                occupied_levels: 0,
+            }),
+            elapsed: 0,
+            next_seq: 0,
+            expired_len: 0,
+        }
+    }
+
+    /// Entries in the wheel, expired ones not yet popped included.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// Whether the wheel holds no entry.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The wheel's current tick: the latest `now` given to [`advance`](Wheel::advance).
+    #[inline]
+    pub fn elapsed(&self) -> u64 {
+        self.elapsed
+    }
+
+    /// Entries that have expired and wait to be popped.
+    #[inline]
+    pub fn expired_len(&self) -> usize {
+        self.expired_len
+    }
+
+    /// Bytes the wheel has allocated for its entries and lists, payloads
+    /// included as far as they are stored inline.
+    pub fn allocated_bytes(&self) -> usize {
+        self.slab.bytes_reserved() + std::mem::size_of::<Lists>()
+    }
+
+    /// Adds `value`, due at tick `deadline`. A deadline at or before the
+    /// current tick expires at once: the entry can be popped without advancing.
+    ///
+    /// # Errors
+    /// [`CapacityError`], with the value, if the wheel holds
+    /// [`MAX_ENTRIES`](Wheel::MAX_ENTRIES) already.
+    #[inline]
+    pub fn insert(&mut self, deadline: u64, value: T) -> Result<Key, CapacityError<T>> {
+        let seq = self.next_seq;
+        let key = self.slab.insert(deadline, seq, value).map_err(CapacityError)?;
+        self.next_seq += 1;
+        self.file(key.index, deadline);
+        Ok(key)
+    }
+
+    /// Removes the entry, expired or not, and returns its value; `None` if the
+    /// key is stale.
+    #[inline]
+    pub fn remove(&mut self, key: Key) -> Option<T> {
+        self.slab.live(key)?;
+        self.unlink(key.index);
+        Some(self.slab.remove(key.index))
+    }
+
+    /// Moves the entry's deadline, earlier or later; `false` if the key is stale.
+    ///
+    /// The entry keeps its key and counts as newly inserted for the order in
+    /// which entries due at the same tick come out. An expired entry that is
+    /// reset to a future deadline becomes pending again.
+    #[inline]
+    pub fn reset(&mut self, key: Key, deadline: u64) -> bool {
+        let Some(entry) = self.slab.live(key) else {
+            return false;
+        };
+        let location = entry.location;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if location != EXPIRED && deadline > self.elapsed {
+            let (level, slot) = split_location(location);
+            if deadline >= slot_start(level, slot, self.elapsed) {
+                // The slot will be processed no later than the new deadline, and
+                // re-files the entry then: nothing to move now.
+                let min = &mut self.lists.min_deadline[location as usize];
+                *min = (*min).min(deadline);
+                let entry = self.slab.entry_mut(key.index);
+                entry.deadline = deadline;
+                entry.seq = seq;
+                return true;
+            }
+        }
+        self.unlink(key.index);
+        let entry = self.slab.entry_mut(key.index);
+        entry.deadline = deadline;
+        entry.seq = seq;
+        self.file(key.index, deadline);
+        true
+    }
+
+    /// Whether the key names a live entry.
+    #[inline]
+    pub fn contains(&self, key: Key) -> bool {
+        self.slab.live(key).is_some()
+    }
+
+    /// The entry's deadline, if the key is live.
+    #[inline]
+    pub fn deadline(&self, key: Key) -> Option<u64> {
+        self.slab.live(key).map(|entry| entry.deadline)
+    }
+
+    /// The entry's value, if the key is live.
+    #[inline]
+    pub fn get(&self, key: Key) -> Option<&T> {
+        self.slab.live(key)?.value.as_ref()
+    }
+
+    /// The entry's value, mutably, if the key is live.
+    #[inline]
+    pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        self.slab.live(key)?;
+        self.slab.entry_mut(key.index).value.as_mut()
+    }
+
+    /// Moves the wheel to tick `now`, expiring every entry due at or before it;
+    /// returns how many expired. A `now` at or before the current tick does
+    /// nothing: the wheel's time never goes back.
+    pub fn advance(&mut self, now: u64) -> usize {
+        if now <= self.elapsed {
+            return 0;
+        }
+        let before = self.expired_len;
+        while let Some((location, start)) = self.next_slot() {
+            if start > now {
+                break;
+            }
+            // Nothing lies before `start` (lower levels are empty), so the
+            // wheel can stand there while it takes the slot apart.
+            self.elapsed = start;
+            self.process_slot(location);
+        }
+        self.elapsed = now;
+        self.expired_len - before
+    }
+
+    /// Takes the first expired entry, in deadline order, ties in insertion order.
+    #[inline]
+    pub fn pop_expired(&mut self) -> Option<Expired<T>> {
+        let index = self.lists.head[EXPIRED as usize];
+        if index == NIL {
+            return None;
+        }
+        self.unlink(index);
+        let entry = self.slab.entry(index);
+        let (deadline, generation) = (entry.deadline, entry.generation);
+        let value = self.slab.remove(index);
+        Some(Expired { key: Key { index, generation }, deadline, value })
+    }
+
+    /// The key of the entry [`pop_expired`](Wheel::pop_expired) would take,
+    /// without taking it: the caller may then `remove`, `reset` or `get_mut` it.
+    #[inline]
+    pub fn peek_expired(&self) -> Option<Key> {
+        let index = self.lists.head[EXPIRED as usize];
+        (index != NIL).then(|| Key { index, generation: self.slab.entry(index).generation })
+    }
+
+    /// A tick before which nothing will expire: `advance` to an earlier tick
+    /// expires nothing. It is the current tick if entries wait to be popped,
+    /// `None` if the wheel is empty. It is exact unless entries were removed or
+    /// reset later since their slot was filed, in which case it may be early:
+    /// advancing to it then re-files those entries and expires nothing.
+    #[inline]
+    pub fn next_expiration(&self) -> Option<u64> {
+        if self.expired_len > 0 {
+            return Some(self.elapsed);
+        }
+        let (location, start) = self.next_slot()?;
+        Some(start.max(self.lists.min_deadline[location as usize]))
+    }
+
+    /// Removes every entry, expired or not, and returns them with their keys,
+    /// in no particular order.
+    pub fn drain(&mut self) -> impl Iterator<Item = (Key, T)> + '_ {
+        let keys: Vec<Key> = self.slab.keys().collect();
+        keys.into_iter().filter_map(move |key| self.remove(key).map(|value| (key, value)))
+    }
+
+    /// The next slot to process and the tick it starts at.
+    #[inline]
+    fn next_slot(&self) -> Option<(u16, u64)> {
+        let levels = self.lists.occupied_levels;
+        if levels == 0 {
+            return None;
+        }
+        let level = levels.trailing_zeros() as usize;
+        let slot = self.lists.occupancy[level].trailing_zeros() as usize;
+        Some((location(level, slot), slot_start(level, slot, self.elapsed)))
+    }
+
+    /// Files an unlinked entry by its deadline.
+    #[inline]
+    fn file(&mut self, index: u32, deadline: u64) {
+        if deadline <= self.elapsed {
+            self.push_back(EXPIRED, index);
+            return;
+        }
+        let level = level_for(self.elapsed, deadline);
+        let location = location(level, slot_for(level, deadline));
+        let min = &mut self.lists.min_deadline[location as usize];
+        *min = (*min).min(deadline);
+        self.push_back(location, index);
+    }
+
+    /// Takes a slot's list apart at `self.elapsed` == the slot's start.
+    fn process_slot(&mut self, location: u16) {
+        let list = location as usize;
+        let mut index = self.lists.head[list];
+        self.lists.head[list] = NIL;
+        self.lists.tail[list] = NIL;
+        self.vacate(list);
+        let now = self.elapsed;
+        let before_batch = self.lists.tail[EXPIRED as usize];
+        let (mut batch_len, mut last_seq, mut in_order) = (0usize, 0u64, true);
+        while index != NIL {
+            let entry = self.slab.entry(index);
+            let (next, deadline, seq) = (entry.next, entry.deadline, entry.seq);
+            if deadline <= now {
+                in_order &= batch_len == 0 || seq > last_seq;
+                last_seq = seq;
+                batch_len += 1;
+                self.push_back(EXPIRED, index);
+            } else {
+                self.file(index, deadline);
+            }
+            index = next;
+        }
+        if !in_order {
+            self.sort_expired_batch(before_batch, batch_len);
+        }
+    }
+
+    /// Restores insertion order in the last `len` expired entries, which follow
+    /// `before` (or start the list). Needed only when an entry reset to a later
+    /// deadline was re-filed behind entries inserted after its reset.
+    #[cold]
+    fn sort_expired_batch(&mut self, before: u32, len: usize) {
+        let mut batch = Vec::with_capacity(len);
+        let mut index = if before == NIL { self.lists.head[EXPIRED as usize] } else { self.slab.entry(before).next };
+        while index != NIL {
+            batch.push((self.slab.entry(index).seq, index));
+            index = self.slab.entry(index).next;
+        }
+        debug_assert_eq!(batch.len(), len);
+        batch.sort_unstable();
+        let mut prev = before;
+        for &(_, index) in &batch {
+            self.slab.entry_mut(index).prev = prev;
+            if prev == NIL {
+                self.lists.head[EXPIRED as usize] = index;
+            } else {
+                self.slab.entry_mut(prev).next = index;
+            }
+            prev = index;
+        }
+        self.slab.entry_mut(prev).next = NIL;
+        self.lists.tail[EXPIRED as usize] = prev;
+    }
+
+    #[inline]
+    fn push_back(&mut self, location: u16, index: u32) {
+        let list = location as usize;
+        let tail = self.lists.tail[list];
+        let entry = self.slab.entry_mut(index);
+        entry.prev = tail;
+        entry.next = NIL;
+        entry.location = location;
+        if tail == NIL {
+            self.lists.head[list] = index;
+            if location == EXPIRED {
+                self.expired_len += 1;
+            } else {
+                let (level, slot) = split_location(location);
+                self.lists.occupancy[level] |= 1 << slot;
+                self.lists.occupied_levels |= 1 << level;
+            }
+        } else {
+            self.slab.entry_mut(tail).next = index;
+            if location == EXPIRED {
+                self.expired_len += 1;
+            }
+        }
+        self.lists.tail[list] = index;
+    }
+
+    #[inline]
+    fn unlink(&mut self, index: u32) {
+        let entry = self.slab.entry(index);
+        let (prev, next, location) = (entry.prev, entry.next, entry.location);
+        let list = location as usize;
+        if prev == NIL {
+            self.lists.head[list] = next;
+        } else {
+            self.slab.entry_mut(prev).next = next;
+        }
+        if next == NIL {
+            self.lists.tail[list] = prev;
+        } else {
+            self.slab.entry_mut(next).prev = prev;
+        }
+        if location == EXPIRED {
+            self.expired_len -= 1;
+        } else if self.lists.head[list] == NIL {
+            self.vacate(list);
+        }
+    }
+
+    /// Marks an emptied slot list as empty.
+    #[inline]
+    fn vacate(&mut self, list: usize) {
+        debug_assert!(list < NUM_SLOTS);
+        let (level, slot) = (list / SLOTS, list % SLOTS);
+        self.lists.occupancy[level] &= !(1 << slot);
+        if self.lists.occupancy[level] == 0 {
+            self.lists.occupied_levels &= !(1 << level);
+        }
+        self.lists.min_deadline[list] = u64::MAX;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain_expired<T>(wheel: &mut Wheel<T>) -> Vec<T> {
+        std::iter::from_fn(|| wheel.pop_expired().map(|e| e.value)).collect()
+    }
+
+    #[test]
+    fn nothing_expires_early_and_ties_keep_insertion_order() {
+        let mut wheel = Wheel::new();
+        for (i, deadline) in [70u64, 5, 70, 4096, 5].into_iter().enumerate() {
+            wheel.insert(deadline, i).unwrap();
+        }
+        assert_eq!(wheel.advance(4), 0);
+        assert_eq!(wheel.advance(5), 2);
+        assert_eq!(drain_expired(&mut wheel), [1, 4]);
+        assert_eq!(wheel.advance(69), 0);
+        assert_eq!(wheel.advance(70), 2);
+        assert_eq!(drain_expired(&mut wheel), [0, 2]);
+        assert_eq!(wheel.advance(1_000_000), 1);
+        assert_eq!(drain_expired(&mut wheel), [3]);
+        assert!(wheel.is_empty());
+    }
+
+    #[test]
+    fn lazy_reset_keeps_reset_order_among_ties() {
+        let mut wheel = Wheel::new();
+        let a = wheel.insert(100, 'a').unwrap(); // level 1, the slot starting at 64
+        assert!(wheel.reset(a, 200)); // lazy: stays there until tick 64
+        let _b = wheel.insert(200, 'b').unwrap(); // files into the slot starting at 192
+        wheel.advance(64); // re-files `a` behind `b`
+        wheel.advance(199);
+        assert_eq!(wheel.expired_len(), 0);
+        wheel.advance(200);
+        assert_eq!(drain_expired(&mut wheel), ['a', 'b']);
+    }
+
+    #[test]
+    fn past_deadlines_expire_without_advancing() {
+        let mut wheel = Wheel::new();
+        wheel.advance(10);
+        wheel.insert(3, 'x').unwrap();
+        wheel.insert(10, 'y').unwrap();
+        assert_eq!(wheel.next_expiration(), Some(10));
+        assert_eq!(drain_expired(&mut wheel), ['x', 'y']);
+    }
+
+    #[test]
+    fn stale_keys_are_refused() {
+        let mut wheel = Wheel::new();
+        let a = wheel.insert(5, 1).unwrap();
+        assert_eq!(wheel.remove(a), Some(1));
+        assert_eq!(wheel.remove(a), None);
+        let b = wheel.insert(5, 2).unwrap();
+        assert!(!wheel.reset(a, 9));
+        assert_eq!(wheel.get(a), None);
+        wheel.advance(5);
+        let expired = wheel.pop_expired().unwrap();
+        assert_eq!(expired.key, b);
+        assert!(!wheel.contains(b));
+        assert_eq!(wheel.remove(Key::from_raw(u64::MAX)), None);
+    }
+
+    #[test]
+    fn huge_deadlines_work() {
+        let mut wheel = Wheel::new();
+        wheel.insert(u64::MAX, "end").unwrap();
+        wheel.insert(u64::MAX - 1, "almost").unwrap();
+        assert_eq!(wheel.advance(u64::MAX - 2), 0);
+        assert!(wheel.next_expiration().unwrap() < u64::MAX);
+        assert_eq!(wheel.advance(u64::MAX), 2);
+        assert_eq!(drain_expired(&mut wheel), ["almost", "end"]);
+    }
+
+    #[test]
+    fn next_expiration_skips_empty_slots_and_is_exact_without_churn() {
+        let mut wheel = Wheel::new();
+        assert_eq!(wheel.next_expiration(), None);
+        wheel.insert(1_000_003, ()).unwrap();
+        wheel.insert(5_000_000, ()).unwrap();
+        assert_eq!(wheel.next_expiration(), Some(1_000_003));
+        wheel.advance(1_000_002);
+        assert_eq!(wheel.next_expiration(), Some(1_000_003));
+        assert_eq!(wheel.advance(1_000_003), 1);
+    }
+
+    #[test]
+    fn reset_earlier_moves_the_entry() {
+        let mut wheel = Wheel::new();
+        let key = wheel.insert(1 << 30, 'x').unwrap();
+        assert!(wheel.reset(key, 7));
+        assert_eq!(wheel.next_expiration(), Some(7));
+        assert_eq!(wheel.advance(7), 1);
+    }
+
+    #[test]
+    fn reset_of_an_expired_entry_makes_it_pending_again() {
+        let mut wheel = Wheel::new();
+        let key = wheel.insert(2, 'x').unwrap();
+        wheel.advance(2);
+        assert_eq!(wheel.peek_expired(), Some(key));
+        assert!(wheel.reset(key, 9));
+        assert_eq!(wheel.expired_len(), 0);
+        assert_eq!(wheel.advance(9), 1);
+        assert_eq!(wheel.pop_expired().unwrap().key, key);
+    }
+
+    #[test]
+    fn drain_takes_everything() {
+        let mut wheel = Wheel::new();
+        for i in 0..100u64 {
+            wheel.insert(i * 1000, i).unwrap();
+        }
+        wheel.advance(5000);
+        let mut values: Vec<u64> = wheel.drain().map(|(_, v)| v).collect();
+        values.sort_unstable();
+        assert_eq!(values, (0..100).collect::<Vec<_>>());
+        assert!(wheel.is_empty());
+        assert_eq!(wheel.expired_len(), 0);
+        assert_eq!(wheel.next_expiration(), None);
+    }
+}

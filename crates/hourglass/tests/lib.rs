@@ -1,0 +1,5 @@
+//! Integration tests, compiled into one binary.
+
+mod realtime;
+mod scheduler;
+mod wheel_model;
