@@ -19,6 +19,7 @@
 //!
 //! `docs/DESIGN.md` in the repository explains the choices.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 
 mod clock;

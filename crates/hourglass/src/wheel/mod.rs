@@ -230,24 +230,32 @@ impl<T> Wheel<T> {
     /// reset to a future deadline becomes pending again.
     #[inline]
     pub fn reset(&mut self, key: Key, deadline: u64) -> bool {
-        let Some(entry) = self.slab.live(key) else {
+        let (elapsed, seq) = (self.elapsed, self.next_seq);
+        let Some(entry) = self.slab.live_mut(key) else {
             return false;
         };
-        let location = entry.location;
-        let seq = self.next_seq;
         self.next_seq += 1;
-        if location != EXPIRED && deadline > self.elapsed {
-            let (level, slot) = split_location(location);
-            if deadline >= slot_start(level, slot, self.elapsed) {
-                // The slot will be processed no later than the new deadline, and
-                // re-files the entry then: nothing to move now.
+        let (location, current) = (entry.location, entry.deadline);
+        // An entry in a slot is due at or after the slot's start, so a deadline
+        // no earlier than its current one can wait there: the slot re-files it
+        // when it comes round. This is the heartbeat path: one cache line.
+        let stays = location != EXPIRED
+            && (deadline >= current || {
+                // Earlier, but perhaps still within reach of the same slot.
+                let (level, slot) = split_location(location);
+                deadline > elapsed && deadline >= slot_start(level, slot, elapsed)
+            });
+        if stays {
+            entry.deadline = deadline;
+            entry.seq = seq;
+            if deadline < current {
+                // Only an earlier deadline can lower the slot's bound. (Skipping
+                // this write for later ones also keeps resets into one slot from
+                // aliasing each other in memory.)
                 let min = &mut self.lists.min_deadline[location as usize];
                 *min = (*min).min(deadline);
-                let entry = self.slab.entry_mut(key.index);
-                entry.deadline = deadline;
-                entry.seq = seq;
-                return true;
             }
+            return true;
         }
         self.unlink(key.index);
         let entry = self.slab.entry_mut(key.index);
@@ -278,8 +286,7 @@ impl<T> Wheel<T> {
     /// The entry's value, mutably, if the key is live.
     #[inline]
     pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
-        self.slab.live(key)?;
-        self.slab.entry_mut(key.index).value.as_mut()
+        self.slab.live_mut(key)?.value.as_mut()
     }
 
     /// Moves the wheel to tick `now`, expiring every entry due at or before it;

@@ -3,7 +3,9 @@
 //! Entries live in fixed-size pages rather than one growing `Vec`, for two
 //! reasons: growth never copies existing entries (no latency spike at 10 M
 //! timers), and the memory held is the live entries plus at most one partly used
-//! page, instead of up to twice the live set after a doubling.
+//! page, instead of up to twice the live set after a doubling. A page is a boxed
+//! array, so finding an entry is one load of a (hot) page pointer and a masked
+//! index that needs no bounds check.
 
 use super::key::Key;
 
@@ -19,8 +21,10 @@ const PAGE_MASK: u32 = (PAGE_LEN as u32) - 1;
 /// The most entries a slab can hold: indices are `u32` and [`NIL`] is reserved.
 pub(crate) const MAX_ENTRIES: usize = NIL as usize;
 
-/// The generation at which a storage slot is retired instead of reused.
+/// A vacated slot whose generation reaches this is retired instead of reused,
+/// so generations never wrap and a stale key can never match again.
 const RETIRED_GENERATION: u32 = u32::MAX;
+const _: () = assert!(RETIRED_GENERATION % 2 == 1, "retirement happens at a vacant (odd) generation");
 
 /// One pending timer, linked into exactly one list of the wheel.
 ///
@@ -35,6 +39,8 @@ pub(crate) struct Entry<T> {
     pub(crate) prev: u32,
     /// Next entry in the entry's list; for a vacant slot, the next free slot.
     pub(crate) next: u32,
+    /// Even while the slot holds an entry, odd while it is vacant: one compare
+    /// with a key's (even) generation tells both "same entry" and "live".
     pub(crate) generation: u32,
     /// The list the entry is in (a slot, or the expired list).
     pub(crate) location: u16,
@@ -42,9 +48,11 @@ pub(crate) struct Entry<T> {
     pub(crate) value: Option<T>,
 }
 
+type Page<T> = Box<[Entry<T>; PAGE_LEN]>;
+
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
-    pages: Vec<Vec<Entry<T>>>,
+    pages: Vec<Page<T>>,
     /// Head of the list of vacant slots, linked through `Entry::next`.
     free_head: u32,
     /// Slots ever handed out (the high-water mark of indices).
@@ -62,7 +70,7 @@ impl<T> Slab<T> {
         let pages = capacity.min(MAX_ENTRIES).div_ceil(PAGE_LEN);
         slab.pages.reserve(pages);
         for _ in 0..pages {
-            slab.pages.push(Vec::with_capacity(PAGE_LEN));
+            slab.pages.push(vacant_page());
         }
         slab
     }
@@ -74,8 +82,8 @@ impl<T> Slab<T> {
 
     /// Bytes of entry storage held, live or vacant.
     pub(crate) fn bytes_reserved(&self) -> usize {
-        self.pages.iter().map(|page| page.capacity() * std::mem::size_of::<Entry<T>>()).sum::<usize>()
-            + self.pages.capacity() * std::mem::size_of::<Vec<Entry<T>>>()
+        self.pages.len() * std::mem::size_of::<[Entry<T>; PAGE_LEN]>()
+            + self.pages.capacity() * std::mem::size_of::<Page<T>>()
     }
 
     #[inline]
@@ -92,8 +100,21 @@ impl<T> Slab<T> {
     #[inline]
     pub(crate) fn live(&self, key: Key) -> Option<&Entry<T>> {
         let page = self.pages.get((key.index >> PAGE_BITS) as usize)?;
-        let entry = page.get((key.index & PAGE_MASK) as usize)?;
-        (entry.generation == key.generation && entry.value.is_some()).then_some(entry)
+        let entry = &page[(key.index & PAGE_MASK) as usize];
+        // An odd generation in a key was never handed out: refuse it before it
+        // can match a vacant slot.
+        (key.generation % 2 == 0 && entry.generation == key.generation).then(|| {
+            debug_assert!(entry.value.is_some(), "an even generation means occupied");
+            entry
+        })
+    }
+
+    /// As [`live`](Slab::live), mutably.
+    #[inline]
+    pub(crate) fn live_mut(&mut self, key: Key) -> Option<&mut Entry<T>> {
+        let page = self.pages.get_mut((key.index >> PAGE_BITS) as usize)?;
+        let entry = &mut page[(key.index & PAGE_MASK) as usize];
+        (key.generation % 2 == 0 && entry.generation == key.generation).then_some(entry)
     }
 
     /// Stores `value` in a vacant slot and returns its key; the entry's links
@@ -108,6 +129,7 @@ impl<T> Slab<T> {
             entry.deadline = deadline;
             entry.seq = seq;
             entry.value = Some(value);
+            entry.generation += 1; // odd (vacant) to even (occupied)
             let generation = entry.generation;
             self.free_head = next_free;
             self.len += 1;
@@ -117,13 +139,14 @@ impl<T> Slab<T> {
             return Err(value);
         }
         let index = self.allocated as u32;
-        let page = (index >> PAGE_BITS) as usize;
-        if page == self.pages.len() {
-            self.pages.push(Vec::with_capacity(if page == 0 { 0 } else { PAGE_LEN }));
+        if (index >> PAGE_BITS) as usize == self.pages.len() {
+            self.pages.push(vacant_page());
         }
-        let entry = Entry { deadline, seq, prev: NIL, next: NIL, generation: 0, location: 0, value: Some(value) };
-        self.pages[page].push(entry);
-        debug_assert!(self.pages[page].len() <= PAGE_LEN);
+        let entry = self.entry_mut(index);
+        entry.deadline = deadline;
+        entry.seq = seq;
+        entry.value = Some(value);
+        entry.generation = 0;
         self.allocated += 1;
         self.len += 1;
         Ok(Key { index, generation: 0 })
@@ -136,7 +159,7 @@ impl<T> Slab<T> {
         let free_head = self.free_head;
         let entry = self.entry_mut(index);
         let value = entry.value.take().expect("removing a vacant wheel entry");
-        entry.generation += 1;
+        entry.generation += 1; // even (occupied) to odd (vacant)
         let retire = entry.generation == RETIRED_GENERATION;
         if !retire {
             entry.next = free_head;
@@ -162,6 +185,13 @@ impl<T> Slab<T> {
     }
 }
 
+fn vacant_page<T>() -> Page<T> {
+    let entries: Box<[Entry<T>]> = (0..PAGE_LEN)
+        .map(|_| Entry { deadline: 0, seq: 0, prev: NIL, next: NIL, generation: 1, location: 0, value: None })
+        .collect();
+    entries.try_into().unwrap_or_else(|_| unreachable!("a page has PAGE_LEN entries"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,10 +215,20 @@ mod tests {
     }
 
     #[test]
+    fn a_forged_odd_generation_never_matches_a_vacant_slot() {
+        let mut slab = Slab::new();
+        let a = slab.insert(1, 0, ()).unwrap();
+        slab.remove(a.index);
+        let forged = Key { index: a.index, generation: a.generation + 1 };
+        assert!(slab.live(forged).is_none());
+        assert!(slab.live_mut(forged).is_none());
+    }
+
+    #[test]
     fn exhausted_generation_retires_the_slot() {
         let mut slab = Slab::new();
         let a = slab.insert(1, 0, ()).unwrap();
-        slab.set_generation(a.index, RETIRED_GENERATION - 1);
+        slab.set_generation(a.index, RETIRED_GENERATION - 1); // the last even generation
         slab.remove(a.index);
         let b = slab.insert(1, 1, ()).unwrap();
         assert_ne!(b.index, a.index, "a retired slot is never reused");
