@@ -184,27 +184,42 @@ fn main() {
 
     if run.wants("e2e") {
         let s = &run.settings;
+        let (hourglass, tokio, delay_timer) =
+            (run.wants_impl("hourglass"), run.wants_impl("tokio"), run.wants_impl("delay_timer"));
         let mut rows = Vec::new();
-        rows.extend(e2e::burst_hourglass(s.burst_n));
-        rows.extend(e2e::burst_tokio(s.burst_n));
-        rows.extend(e2e::burst_delay_timer(s.burst_n_delay_timer));
-        rows.push(e2e::lateness_hourglass(s, s.big_n, LATENESS_RATE_PER_SEC));
-        rows.push(e2e::lateness_tokio(s, s.big_n, LATENESS_RATE_PER_SEC));
+        if hourglass {
+            rows.extend(e2e::burst_hourglass(s, s.burst_n));
+            rows.push(e2e::lateness_hourglass(s, s.big_n, LATENESS_RATE_PER_SEC));
+        }
+        if tokio {
+            rows.extend(e2e::burst_tokio(s, s.burst_n));
+            rows.push(e2e::lateness_tokio(s, s.big_n, LATENESS_RATE_PER_SEC));
+        }
+        if delay_timer {
+            rows.extend(e2e::burst_delay_timer(s, s.burst_n_delay_timer));
+        }
         run.add(rows);
     }
     if run.wants("idle") {
-        let rows = vec![
-            idle::idle_hourglass(&run.settings, run.settings.big_n),
-            idle::idle_tokio(&run.settings, run.settings.big_n),
-        ];
+        let mut rows = Vec::new();
+        if run.wants_impl("hourglass") {
+            rows.push(idle::idle_hourglass(&run.settings, run.settings.big_n));
+        }
+        if run.wants_impl("tokio") {
+            rows.push(idle::idle_tokio(&run.settings, run.settings.big_n));
+        }
         run.add(rows);
     }
     if run.wants("contention") {
         let mut rows = Vec::new();
         for threads in [1, 2, 4] {
-            rows.push(contention::hourglass_scheduler(&run.settings, threads));
-            rows.push(contention::mutex_wheel(&run.settings, threads));
-            rows.push(contention::mutex_heap(&run.settings, threads));
+            if run.wants_impl("hourglass") {
+                rows.push(contention::hourglass_scheduler(&run.settings, threads));
+                rows.push(contention::mutex_wheel(&run.settings, threads));
+            }
+            if run.wants_impl("binaryheap") {
+                rows.push(contention::mutex_heap(&run.settings, threads));
+            }
         }
         run.add(rows);
     }

@@ -9,7 +9,7 @@ use hourglass::{Scheduler, Wheel};
 
 use crate::baselines::LazyHeap;
 use crate::queues::TimerQueue;
-use crate::report::Row;
+use crate::report::{median, Row};
 use crate::Settings;
 
 const BACKGROUND: usize = 100_000;
@@ -17,15 +17,20 @@ const AHEAD: Duration = Duration::from_secs(60);
 
 fn run(settings: &Settings, threads: usize, imp: &'static str, pair: impl Fn(u64) + Sync) -> Row {
     let pairs = settings.contention_pairs / threads;
-    let start = Instant::now();
-    thread::scope(|s| {
-        for t in 0..threads {
-            let pair = &pair;
-            s.spawn(move || (0..pairs as u64).for_each(|i| pair(i + t as u64)));
-        }
-    });
     let ops = (2 * pairs * threads) as f64;
-    let ns = start.elapsed().as_nanos() as f64 / ops;
+    let samples = (0..settings.reps)
+        .map(|_| {
+            let start = Instant::now();
+            thread::scope(|s| {
+                for t in 0..threads {
+                    let pair = &pair;
+                    s.spawn(move || (0..pairs as u64).for_each(|i| pair(i + t as u64)));
+                }
+            });
+            start.elapsed().as_nanos() as f64 / ops
+        })
+        .collect();
+    let ns = median(samples);
     Row {
         ns_per_op: Some(ns),
         per_sec: Some(1e9 / ns),

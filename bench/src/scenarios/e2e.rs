@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use hourglass::Scheduler;
 
-use crate::report::Row;
+use crate::report::{median, Row};
 use crate::scenarios::structures::label;
 use crate::Settings;
 
@@ -18,6 +18,8 @@ const PRODUCERS: usize = 2;
 const BURST_AHEAD: Duration = Duration::from_secs(2);
 /// Background jobs for the lateness run are due this far ahead, never fire.
 const FAR_AHEAD: Duration = Duration::from_secs(3_600);
+/// The histogram's range: a minute of lateness is a failure, not a figure.
+const LATENESS_NS_MAX: u64 = 60_000_000_000;
 
 /// Counts runs of a burst and remembers the first start and the last finish.
 struct Burst {
@@ -74,16 +76,42 @@ fn produce(n: usize, schedule: impl Fn(usize) + Sync) -> f64 {
     start.elapsed().as_nanos() as f64 / n as f64
 }
 
-fn burst_rows(imp: &'static str, n: usize, schedule_ns: f64, per_sec: f64, note: Option<String>) -> [Row; 2] {
+/// Runs `burst` (which returns schedule ns per job and runs per second) once
+/// per repetition; rows of the medians.
+fn burst_rows(
+    settings: &Settings,
+    imp: &'static str,
+    n: usize,
+    note: Option<&str>,
+    burst: impl Fn(usize) -> (f64, f64),
+) -> [Row; 2] {
+    let (schedule, rate): (Vec<f64>, Vec<f64>) = (0..settings.reps).map(|_| burst(n)).unzip();
+    let note = note.map(str::to_owned);
     [
-        Row { ns_per_op: Some(schedule_ns), note: note.clone(), ..Row::new("e2e", "schedule_2threads", imp, n as u64) },
-        Row { per_sec: Some(per_sec), note, ..Row::new("e2e", format!("burst_{}", label(n)), imp, n as u64) },
+        Row {
+            ns_per_op: Some(median(schedule)),
+            note: note.clone(),
+            ..Row::new("e2e", "schedule_2threads", imp, n as u64)
+        },
+        Row { per_sec: Some(median(rate)), note, ..Row::new("e2e", format!("burst_{}", label(n)), imp, n as u64) },
     ]
+}
+
+pub fn burst_hourglass(settings: &Settings, n: usize) -> [Row; 2] {
+    burst_rows(settings, "hourglass", n, None, burst_hourglass_once)
+}
+
+pub fn burst_tokio(settings: &Settings, n: usize) -> [Row; 2] {
+    burst_rows(settings, "tokio-spawn-sleep", n, None, burst_tokio_once)
+}
+
+pub fn burst_delay_timer(settings: &Settings, n: usize) -> [Row; 2] {
+    burst_rows(settings, "delay_timer", n, Some("1 s resolution"), burst_delay_timer_once)
 }
 
 /// `n` jobs all due at one instant: schedule cost from 2 threads, and jobs per
 /// second from the first run's start to the last run's end.
-pub fn burst_hourglass(n: usize) -> [Row; 2] {
+fn burst_hourglass_once(n: usize) -> (f64, f64) {
     let scheduler = Scheduler::builder().max_pending(n + 1).build().unwrap();
     let (burst, finished) = Burst::new(n);
     let due = Instant::now() + BURST_AHEAD;
@@ -91,10 +119,10 @@ pub fn burst_hourglass(n: usize) -> [Row; 2] {
         let burst = burst.clone();
         scheduler.schedule_at(due, move || burst.run()).unwrap();
     });
-    burst_rows("hourglass", n, schedule_ns, burst.rate(&finished), None)
+    (schedule_ns, burst.rate(&finished))
 }
 
-pub fn burst_tokio(n: usize) -> [Row; 2] {
+fn burst_tokio_once(n: usize) -> (f64, f64) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
     let (burst, finished) = Burst::new(n);
     let due = tokio::time::Instant::now() + BURST_AHEAD;
@@ -105,10 +133,10 @@ pub fn burst_tokio(n: usize) -> [Row; 2] {
             burst.run();
         });
     });
-    burst_rows("tokio-spawn-sleep", n, schedule_ns, burst.rate(&finished), None)
+    (schedule_ns, burst.rate(&finished))
 }
 
-pub fn burst_delay_timer(n: usize) -> [Row; 2] {
+fn burst_delay_timer_once(n: usize) -> (f64, f64) {
     use delay_timer::prelude::{DelayTimerBuilder, TaskBuilder};
     let timer = DelayTimerBuilder::default().build();
     let (burst, finished) = Burst::new(n);
@@ -125,8 +153,7 @@ pub fn burst_delay_timer(n: usize) -> [Row; 2] {
     });
     let rate = burst.rate(&finished);
     let _ = timer.stop_delay_timer();
-    let note = Some("1 s resolution".to_owned());
-    burst_rows("delay_timer", n, schedule_ns, rate, note)
+    (schedule_ns, rate)
 }
 
 /// Lateness of jobs arriving at `rate_per_sec` (due 10 ms to 1 s ahead) from 2
@@ -167,7 +194,9 @@ struct Recorder(Arc<(Mutex<Histogram<u64>>, AtomicUsize)>);
 
 impl Recorder {
     fn new() -> Recorder {
-        Recorder(Arc::new((Mutex::new(Histogram::new(3).unwrap()), AtomicUsize::new(0))))
+        // Bounds must be explicit: `saturating_record` clamps into the range.
+        let histogram = Histogram::new_with_bounds(1, LATENESS_NS_MAX, 3).unwrap();
+        Recorder(Arc::new((Mutex::new(histogram), AtomicUsize::new(0))))
     }
 
     fn record(&self, due: Instant) {

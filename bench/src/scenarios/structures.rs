@@ -32,9 +32,15 @@ fn fill<Q: TimerQueue>(queue: &mut Q, n: usize, rng: &mut StdRng) -> Vec<Q::Key>
 /// timer to `now + timeout`: always a later deadline, as the issue specifies.
 pub fn churn<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
     let mut rng = StdRng::seed_from_u64(1);
-    let timeouts_ms: Vec<u64> = (0..n).map(|_| rng.random_range(HEARTBEAT_MS)).collect();
     let mut queue = Q::with_capacity(n);
-    let mut keys: Vec<Q::Key> = timeouts_ms.iter().map(|&timeout| queue.insert(timeout)).collect();
+    // A server's connection table: each connection's timer handle and timeout
+    // side by side, so a heartbeat looks up one record.
+    let mut connections: Vec<(Q::Key, u64)> = (0..n)
+        .map(|_| {
+            let timeout_ms = rng.random_range(HEARTBEAT_MS);
+            (queue.insert(timeout_ms), timeout_ms)
+        })
+        .collect();
     let picks: Vec<usize> = (0..settings.churn_ops).map(|_| rng.random_range(0..n)).collect();
     let mut now_ms = 0;
     let ns = measure(settings, &picks, |op, index| {
@@ -42,7 +48,8 @@ pub fn churn<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
             now_ms += 1;
             black_box(queue.advance(now_ms));
         }
-        keys[index] = queue.reset(keys[index], now_ms + timeouts_ms[index]);
+        let (key, timeout_ms) = &mut connections[index];
+        *key = queue.reset(*key, now_ms + *timeout_ms);
     });
     Row { ns_per_op: Some(ns), ..Row::new("churn", format!("reset_{}", label(n)), Q::NAME, n as u64) }
 }
@@ -53,8 +60,12 @@ pub fn churn<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
 pub fn churn_earlier<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
     let mut rng = StdRng::seed_from_u64(11);
     let mut queue = Q::with_capacity(n);
-    let mut deadlines_ms: Vec<u64> = (0..n).map(|_| rng.random_range(HEARTBEAT_MS) + 60_000).collect();
-    let mut keys: Vec<Q::Key> = deadlines_ms.iter().map(|&deadline| queue.insert(deadline)).collect();
+    let mut timers: Vec<(Q::Key, u64)> = (0..n)
+        .map(|_| {
+            let deadline_ms = rng.random_range(HEARTBEAT_MS) + 60_000;
+            (queue.insert(deadline_ms), deadline_ms)
+        })
+        .collect();
     let picks: Vec<usize> = (0..settings.churn_ops).map(|_| rng.random_range(0..n)).collect();
     let mut now_ms = 0;
     let ns = measure(settings, &picks, |op, index| {
@@ -64,9 +75,9 @@ pub fn churn_earlier<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
         }
         // Halfway to now + 30 s: earlier, and never in the past.
         let floor_ms = now_ms + HEARTBEAT_MS.start;
-        let deadline = &mut deadlines_ms[index];
-        *deadline = floor_ms + deadline.saturating_sub(floor_ms) / 2;
-        keys[index] = queue.reset(keys[index], *deadline);
+        let (key, deadline_ms) = &mut timers[index];
+        *deadline_ms = floor_ms + deadline_ms.saturating_sub(floor_ms) / 2;
+        *key = queue.reset(*key, *deadline_ms);
     });
     Row { ns_per_op: Some(ns), ..Row::new("churn", format!("reset_earlier_{}", label(n)), Q::NAME, n as u64) }
 }

@@ -28,7 +28,7 @@ pub(super) fn run(shared: &Shared, queue: Sender<Run>) {
             Some(Stop::DrainUntil(until)) => backlog == 0 && next_tick.is_none_or(|tick| tick > until),
             _ => false,
         };
-        shared.counters.in_flight.fetch_add(batch.len(), Ordering::SeqCst);
+        shared.counters.dispatched.fetch_add(batch.len() as u64, Ordering::SeqCst);
         shared.counters.due_backlog.store(backlog, Ordering::SeqCst);
         shared.processed_ns.fetch_max(now_ns, Ordering::SeqCst);
         let wake_tick = if backlog > 0 { 0 } else { next_tick.unwrap_or(u64::MAX) };
@@ -42,7 +42,7 @@ pub(super) fn run(shared: &Shared, queue: Sender<Run>) {
             // Only this thread sends, and `room` was measured under the lock,
             // so this never blocks; it fails only if every worker is gone.
             if queue.send(run).is_err() {
-                shared.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
+                shared.counters.dispatched.fetch_sub(1, Ordering::SeqCst);
             }
         }
         shared.turns_done.store(turn, Ordering::SeqCst);

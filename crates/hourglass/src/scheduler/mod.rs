@@ -24,7 +24,7 @@ pub use task::{MissedRuns, TaskId};
 use crate::clock::Clock;
 use crate::wheel::Wheel;
 use builder::Config;
-use stats::{Counters, LatenessRecorder};
+use stats::Counters;
 use task::{Job, Repeat, Run, Task};
 use timebase::TimeBase;
 
@@ -107,7 +107,6 @@ pub(crate) struct Shared {
     turns_begun: AtomicU64,
     turns_done: AtomicU64,
     counters: Counters,
-    lateness: LatenessRecorder,
     idle: Idle,
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
@@ -117,6 +116,15 @@ struct State {
     wheel: Wheel<Task>,
     accepting: bool,
     stop: Option<Stop>,
+    cancelled: u64,
+}
+
+/// A job's due time and the clock reading it was computed from, in ns since
+/// the scheduler's origin.
+#[derive(Debug, Clone, Copy)]
+struct Due {
+    due_ns: u64,
+    now_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -168,7 +176,7 @@ impl Scheduler {
         let time = TimeBase { origin: builder.clock.now(), tick_ns: config.tick.as_nanos() as u64 };
         let (queue, receiver) = crossbeam_channel::bounded::<Run>(config.queue_capacity);
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { wheel: Wheel::new(), accepting: true, stop: None }),
+            state: Mutex::new(State { wheel: Wheel::new(), accepting: true, stop: None, cancelled: 0 }),
             clock: builder.clock,
             time,
             driver: OnceLock::new(),
@@ -177,8 +185,7 @@ impl Scheduler {
             processed_ns: AtomicU64::new(0),
             turns_begun: AtomicU64::new(0),
             turns_done: AtomicU64::new(0),
-            counters: Counters::default(),
-            lateness: LatenessRecorder::new(config.workers + 1),
+            counters: Counters::new(config.workers),
             idle: Idle::default(),
             #[cfg(feature = "tokio")]
             runtime: builder.runtime,
@@ -304,7 +311,7 @@ impl Scheduler {
             return ShutdownReport::default();
         };
         let shared = &self.handle.shared;
-        let fired_before = shared.counters.fired.load(Ordering::Relaxed);
+        let fired_before = shared.counters.fired();
         {
             let mut state = shared.state.lock();
             state.accepting = false;
@@ -324,7 +331,7 @@ impl Scheduler {
             }
         }
         shared.idle.notify();
-        ShutdownReport { dropped: ids, ran: shared.counters.fired.load(Ordering::Relaxed) - fired_before }
+        ShutdownReport { dropped: ids, ran: shared.counters.fired() - fired_before }
     }
 }
 
@@ -358,8 +365,8 @@ impl Handle {
     /// # Errors
     /// See [`ScheduleError`].
     pub fn schedule<F: FnOnce() + Send + 'static>(&self, delay: Duration, job: F) -> Result<TaskId, ScheduleError> {
-        let due_ns = self.shared.due_after(delay)?;
-        self.shared.insert(due_ns, Job::Once(Box::new(job)))
+        let due = self.shared.due_after(delay)?;
+        self.shared.insert(due, Job::Once(Box::new(job)))
     }
 
     /// See [`Scheduler::schedule_at`].
@@ -367,8 +374,8 @@ impl Handle {
     /// # Errors
     /// See [`ScheduleError`].
     pub fn schedule_at<F: FnOnce() + Send + 'static>(&self, at: Instant, job: F) -> Result<TaskId, ScheduleError> {
-        let due_ns = self.shared.due_at(at)?;
-        self.shared.insert(due_ns, Job::Once(Box::new(job)))
+        let due = self.shared.due_at(at)?;
+        self.shared.insert(due, Job::Once(Box::new(job)))
     }
 
     /// See [`Scheduler::schedule_every`].
@@ -383,14 +390,14 @@ impl Handle {
         if period < self.shared.config.tick {
             return Err(ScheduleError::PeriodTooShort { min: self.shared.config.tick });
         }
-        let due_ns = self.shared.due_after(period)?;
+        let due = self.shared.due_after(period)?;
         let repeat = Repeat {
             period_ns: period.as_nanos() as u64,
             missed: self.shared.config.missed_runs,
             running: AtomicBool::new(false),
             job: Mutex::new(Box::new(job)),
         };
-        self.shared.insert(due_ns, Job::Every(Arc::new(repeat)))
+        self.shared.insert(due, Job::Every(Arc::new(repeat)))
     }
 
     /// Spawns `future` on the builder's tokio runtime, `delay` from now.
@@ -406,17 +413,21 @@ impl Handle {
         if self.shared.runtime.is_none() {
             return Err(ScheduleError::NoRuntime);
         }
-        let due_ns = self.shared.due_after(delay)?;
-        self.shared.insert(due_ns, Job::Async(Box::pin(future)))
+        let due = self.shared.due_after(delay)?;
+        self.shared.insert(due, Job::Async(Box::pin(future)))
     }
 
     /// See [`Scheduler::cancel`].
     pub fn cancel(&self, id: TaskId) -> bool {
-        let removed = self.shared.state.lock().wheel.remove(id.key());
+        let removed = {
+            let mut state = self.shared.state.lock();
+            let removed = state.wheel.remove(id.key());
+            // Counted under the lock we hold anyway: a shared atomic here would
+            // bounce its cache line between every producer thread.
+            state.cancelled += u64::from(removed.is_some());
+            removed
+        };
         let cancelled = removed.is_some();
-        if cancelled {
-            self.shared.counters.cancelled.fetch_add(1, Ordering::Relaxed);
-        }
         drop(removed); // outside the lock: a job's captures may call back into us
         cancelled
     }
@@ -426,8 +437,8 @@ impl Handle {
     /// # Errors
     /// [`ScheduleError::DelayTooLong`].
     pub fn reschedule(&self, id: TaskId, delay: Duration) -> Result<bool, ScheduleError> {
-        let due_ns = self.shared.due_after(delay)?;
-        Ok(self.shared.move_to(id, due_ns))
+        let due = self.shared.due_after(delay)?;
+        Ok(self.shared.move_to(id, due))
     }
 
     /// See [`Scheduler::reschedule_at`].
@@ -435,17 +446,22 @@ impl Handle {
     /// # Errors
     /// [`ScheduleError::DelayTooLong`].
     pub fn reschedule_at(&self, id: TaskId, at: Instant) -> Result<bool, ScheduleError> {
-        let due_ns = self.shared.due_at(at)?;
-        Ok(self.shared.move_to(id, due_ns))
+        let due = self.shared.due_at(at)?;
+        Ok(self.shared.move_to(id, due))
     }
 
     /// See [`Scheduler::stats`].
     pub fn stats(&self) -> Stats {
-        let (pending, due_backlog) = {
+        let locked = {
             let state = self.shared.state.lock();
-            (state.wheel.len(), state.wheel.expired_len())
+            stats::Locked {
+                pending: state.wheel.len(),
+                due_backlog: state.wheel.expired_len(),
+                cancelled: state.cancelled,
+            }
         };
-        self.shared.counters.snapshot(pending, due_backlog, self.shared.lateness.snapshot())
+        let driver_wakeups = self.shared.turns_done.load(Ordering::Relaxed);
+        self.shared.counters.snapshot(locked, driver_wakeups)
     }
 
     /// See [`Scheduler::is_shutdown`].
@@ -466,7 +482,7 @@ impl Handle {
                 || (shared.turns_done.load(Ordering::SeqCst) >= target_turn
                     && shared.processed_ns.load(Ordering::SeqCst) >= target_ns
                     && shared.counters.due_backlog.load(Ordering::SeqCst) == 0
-                    && shared.counters.in_flight.load(Ordering::SeqCst) == 0)
+                    && shared.counters.in_flight() == 0)
         };
         shared.idle.waiters.fetch_add(1, Ordering::SeqCst);
         shared.unpark_driver(); // so that it processes `target_ns` even if nothing is due
@@ -491,35 +507,38 @@ impl Shared {
         self.time.ns_at(self.clock.now())
     }
 
-    fn due_after(&self, delay: Duration) -> Result<u64, ScheduleError> {
+    /// When a job `delay` from now is due, and now (both ns since the origin):
+    /// the clock is read once per call.
+    fn due_after(&self, delay: Duration) -> Result<Due, ScheduleError> {
         if delay > Scheduler::MAX_DELAY {
             return Err(ScheduleError::DelayTooLong { max: Scheduler::MAX_DELAY });
         }
-        Ok(self.now_ns() + delay.as_nanos() as u64)
+        let now_ns = self.now_ns();
+        Ok(Due { due_ns: now_ns + delay.as_nanos() as u64, now_ns })
     }
 
-    fn due_at(&self, at: Instant) -> Result<u64, ScheduleError> {
+    fn due_at(&self, at: Instant) -> Result<Due, ScheduleError> {
         let now = self.clock.now();
         if at.saturating_duration_since(now) > Scheduler::MAX_DELAY {
             return Err(ScheduleError::DelayTooLong { max: Scheduler::MAX_DELAY });
         }
-        Ok(self.time.ns_at(at))
+        Ok(Due { due_ns: self.time.ns_at(at), now_ns: self.time.ns_at(now) })
     }
 
-    /// The wheel tick for a job due at `due_ns`: a due time that has passed maps
-    /// to tick 0, which the wheel expires at once.
+    /// The wheel tick for a job: a due time that has passed maps to tick 0,
+    /// which the wheel expires at once.
     #[inline]
-    fn tick_for(&self, due_ns: u64, now_ns: u64) -> u64 {
-        if due_ns <= now_ns {
+    fn tick_for(&self, due: Due) -> u64 {
+        if due.due_ns <= due.now_ns {
             0
         } else {
-            self.time.tick_at_or_after(due_ns)
+            self.time.tick_at_or_after(due.due_ns)
         }
     }
 
-    fn insert(self: &Arc<Self>, due_ns: u64, job: Job) -> Result<TaskId, ScheduleError> {
-        let now_ns = self.now_ns();
-        let tick = self.tick_for(due_ns, now_ns);
+    fn insert(self: &Arc<Self>, due: Due, job: Job) -> Result<TaskId, ScheduleError> {
+        let (due_ns, now_ns) = (due.due_ns, due.now_ns);
+        let tick = self.tick_for(due);
         let config = &self.config;
         let mut state = self.state.lock();
         if !state.accepting {
@@ -547,8 +566,8 @@ impl Shared {
         Ok(TaskId::from_key(key))
     }
 
-    fn move_to(&self, id: TaskId, due_ns: u64) -> bool {
-        let tick = self.tick_for(due_ns, self.now_ns());
+    fn move_to(&self, id: TaskId, due: Due) -> bool {
+        let (due_ns, tick) = (due.due_ns, self.tick_for(due));
         let key = id.key();
         let mut state = self.state.lock();
         let Some(task) = state.wheel.get_mut(key) else {
@@ -603,7 +622,7 @@ impl Shared {
             self.counters.due_backlog.store(state.wheel.expired_len(), Ordering::Relaxed);
         }
         for run in runs {
-            pool::execute(self, run, self.config.workers);
+            pool::execute(self, run, self.counters.shared_shard());
         }
         self.idle.notify();
     }

@@ -14,17 +14,13 @@ pub(super) fn work(shared: &std::sync::Arc<Shared>, queue: &Receiver<Run>, shard
             shared.unpark_driver();
         }
         execute(shared, run, shard);
-        shared.counters.in_flight.fetch_sub(1, Ordering::SeqCst);
         shared.idle.notify();
     }
 }
 
 /// Runs one job on the calling thread; `shard` picks the lateness histogram.
 pub(super) fn execute(shared: &std::sync::Arc<Shared>, run: Run, shard: usize) {
-    let counters = &shared.counters;
-    shared.lateness.record(shard, shared.now_ns().saturating_sub(run.due_ns));
-    counters.fired.fetch_add(1, Ordering::Relaxed);
-    counters.running.fetch_add(1, Ordering::SeqCst);
+    shared.counters.started(shard, shared.now_ns().saturating_sub(run.due_ns));
     let outcome = match run.job {
         Job::Once(job) => catch_unwind(AssertUnwindSafe(job)),
         Job::Every(repeat) => {
@@ -39,10 +35,7 @@ pub(super) fn execute(shared: &std::sync::Arc<Shared>, run: Run, shard: usize) {
             Ok(())
         }
     };
-    if outcome.is_err() {
-        counters.panicked.fetch_add(1, Ordering::Relaxed);
-    }
-    counters.running.fetch_sub(1, Ordering::SeqCst);
+    shared.counters.finished(shard, outcome.is_err());
 }
 
 #[cfg(feature = "tokio")]
@@ -50,7 +43,6 @@ mod async_job {
     use std::future::Future;
     use std::panic::{catch_unwind, AssertUnwindSafe};
     use std::pin::Pin;
-    use std::sync::atomic::Ordering;
     use std::sync::Arc;
     use std::task::{Context, Poll};
 
@@ -70,7 +62,7 @@ mod async_job {
             match catch_unwind(AssertUnwindSafe(|| this.future.as_mut().poll(cx))) {
                 Ok(poll) => poll,
                 Err(_) => {
-                    this.shared.counters.panicked.fetch_add(1, Ordering::Relaxed);
+                    this.shared.counters.panicked(this.shared.counters.shared_shard());
                     Poll::Ready(())
                 }
             }

@@ -230,39 +230,48 @@ impl<T> Wheel<T> {
     /// reset to a future deadline becomes pending again.
     #[inline]
     pub fn reset(&mut self, key: Key, deadline: u64) -> bool {
-        let (elapsed, seq) = (self.elapsed, self.next_seq);
+        let seq = self.next_seq;
         let Some(entry) = self.slab.live_mut(key) else {
             return false;
         };
-        self.next_seq += 1;
-        let (location, current) = (entry.location, entry.deadline);
+        self.next_seq = seq + 1;
         // An entry in a slot is due at or after the slot's start, so a deadline
         // no earlier than its current one can wait there: the slot re-files it
-        // when it comes round. This is the heartbeat path: one cache line.
-        let stays = location != EXPIRED
-            && (deadline >= current || {
-                // Earlier, but perhaps still within reach of the same slot.
-                let (level, slot) = split_location(location);
-                deadline > elapsed && deadline >= slot_start(level, slot, elapsed)
-            });
-        if stays {
+        // when it comes round. This is the heartbeat path: one cache line, and
+        // small enough that many resets overlap their cache misses.
+        if entry.location != EXPIRED && deadline >= entry.deadline {
             entry.deadline = deadline;
             entry.seq = seq;
-            if deadline < current {
-                // Only an earlier deadline can lower the slot's bound. (Skipping
-                // this write for later ones also keeps resets into one slot from
-                // aliasing each other in memory.)
-                let min = &mut self.lists.min_deadline[location as usize];
-                *min = (*min).min(deadline);
-            }
             return true;
         }
-        self.unlink(key.index);
-        let entry = self.slab.entry_mut(key.index);
+        self.reset_earlier(key.index, deadline, seq);
+        true
+    }
+
+    /// [`reset`](Wheel::reset) of a live entry to an earlier deadline, or of an
+    /// expired one. Out of line to keep the heartbeat path small.
+    #[inline(never)]
+    fn reset_earlier(&mut self, index: u32, deadline: u64, seq: u64) {
+        let elapsed = self.elapsed;
+        let entry = self.slab.entry_mut(index);
+        let location = entry.location;
+        let stays = location != EXPIRED && deadline > elapsed && {
+            let (level, slot) = split_location(location);
+            deadline >= slot_start(level, slot, elapsed)
+        };
+        if stays {
+            // Still within reach of its slot: lower the slot's bound instead.
+            entry.deadline = deadline;
+            entry.seq = seq;
+            let min = &mut self.lists.min_deadline[location as usize];
+            *min = (*min).min(deadline);
+            return;
+        }
+        self.unlink(index);
+        let entry = self.slab.entry_mut(index);
         entry.deadline = deadline;
         entry.seq = seq;
-        self.file(key.index, deadline);
-        true
+        self.file(index, deadline);
     }
 
     /// Whether the key names a live entry.
