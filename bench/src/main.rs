@@ -216,6 +216,7 @@ fn main() {
             if run.wants_impl("hourglass") {
                 rows.push(contention::hourglass_scheduler(&run.settings, threads));
                 rows.push(contention::mutex_wheel(&run.settings, threads));
+                rows.push(contention::parking_lot_wheel(&run.settings, threads));
             }
             if run.wants_impl("binaryheap") {
                 rows.push(contention::mutex_heap(&run.settings, threads));

@@ -60,6 +60,17 @@ pub fn mutex_wheel(settings: &Settings, threads: usize) -> Row {
     })
 }
 
+pub fn parking_lot_wheel(settings: &Settings, threads: usize) -> Row {
+    let wheel = Arc::new(parking_lot::Mutex::new(Wheel::new()));
+    for i in 0..BACKGROUND as u64 {
+        wheel.lock().insert(60_000 + i % 1000, ()).unwrap();
+    }
+    run(settings, threads, "hourglass-wheel-in-parking_lot", |i| {
+        let key = wheel.lock().insert(60_000 + i % 1000, ()).unwrap();
+        wheel.lock().remove(key);
+    })
+}
+
 pub fn mutex_heap(settings: &Settings, threads: usize) -> Row {
     let heap = Mutex::new(LazyHeap::with_capacity(BACKGROUND));
     for i in 0..BACKGROUND as u64 {

@@ -2,6 +2,8 @@
 //! in the future. Counted from the kernel's context-switch counters of every
 //! thread of the process but the measuring one, so it applies to any peer.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use hourglass::Scheduler;
@@ -14,30 +16,37 @@ const FAR_AHEAD: Duration = Duration::from_secs(3_600);
 /// Lets the threads finish starting up before counting.
 const SETTLE: Duration = Duration::from_millis(300);
 
-/// Context switches, voluntary and not, of every thread but the caller.
-fn other_threads_switches() -> u64 {
+/// Context switches, voluntary and not, of every thread but the caller, by
+/// thread id: threads of earlier scenarios may exit during the window, so
+/// counts are compared per thread, never as one sum.
+fn switches_by_thread() -> BTreeMap<OsString, u64> {
     let me = std::fs::read_link("/proc/thread-self").ok().and_then(|p| p.file_name().map(|n| n.to_owned()));
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return BTreeMap::new() };
     tasks
         .flatten()
         .filter(|task| Some(task.file_name()) != me)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
-        .flat_map(|status| {
-            status
+        .filter_map(|task| {
+            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+            let switches = status
                 .lines()
                 .filter(|line| line.contains("ctxt_switches"))
                 .filter_map(|line| line.split_whitespace().last()?.parse::<u64>().ok())
-                .collect::<Vec<_>>()
+                .sum();
+            Some((task.file_name(), switches))
         })
-        .sum()
+        .collect()
 }
 
 fn wakeups_per_sec(settings: &Settings) -> f64 {
     std::thread::sleep(SETTLE);
-    let before = other_threads_switches();
+    let before = switches_by_thread();
     let start = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(settings.idle_secs));
-    (other_threads_switches() - before) as f64 / start.elapsed().as_secs_f64()
+    let after = switches_by_thread();
+    let elapsed = start.elapsed().as_secs_f64();
+    let woke: u64 =
+        after.iter().map(|(thread, &count)| count.saturating_sub(before.get(thread).copied().unwrap_or(0))).sum();
+    woke as f64 / elapsed
 }
 
 pub fn idle_hourglass(settings: &Settings, n: usize) -> Row {

@@ -32,3 +32,8 @@ pub use scheduler::{
     TaskId,
 };
 pub use wheel::{CapacityError, Expired, Key, Wheel};
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
