@@ -127,6 +127,8 @@ impl Counters {
         shard.finished.fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
+    /// A panic counted apart from a run (an async job's, on its runtime).
+    #[cfg(feature = "tokio")]
     pub(crate) fn panicked(&self, shard: usize) {
         self.shards[shard].panicked.fetch_add(1, Relaxed);
     }

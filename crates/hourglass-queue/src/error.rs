@@ -1,0 +1,95 @@
+use std::fmt;
+
+/// Why the engine refused a request. Each variant has a stable [`code`](QueueError::code)
+/// that the HTTP API shows clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QueueError {
+    /// A field is missing, malformed or out of range; the message says which.
+    Invalid(String),
+    /// The payload is larger than the configured limit.
+    PayloadTooLarge {
+        /// The payload's size.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// No task with that id (never made, done, or cancelled).
+    NotFound(u64),
+    /// The lease token is not the task's current one: the lease expired and the
+    /// task was redelivered, or it was acked already. Nothing changed.
+    StaleLease(u64),
+    /// The task is not in a state that allows this (e.g. rescheduling a leased task).
+    Conflict(String),
+    /// The engine holds its maximum number of tasks.
+    TooManyTasks {
+        /// The limit.
+        max: usize,
+    },
+    /// The store failed to write; the request changed nothing durable.
+    Storage(String),
+    /// The engine is shutting down.
+    ShuttingDown,
+}
+
+impl QueueError {
+    /// A short, stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            QueueError::Invalid(_) => "invalid",
+            QueueError::PayloadTooLarge { .. } => "payload_too_large",
+            QueueError::NotFound(_) => "not_found",
+            QueueError::StaleLease(_) => "stale_lease",
+            QueueError::Conflict(_) => "conflict",
+            QueueError::TooManyTasks { .. } => "too_many_tasks",
+            QueueError::Storage(_) => "storage",
+            QueueError::ShuttingDown => "shutting_down",
+        }
+    }
+}
+
+impl fmt::Display for QueueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueueError::Invalid(message) => f.write_str(message),
+            QueueError::PayloadTooLarge { bytes, max } => write!(f, "payload is {bytes} bytes, over the limit of {max}"),
+            QueueError::NotFound(id) => write!(f, "no task {id}"),
+            QueueError::StaleLease(id) => write!(f, "the lease on task {id} is not current"),
+            QueueError::Conflict(message) => f.write_str(message),
+            QueueError::TooManyTasks { max } => write!(f, "the server holds its maximum of {max} tasks"),
+            QueueError::Storage(message) => write!(f, "storage failed: {message}"),
+            QueueError::ShuttingDown => f.write_str("the server is shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for QueueError {}
+
+/// Why the store could not be opened or read.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The underlying database failed.
+    Database(String),
+    /// A record could not be decoded: the data directory is damaged. The
+    /// server refuses to start rather than misread it.
+    Corrupt {
+        /// The task id of the record.
+        id: u64,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Database(message) => write!(f, "database error: {message}"),
+            StoreError::Corrupt { id, reason } => {
+                write!(f, "corrupt record for task {id}: {reason}; the data directory is damaged, refusing to start")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
