@@ -52,7 +52,9 @@ impl fmt::Display for QueueError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             QueueError::Invalid(message) => f.write_str(message),
-            QueueError::PayloadTooLarge { bytes, max } => write!(f, "payload is {bytes} bytes, over the limit of {max}"),
+            QueueError::PayloadTooLarge { bytes, max } => {
+                write!(f, "payload is {bytes} bytes, over the limit of {max}")
+            }
             QueueError::NotFound(id) => write!(f, "no task {id}"),
             QueueError::StaleLease(id) => write!(f, "the lease on task {id} is not current"),
             QueueError::Conflict(message) => f.write_str(message),

@@ -77,8 +77,8 @@ pub enum RunAt {
 /// What a client asks to enqueue; checked by the engine.
 #[derive(Debug, Clone)]
 pub struct NewTask {
-    /// The payload's JSON text.
-    pub payload: Box<str>,
+    /// The payload: JSON, checked by the type.
+    pub payload: Box<serde_json::value::RawValue>,
     /// When it is due.
     pub run_at: RunAt,
     /// Optional idempotency key.

@@ -53,7 +53,8 @@ impl Committer {
     /// If the thread cannot be started.
     pub fn start(store: Box<dyn Store>, fsync: Fsync) -> std::io::Result<Committer> {
         let (requests, receiver) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
-        let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || write(&*store, fsync, &receiver))?;
+        let writer =
+            thread::Builder::new().name("hourglass-writer".into()).spawn(move || write(&*store, fsync, &receiver))?;
         Ok(Committer { requests, writer: Some(writer) })
     }
 

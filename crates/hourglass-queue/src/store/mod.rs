@@ -5,7 +5,7 @@ mod committer;
 pub(crate) mod record;
 mod redb_store;
 
-pub use committer::{Committer, Fsync};
+pub use committer::{Committer, Fsync, Wait};
 pub use redb_store::RedbStore;
 
 use crate::error::StoreError;

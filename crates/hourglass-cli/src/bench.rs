@@ -1,0 +1,412 @@
+//! `hourglass bench`: the same workload against a hourglass server and against
+//! beanstalkd, so the two are compared in one run.
+//!
+//! Two workloads:
+//! - `enqueue`: producers send `--tasks` tasks as fast as they can (one per
+//!   request, or `--batch` per request), due far in the future; reports tasks
+//!   per second and request latency.
+//! - `lateness`: producers send tasks at `--rate` per second for `--seconds`,
+//!   each due `--delay` later; consumers wait for them and ack; reports how late
+//!   each task reached a consumer, from its due time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+
+use crate::client::Client;
+use crate::ServerArgs;
+
+/// Most concurrent producers or consumers.
+const CLIENTS_MAX: usize = 1_024;
+/// Largest payload the bench makes.
+const PAYLOAD_BYTES_MAX: usize = 64 * 1024;
+/// How far ahead `enqueue` tasks are due: they must not fire during the run.
+const ENQUEUE_DELAY: Duration = Duration::from_secs(3_600);
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Which system to load.
+    #[arg(long, value_enum, default_value = "hourglass")]
+    target: Target,
+    /// The workload.
+    #[arg(long, value_enum, default_value = "enqueue")]
+    workload: Workload,
+    /// beanstalkd's address, for `--target beanstalkd`.
+    #[arg(long, default_value = "127.0.0.1:11300")]
+    beanstalkd: String,
+    /// Concurrent producers (one connection each).
+    #[arg(long, default_value_t = 64)]
+    producers: usize,
+    /// Concurrent consumers, for `lateness`.
+    #[arg(long, default_value_t = 4)]
+    consumers: usize,
+    /// Tasks to send, for `enqueue`.
+    #[arg(long, default_value_t = 20_000)]
+    tasks: u64,
+    /// Tasks per request (hourglass only: its batch endpoint).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Tasks per second in all, for `lateness`.
+    #[arg(long, default_value_t = 10_000)]
+    rate: u64,
+    /// How long to send, for `lateness`.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// How far ahead each `lateness` task is due (beanstalkd rounds to whole seconds).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    delay: Duration,
+    /// Payload size in bytes.
+    #[arg(long, default_value_t = 64)]
+    payload_bytes: usize,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Target {
+    Hourglass,
+    Beanstalkd,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Workload {
+    Enqueue,
+    Lateness,
+}
+
+fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if !(1..=CLIENTS_MAX).contains(&args.producers) || !(1..=CLIENTS_MAX).contains(&args.consumers) {
+        bail!("--producers and --consumers must be within 1 ..= {CLIENTS_MAX}");
+    }
+    if args.payload_bytes > PAYLOAD_BYTES_MAX {
+        bail!("--payload-bytes must be at most {PAYLOAD_BYTES_MAX}");
+    }
+    if args.batch == 0 || args.batch > hourglass_queue::limits::BATCH_MAX {
+        bail!("--batch must be within 1 ..= {}", hourglass_queue::limits::BATCH_MAX);
+    }
+    if args.batch > 1 && args.target == Target::Beanstalkd {
+        bail!("beanstalkd has no batch put; use --batch 1");
+    }
+    if args.rate == 0 || args.seconds == 0 || args.tasks == 0 {
+        bail!("--rate, --seconds and --tasks must be positive");
+    }
+    let tube = format!("bench-{}", now_us());
+    match args.workload {
+        Workload::Enqueue => enqueue(&args, &tube).await,
+        Workload::Lateness => lateness(&args, &tube).await,
+    }
+}
+
+fn progress(total: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_owned());
+    bar
+}
+
+fn filler(bytes: usize) -> String {
+    "x".repeat(bytes)
+}
+
+/// Sends `args.tasks` tasks from `args.producers` producers as fast as they go.
+async fn enqueue(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
+    let per_request = args.batch as u64;
+    let requests = args.tasks.div_ceil(per_request);
+    let next = Arc::new(AtomicU64::new(0));
+    let latency = Arc::new(Mutex::new(histogram()));
+    let bar = progress(requests * per_request, &format!("enqueue to {:?}", args.target));
+    let started = Instant::now();
+    let mut producers = Vec::new();
+    for _ in 0..args.producers {
+        let mut sender = Sender::connect(args, tube).await?;
+        let (next, latency, bar) = (next.clone(), latency.clone(), bar.clone());
+        let filler = filler(args.payload_bytes);
+        producers.push(tokio::spawn(async move {
+            let mut local = histogram();
+            while next.fetch_add(1, Ordering::Relaxed) < requests {
+                let sent = Instant::now();
+                sender.send(per_request as usize, ENQUEUE_DELAY, &filler).await?;
+                local.saturating_record(sent.elapsed().as_micros() as u64);
+                bar.inc(per_request);
+            }
+            latency.lock().await.add(&local).ok();
+            anyhow::Ok(())
+        }));
+    }
+    for producer in producers {
+        producer.await??;
+    }
+    let elapsed = started.elapsed();
+    bar.finish_and_clear();
+    let latency = latency.lock().await;
+    let tasks = requests * per_request;
+    println!(
+        "{:?} enqueue: {tasks} tasks from {} producers ({} per request) in {elapsed:.2?}: {:.0} tasks/s; request latency p50 {:.2} ms, p99 {:.2} ms",
+        args.target,
+        args.producers,
+        per_request,
+        tasks as f64 / elapsed.as_secs_f64(),
+        latency.value_at_quantile(0.5) as f64 / 1e3,
+        latency.value_at_quantile(0.99) as f64 / 1e3,
+    );
+    Ok(())
+}
+
+/// Sends at `args.rate` for `args.seconds`, each task due `args.delay` later,
+/// while consumers wait and ack; measures due-to-receipt lateness.
+async fn lateness(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
+    let total = args.rate * args.seconds;
+    let received = Arc::new(AtomicU64::new(0));
+    let lateness = Arc::new(Mutex::new(histogram()));
+    let bar = progress(total, &format!("lateness on {:?}", args.target));
+    let deadline = Instant::now() + Duration::from_secs(args.seconds) + args.delay + Duration::from_secs(30);
+    let mut consumers = Vec::new();
+    for _ in 0..args.consumers {
+        let mut receiver = Receiver::connect(args, tube).await?;
+        let (received, lateness, bar) = (received.clone(), lateness.clone(), bar.clone());
+        consumers.push(tokio::spawn(async move {
+            let mut local = histogram();
+            while received.load(Ordering::Relaxed) < total && Instant::now() < deadline {
+                for due_us in receiver.receive().await? {
+                    local.saturating_record(now_us().saturating_sub(due_us).max(1));
+                    received.fetch_add(1, Ordering::Relaxed);
+                    bar.inc(1);
+                }
+            }
+            lateness.lock().await.add(&local).ok();
+            anyhow::Ok(())
+        }));
+    }
+    let producers = args.producers.min(args.rate as usize).max(1);
+    let per_producer = total / producers as u64;
+    let interval = Duration::from_secs_f64(producers as f64 / args.rate as f64);
+    let started = Instant::now();
+    let mut sends = Vec::new();
+    for _ in 0..producers {
+        let mut sender = Sender::connect(args, tube).await?;
+        let delay = args.delay;
+        sends.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            for _ in 0..per_producer {
+                tick.tick().await;
+                sender.send_due(delay).await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for send in sends {
+        send.await??;
+    }
+    let sent = per_producer * producers as u64;
+    let send_rate = sent as f64 / started.elapsed().as_secs_f64();
+    for consumer in consumers {
+        consumer.await??;
+    }
+    bar.finish_and_clear();
+    let lateness = lateness.lock().await;
+    let ms = |us: u64| us as f64 / 1e3;
+    println!(
+        "{:?} lateness: {} of {sent} tasks received (sent at {send_rate:.0}/s, due {:?} later, {} consumers): \
+         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms after due",
+        args.target,
+        lateness.len(),
+        args.delay,
+        args.consumers,
+        ms(lateness.value_at_quantile(0.5)),
+        ms(lateness.value_at_quantile(0.99)),
+        ms(lateness.max()),
+    );
+    if lateness.len() < sent {
+        bail!("{} tasks were never received", sent - lateness.len());
+    }
+    Ok(())
+}
+
+/// One producer connection.
+enum Sender {
+    Hourglass { client: Client, path: String },
+    Beanstalkd(Beanstalk),
+}
+
+impl Sender {
+    async fn connect(args: &BenchArgs, tube: &str) -> anyhow::Result<Sender> {
+        Ok(match args.target {
+            Target::Hourglass => {
+                Sender::Hourglass { client: Client::new(&args.server)?, path: format!("/v1/queues/{tube}/tasks") }
+            }
+            Target::Beanstalkd => {
+                let mut conn = Beanstalk::connect(&args.beanstalkd).await?;
+                conn.command(&format!("use {tube}"), "USING").await?;
+                Sender::Beanstalkd(conn)
+            }
+        })
+    }
+
+    /// Sends `count` tasks due after `delay` with `filler` in the payload.
+    async fn send(&mut self, count: usize, delay: Duration, filler: &str) -> anyhow::Result<()> {
+        match self {
+            Sender::Hourglass { client, path } => {
+                let task = json!({ "payload": { "f": filler }, "delay_ms": delay.as_millis() as u64 });
+                if count == 1 {
+                    client.post(path, &task).await?;
+                } else {
+                    let batch = json!({ "tasks": vec![task; count] });
+                    client.post(&format!("{path}/batch"), &batch).await?;
+                }
+            }
+            Sender::Beanstalkd(conn) => conn.put(delay.as_secs(), filler.as_bytes()).await?,
+        }
+        Ok(())
+    }
+
+    /// Sends one task due `delay` from now, carrying its due time.
+    async fn send_due(&mut self, delay: Duration) -> anyhow::Result<()> {
+        match self {
+            Sender::Hourglass { client, path } => {
+                let due_us = now_us() + delay.as_micros() as u64;
+                let run_at_ms = due_us.div_ceil(1_000);
+                let task = json!({ "payload": { "due_us": run_at_ms * 1_000 }, "run_at_ms": run_at_ms });
+                client.post(path, &task).await?;
+            }
+            Sender::Beanstalkd(conn) => {
+                // beanstalkd counts delays in whole seconds from its receipt.
+                let seconds = delay.as_secs_f64().round() as u64;
+                let due_us = now_us() + seconds * 1_000_000;
+                conn.put(seconds, due_us.to_string().as_bytes()).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One consumer connection.
+enum Receiver {
+    Hourglass { client: Client, claim: String },
+    Beanstalkd(Beanstalk),
+}
+
+impl Receiver {
+    async fn connect(args: &BenchArgs, tube: &str) -> anyhow::Result<Receiver> {
+        Ok(match args.target {
+            Target::Hourglass => {
+                Receiver::Hourglass { client: Client::new(&args.server)?, claim: format!("/v1/queues/{tube}/claim") }
+            }
+            Target::Beanstalkd => {
+                let mut conn = Beanstalk::connect(&args.beanstalkd).await?;
+                conn.command(&format!("watch {tube}"), "WATCHING").await?;
+                conn.command("ignore default", "WATCHING").await?;
+                Receiver::Beanstalkd(conn)
+            }
+        })
+    }
+
+    /// Waits up to a second for due tasks, acks them, returns their due times (µs).
+    async fn receive(&mut self) -> anyhow::Result<Vec<u64>> {
+        match self {
+            Receiver::Hourglass { client, claim } => {
+                let claimed = client.post(claim, &json!({ "max": 64, "wait_ms": 1000, "lease_ms": 30_000 })).await?;
+                let at = now_us();
+                let mut dues = Vec::new();
+                for task in claimed["tasks"].as_array().into_iter().flatten() {
+                    dues.push(task["payload"]["due_us"].as_u64().unwrap_or(at));
+                }
+                // Lateness is taken at receipt (the caller reads the clock as
+                // soon as this returns); acking comes after.
+                for task in claimed["tasks"].as_array().into_iter().flatten() {
+                    let id = task["id"].as_u64().unwrap_or_default();
+                    client.post(&format!("/v1/tasks/{id}/ack"), &json!({ "lease": task["lease"] })).await?;
+                }
+                Ok(dues)
+            }
+            Receiver::Beanstalkd(conn) => match conn.reserve(1).await? {
+                None => Ok(Vec::new()),
+                Some((id, body)) => {
+                    let due_us = std::str::from_utf8(&body).ok().and_then(|s| s.parse().ok()).unwrap_or_else(now_us);
+                    conn.command(&format!("delete {id}"), "DELETED").await?;
+                    Ok(vec![due_us])
+                }
+            },
+        }
+    }
+}
+
+/// A minimal client of beanstalkd's text protocol: `put`, `reserve-with-timeout`, `delete`.
+struct Beanstalk {
+    reader: BufReader<TcpStream>,
+}
+
+impl Beanstalk {
+    async fn connect(addr: &str) -> anyhow::Result<Beanstalk> {
+        let stream = TcpStream::connect(addr).await.with_context(|| format!("cannot reach beanstalkd at {addr}"))?;
+        stream.set_nodelay(true)?;
+        Ok(Beanstalk { reader: BufReader::new(stream) })
+    }
+
+    async fn line(&mut self) -> anyhow::Result<String> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).await? == 0 {
+            bail!("beanstalkd closed the connection");
+        }
+        Ok(line.trim_end().to_owned())
+    }
+
+    async fn command(&mut self, command: &str, expect: &str) -> anyhow::Result<String> {
+        self.reader.get_mut().write_all(format!("{command}\r\n").as_bytes()).await?;
+        let reply = self.line().await?;
+        if !reply.starts_with(expect) {
+            bail!("beanstalkd answered {reply:?} to {command:?}");
+        }
+        Ok(reply)
+    }
+
+    async fn put(&mut self, delay_s: u64, body: &[u8]) -> anyhow::Result<()> {
+        let mut request = format!("put 0 {delay_s} 60 {}\r\n", body.len()).into_bytes();
+        request.extend_from_slice(body);
+        request.extend_from_slice(b"\r\n");
+        self.reader.get_mut().write_all(&request).await?;
+        let reply = self.line().await?;
+        if !reply.starts_with("INSERTED") {
+            bail!("beanstalkd answered {reply:?} to put");
+        }
+        Ok(())
+    }
+
+    async fn reserve(&mut self, timeout_s: u64) -> anyhow::Result<Option<(u64, Vec<u8>)>> {
+        self.reader.get_mut().write_all(format!("reserve-with-timeout {timeout_s}\r\n").as_bytes()).await?;
+        let reply = self.line().await?;
+        if reply.starts_with("TIMED_OUT") || reply.starts_with("DEADLINE_SOON") {
+            return Ok(None);
+        }
+        let mut parts = reply.split(' ');
+        let (Some("RESERVED"), Some(id), Some(len)) = (parts.next(), parts.next(), parts.next()) else {
+            bail!("beanstalkd answered {reply:?} to reserve");
+        };
+        let (id, len): (u64, usize) = (id.parse()?, len.parse()?);
+        let mut body = vec![0; len + 2];
+        self.reader.read_exact(&mut body).await?;
+        body.truncate(len);
+        Ok(Some((id, body)))
+    }
+}

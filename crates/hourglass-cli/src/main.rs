@@ -1,0 +1,172 @@
+//! `hourglass`: serve the durable delay queue, talk to it, put load on it.
+//!
+//! Glue only: the engine lives in `hourglass-queue`, the HTTP API in
+//! `hourglass-server`.
+
+mod bench;
+mod client;
+mod serve;
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::{json, Value};
+
+use client::Client;
+
+/// The address `serve` listens on by default: loopback, and a port no common
+/// service uses.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7463";
+
+#[derive(Parser, Debug)]
+#[command(name = "hourglass", version, about = "A durable delay queue: deliver this payload to queue Q in 30 minutes")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the server: HTTP API on --listen, tasks stored in --data.
+    Serve(serve::ServeArgs),
+    /// Enqueue a task.
+    Add {
+        /// The queue.
+        queue: String,
+        /// Due after this long (30s, 5m, 1h30m, 250ms).
+        #[arg(long = "in", value_parser = humantime::parse_duration, default_value = "0s")]
+        delay: Duration,
+        /// The payload, as JSON.
+        #[arg(long, default_value = "null")]
+        payload: String,
+        /// Idempotency key: a live task with the same key is returned instead.
+        #[arg(long)]
+        key: Option<String>,
+        /// Deliveries allowed before the task is dead.
+        #[arg(long)]
+        max_attempts: Option<u32>,
+        /// Repeat at this period.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        every: Option<Duration>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Cancel a task.
+    Cancel {
+        /// The task's id.
+        id: u64,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Show a task.
+    Show {
+        /// The task's id.
+        id: u64,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Show every queue's counts, or one queue's.
+    Stats {
+        /// One queue.
+        queue: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Claim due tasks of a queue and print them.
+    Claim {
+        /// The queue.
+        queue: String,
+        /// Most tasks to take.
+        #[arg(long, default_value_t = 1)]
+        max: usize,
+        /// How long the lease lasts.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+        lease: Duration,
+        /// How long to wait for a task to come due.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+        wait: Duration,
+        /// Ack each task after printing it.
+        #[arg(long)]
+        ack: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Put load on a server (and, to compare, on beanstalkd) and report
+    /// throughput and lateness.
+    Bench(bench::BenchArgs),
+}
+
+/// Where the server is.
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// The server's base URL.
+    #[arg(long, env = "HOURGLASS_SERVER", default_value = concat!("http://", "127.0.0.1:7463"))]
+    server: String,
+    /// Bearer token, if the server requires one.
+    #[arg(long, env = "HOURGLASS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn print(value: &Value) {
+    println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()));
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(run(cli.command))
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve::serve(args).await,
+        Command::Add { queue, delay, payload, key, max_attempts, every, server } => {
+            let payload: Value =
+                serde_json::from_str(&payload).map_err(|e| anyhow::anyhow!("--payload is not JSON: {e}"))?;
+            let mut body = json!({ "payload": payload, "delay_ms": millis(delay) });
+            if let Some(key) = key {
+                body["key"] = json!(key);
+            }
+            if let Some(max_attempts) = max_attempts {
+                body["max_attempts"] = json!(max_attempts);
+            }
+            if let Some(every) = every {
+                body["every_ms"] = json!(millis(every));
+            }
+            print(&Client::new(&server)?.post(&format!("/v1/queues/{queue}/tasks"), &body).await?);
+            Ok(())
+        }
+        Command::Cancel { id, server } => {
+            Client::new(&server)?.delete(&format!("/v1/tasks/{id}")).await?;
+            println!("cancelled {id}");
+            Ok(())
+        }
+        Command::Show { id, server } => {
+            print(&Client::new(&server)?.get(&format!("/v1/tasks/{id}")).await?);
+            Ok(())
+        }
+        Command::Stats { queue, server } => {
+            let path = queue.map_or_else(|| "/v1/queues".to_owned(), |queue| format!("/v1/queues/{queue}"));
+            print(&Client::new(&server)?.get(&path).await?);
+            Ok(())
+        }
+        Command::Claim { queue, max, lease, wait, ack, server } => {
+            let client = Client::new(&server)?;
+            let body = json!({ "max": max, "lease_ms": millis(lease), "wait_ms": millis(wait) });
+            let claimed = client.post(&format!("/v1/queues/{queue}/claim"), &body).await?;
+            for task in claimed["tasks"].as_array().into_iter().flatten() {
+                print(task);
+                if ack {
+                    let id = task["id"].as_u64().unwrap_or_default();
+                    client.post(&format!("/v1/tasks/{id}/ack"), &json!({ "lease": task["lease"] })).await?;
+                }
+            }
+            Ok(())
+        }
+        Command::Bench(args) => bench::run(args).await,
+    }
+}

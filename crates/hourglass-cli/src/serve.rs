@@ -1,0 +1,98 @@
+//! `hourglass serve`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use hourglass_queue::{Engine, Fsync, Limits, Options, RedbStore, SystemWallClock};
+use hourglass_server::AppState;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = crate::DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// Directory for the task store.
+    #[arg(long, default_value = "./hourglass-data")]
+    data: PathBuf,
+    /// Require `Authorization: Bearer TOKEN` on every request.
+    #[arg(long, env = "HOURGLASS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Relaxed durability: fsync every this many milliseconds instead of before
+    /// each reply (a power loss may lose that window; a crash loses nothing).
+    #[arg(long, value_name = "MS")]
+    fsync_every_ms: Option<u64>,
+    /// Largest payload accepted, in bytes.
+    #[arg(long, default_value_t = Limits::DEFAULT_PAYLOAD_BYTES_MAX)]
+    max_payload_bytes: usize,
+    /// Most tasks held at once; past it, enqueues get 429.
+    #[arg(long, default_value_t = Limits::DEFAULT_TASKS_MAX)]
+    max_tasks: usize,
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "hourglass=info,warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if args.fsync_every_ms == Some(0) {
+        anyhow::bail!("--fsync-every-ms must be at least 1 (leave it out to fsync before every reply)");
+    }
+    let started = Instant::now();
+    let store =
+        RedbStore::open(&args.data).with_context(|| format!("cannot open the store in {}", args.data.display()))?;
+    let fsync = args.fsync_every_ms.map_or(Fsync::Always, Fsync::EveryMs);
+    let limits = Limits { payload_bytes_max: args.max_payload_bytes, tasks_max: args.max_tasks };
+    let engine = Engine::open(Box::new(store), Options { fsync, limits }, Arc::new(SystemWallClock))
+        .with_context(|| format!("cannot load the tasks in {}", args.data.display()))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let timers = tokio::spawn(engine.clone().run_timers());
+    eprintln!(
+        "hourglass: serving http://{} with {} tasks from {} (ready in {:.0?}, fsync {})",
+        listener.local_addr()?,
+        engine.totals().tasks,
+        args.data.display(),
+        started.elapsed(),
+        match fsync {
+            Fsync::Always => "before every reply".to_owned(),
+            Fsync::EveryMs(ms) => format!("every {ms} ms"),
+        }
+    );
+    let state = AppState { engine: engine.clone(), token: args.token.map(Arc::from) };
+    hourglass_server::serve(listener, state, args.max_payload_bytes, shutdown_signal()).await?;
+    engine.close();
+    let _ = timers.await;
+    // The last reference: the writer drains and syncs before we exit.
+    drop(engine);
+    eprintln!("hourglass: stopped cleanly");
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let terminate = async {
+        #[cfg(unix)]
+        {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+    eprintln!("hourglass: shutting down");
+}

@@ -1,0 +1,99 @@
+//! The embedded store: one redb database file, one table of encoded tasks.
+//!
+//! redb commits atomically with checksummed pages and two commit slots, so a
+//! `kill -9` at any moment leaves either the previous or the new commit, never
+//! a torn one; freed pages are reused, so the file stays bounded by the live
+//! tasks. It is opened with an integrity check, so a file damaged outside redb
+//! fails to open with a clear error instead of being trusted.
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::record;
+use super::{Mutation, Store};
+use crate::error::StoreError;
+use crate::model::Task;
+
+/// Task id to encoded task (see [`record`]).
+const TASKS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("tasks");
+/// The database's file name inside the data directory.
+pub const FILE_NAME: &str = "tasks.redb";
+
+/// Tasks in a redb database in a data directory.
+pub struct RedbStore {
+    db: Database,
+    path: PathBuf,
+}
+
+fn db_error(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Database(error.to_string())
+}
+
+impl RedbStore {
+    /// Opens (or creates) the store in directory `dir`, checking the integrity
+    /// of an existing file.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if the directory cannot be made or the file is
+    /// damaged, with the path in the message.
+    pub fn open(dir: &Path) -> Result<RedbStore, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|error| {
+            StoreError::Database(format!("cannot create data directory {}: {error}", dir.display()))
+        })?;
+        let path = dir.join(FILE_NAME);
+        let db = Database::builder()
+            .set_check_integrity_on_open(true)
+            .create(&path)
+            .map_err(|error| StoreError::Database(format!("cannot open {}: {error}", path.display())))?;
+        let txn = db.begin_write().map_err(db_error)?;
+        txn.open_table(TASKS).map_err(db_error)?;
+        txn.commit().map_err(db_error)?;
+        Ok(RedbStore { db, path })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Store for RedbStore {
+    fn load(&self, visit: &mut dyn FnMut(Task)) -> Result<(), StoreError> {
+        let txn = self.db.begin_read().map_err(db_error)?;
+        let table = txn.open_table(TASKS).map_err(db_error)?;
+        for item in table.iter().map_err(db_error)? {
+            let (id, bytes) = item.map_err(db_error)?;
+            let id = id.value();
+            let task = record::decode(id, bytes.value()).map_err(|reason| StoreError::Corrupt { id, reason })?;
+            visit(task);
+        }
+        Ok(())
+    }
+
+    fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(db_error)?;
+        txn.set_durability(if durable { Durability::Immediate } else { Durability::None }).map_err(db_error)?;
+        {
+            let mut table = txn.open_table(TASKS).map_err(db_error)?;
+            for mutation in batch {
+                match mutation {
+                    Mutation::Put(task) => {
+                        table.insert(task.id, record::encode(task).as_slice()).map_err(db_error)?;
+                    }
+                    Mutation::Delete(id) => {
+                        table.remove(*id).map_err(db_error)?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(db_error)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        // An empty durable commit makes every earlier non-durable one durable.
+        let mut txn = self.db.begin_write().map_err(db_error)?;
+        txn.set_durability(Durability::Immediate).map_err(db_error)?;
+        txn.commit().map_err(db_error)
+    }
+}

@@ -1,0 +1,2 @@
+//! Integration tests of the engine, compiled into one binary.
+mod engine;

@@ -1,0 +1,44 @@
+//! `/metrics` in the Prometheus text exposition format.
+
+use std::fmt::Write;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+use crate::AppState;
+
+pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
+    let totals = app.engine.totals();
+    let mut out = String::new();
+    let mut counter = |name: &str, help: &str, value: u64| {
+        let _ =
+            writeln!(out, "# HELP hourglass_{name} {help}\n# TYPE hourglass_{name} counter\nhourglass_{name} {value}");
+    };
+    counter("tasks_enqueued_total", "Tasks enqueued since start.", totals.enqueued);
+    counter("tasks_delivered_total", "Deliveries by claims since start.", totals.delivered);
+    counter("tasks_acked_total", "Acks since start.", totals.acked);
+    counter("tasks_nacked_total", "Nacks since start.", totals.nacked);
+    counter("leases_expired_total", "Leases that expired since start.", totals.lease_expired);
+    counter("tasks_died_total", "Tasks that ran out of attempts since start.", totals.died);
+    counter("tasks_cancelled_total", "Tasks cancelled since start.", totals.cancelled);
+    let queues = app.engine.queues();
+    out.push_str("# HELP hourglass_tasks Tasks held, by queue and state.\n# TYPE hourglass_tasks gauge\n");
+    for q in &queues {
+        for (state, count) in [("scheduled", q.scheduled), ("due", q.due), ("leased", q.leased), ("dead", q.dead)] {
+            let _ = writeln!(out, "hourglass_tasks{{queue=\"{}\",state=\"{state}\"}} {count}", q.name);
+        }
+    }
+    out.push_str(
+        "# HELP hourglass_claim_lateness_ms From due time to delivery, by queue.\n# TYPE hourglass_claim_lateness_ms summary\n",
+    );
+    for q in &queues {
+        let l = q.lateness;
+        for (quantile, value) in [("0.5", l.p50), ("0.99", l.p99), ("1", l.max)] {
+            let _ =
+                writeln!(out, "hourglass_claim_lateness_ms{{queue=\"{}\",quantile=\"{quantile}\"}} {value}", q.name);
+        }
+        let _ = writeln!(out, "hourglass_claim_lateness_ms_count{{queue=\"{}\"}} {}", q.name, l.samples);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}

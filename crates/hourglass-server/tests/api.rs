@@ -1,0 +1,268 @@
+//! The API through its router, without a socket, plus one test over real TCP.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use axum::Router;
+use hourglass_queue::{Engine, Fsync, Limits, ManualWallClock, Options, RedbStore};
+use hourglass_server::{router, AppState};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+const T0_MS: u64 = 1_800_000_000_000;
+
+struct Api {
+    _dir: tempfile::TempDir,
+    clock: Arc<ManualWallClock>,
+    engine: Arc<Engine>,
+    router: Router,
+}
+
+fn api_with(limits: Limits, token: Option<&str>) -> Api {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualWallClock::at_ms(T0_MS));
+    let store = RedbStore::open(dir.path()).unwrap();
+    let payload_bytes_max = limits.payload_bytes_max;
+    let engine = Engine::open(Box::new(store), Options { fsync: Fsync::Always, limits }, clock.clone()).unwrap();
+    let state = AppState { engine: engine.clone(), token: token.map(Arc::from) };
+    Api { _dir: dir, clock, engine, router: router(state, payload_bytes_max) }
+}
+
+fn api() -> Api {
+    api_with(Limits::default(), None)
+}
+
+impl Api {
+    async fn call(&self, method: Method, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
+        self.call_with(method, uri, body, None).await
+    }
+
+    async fn call_with(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<&str>,
+        token: Option<&str>,
+    ) -> (StatusCode, Value) {
+        let mut request = Request::builder().method(method).uri(uri);
+        if body.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request.body(Body::from(body.unwrap_or("").to_owned())).unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        (status, value)
+    }
+
+    async fn advance(&self, ms: u64) {
+        self.clock.advance_ms(ms);
+        self.engine.poll_timers().await;
+    }
+}
+
+fn error_code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or_else(|| panic!("not an error body: {body}"))
+}
+
+#[tokio::test]
+async fn enqueue_claim_ack() {
+    let api = api();
+    let (status, created) =
+        api.call(Method::POST, "/v1/queues/orders/tasks", Some(r#"{"payload":{"order":42},"delay_ms":1000}"#)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_u64().unwrap();
+    assert_eq!(created["run_at_ms"], T0_MS + 1_000);
+    let (_, task) = api.call(Method::GET, &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!(task["state"], "scheduled");
+    assert_eq!(task["payload"], json!({"order": 42}));
+
+    let (_, none) = api.call(Method::POST, "/v1/queues/orders/claim", Some(r#"{"max":5}"#)).await;
+    assert_eq!(none["tasks"], json!([]));
+    api.advance(1_000).await;
+    let (status, claimed) =
+        api.call(Method::POST, "/v1/queues/orders/claim", Some(r#"{"max":5,"lease_ms":5000}"#)).await;
+    assert_eq!(status, StatusCode::OK);
+    let task = &claimed["tasks"][0];
+    assert_eq!((task["id"].as_u64(), task["attempt"].as_u64()), (Some(id), Some(1)));
+    let lease = task["lease"].as_str().unwrap().to_owned();
+
+    let (status, body) =
+        api.call(Method::POST, &format!("/v1/tasks/{id}/ack"), Some(r#"{"lease":"0000000000000000"}"#)).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::CONFLICT, "stale_lease"));
+    let ack = format!(r#"{{"lease":"{lease}"}}"#);
+    let (status, _) = api.call(Method::POST, &format!("/v1/tasks/{id}/ack"), Some(&ack)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = api.call(Method::GET, &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::NOT_FOUND, "not_found"));
+}
+
+#[tokio::test]
+async fn a_repeated_key_returns_the_existing_task() {
+    let api = api();
+    let body = r#"{"payload":1,"delay_ms":5000,"key":"k-1"}"#;
+    let (first_status, first) = api.call(Method::POST, "/v1/queues/q/tasks", Some(body)).await;
+    let (again_status, again) = api.call(Method::POST, "/v1/queues/q/tasks", Some(body)).await;
+    assert_eq!((first_status, again_status), (StatusCode::CREATED, StatusCode::OK));
+    assert_eq!(first["id"], again["id"]);
+}
+
+#[tokio::test]
+async fn nack_extend_reschedule_cancel_and_dead_tasks() {
+    let api = api();
+    let (_, created) = api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload":null,"max_attempts":1}"#)).await;
+    let id = created["id"].as_u64().unwrap();
+    let (_, claimed) = api.call(Method::POST, "/v1/queues/q/claim", Some("{}")).await;
+    let lease = claimed["tasks"][0]["lease"].as_str().unwrap().to_owned();
+    let (status, extended) = api
+        .call(
+            Method::POST,
+            &format!("/v1/tasks/{id}/extend"),
+            Some(&format!(r#"{{"lease":"{lease}","lease_ms":60000}}"#)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{extended}");
+    assert_eq!(extended["lease_until_ms"], T0_MS + 60_000);
+    let (status, nacked) =
+        api.call(Method::POST, &format!("/v1/tasks/{id}/nack"), Some(&format!(r#"{{"lease":"{lease}"}}"#))).await;
+    assert_eq!((status, nacked["state"].as_str()), (StatusCode::OK, Some("dead")));
+    let (_, dead) = api.call(Method::GET, "/v1/queues/q/dead?limit=10", None).await;
+    assert_eq!(dead["tasks"][0]["id"].as_u64(), Some(id));
+    let (status, revived) = api.call(Method::POST, &format!("/v1/tasks/{id}/retry"), None).await;
+    assert_eq!((status, revived["state"].as_str()), (StatusCode::OK, Some("due")));
+    let (status, moved) = api.call(Method::PATCH, &format!("/v1/tasks/{id}"), Some(r#"{"delay_ms":500}"#)).await;
+    assert_eq!((status, moved["run_at_ms"].as_u64()), (StatusCode::OK, Some(T0_MS + 500)));
+    let (_, stats) = api.call(Method::GET, "/v1/queues/q", None).await;
+    assert_eq!((stats["scheduled"].as_u64(), stats["due"].as_u64()), (Some(1), Some(0)));
+    let (status, _) = api.call(Method::DELETE, &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = api.call(Method::DELETE, &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn the_batch_endpoint_is_all_or_nothing() {
+    let api = api();
+    let bad = r#"{"tasks":[{"payload":1},{"payload":2,"delay_ms":-5}]}"#;
+    let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks/batch", Some(bad)).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"));
+    let out_of_range = r#"{"tasks":[{"payload":1},{"payload":2,"max_attempts":0}]}"#;
+    let (status, _) = api.call(Method::POST, "/v1/queues/q/tasks/batch", Some(out_of_range)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(api.engine.totals().tasks, 0);
+    let good = r#"{"tasks":[{"payload":1},{"payload":2,"delay_ms":10}]}"#;
+    let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks/batch", Some(good)).await;
+    assert_eq!((status, body["created"].as_u64()), (StatusCode::CREATED, Some(2)));
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
+    let api = api_with(Limits { payload_bytes_max: 100, tasks_max: 2 }, None);
+    let cases: &[(&str, &str, StatusCode, &str)] = &[
+        ("/v1/queues/q/tasks", "{not json", StatusCode::BAD_REQUEST, "invalid_json"),
+        ("/v1/queues/q/tasks", r#"{"payload":1,"surprise":true}"#, StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"),
+        ("/v1/queues/q/tasks", r#"{"delay_ms":5}"#, StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"),
+        ("/v1/queues/q/tasks", r#"{"payload":1,"delay_ms":-1}"#, StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"),
+        ("/v1/queues/q/tasks", r#"{"payload":1,"delay_ms":99999999999999999}"#, StatusCode::BAD_REQUEST, "invalid"),
+        ("/v1/queues/q/tasks", r#"{"payload":1,"delay_ms":1,"run_at_ms":1}"#, StatusCode::BAD_REQUEST, "invalid"),
+        ("/v1/queues/bad%20name/tasks", r#"{"payload":1}"#, StatusCode::BAD_REQUEST, "invalid"),
+        ("/v1/queues/q/claim", r#"{"max":100000}"#, StatusCode::BAD_REQUEST, "invalid"),
+    ];
+    for &(uri, body, status, code) in cases {
+        let (got, response) = api.call(Method::POST, uri, Some(body)).await;
+        assert_eq!((got, error_code(&response)), (status, code), "POST {uri} {body}: {response}");
+        assert!(response["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    let long_queue = format!("/v1/queues/{}/tasks", "q".repeat(200));
+    let (status, _) = api.call(Method::POST, &long_queue, Some(r#"{"payload":1}"#)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let big = format!(r#"{{"payload":"{}"}}"#, "x".repeat(200));
+    let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks", Some(&big)).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"));
+    let (status, body) = api.call(Method::GET, "/v1/tasks/not-a-number", None).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::BAD_REQUEST, "invalid_path"));
+    let (status, body) = api.call(Method::GET, "/v1/nowhere", None).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::NOT_FOUND, "no_route"));
+    assert_eq!(api.engine.totals().tasks, 0, "no bad request changed anything");
+    for _ in 0..2 {
+        api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload":1}"#)).await;
+    }
+    let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload":1}"#)).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::TOO_MANY_REQUESTS, "too_many_tasks"));
+}
+
+#[tokio::test]
+async fn a_token_guards_every_route() {
+    let api = api_with(Limits::default(), Some("s3cret"));
+    for uri in ["/healthz", "/metrics", "/v1/queues"] {
+        let (status, body) = api.call(Method::GET, uri, None).await;
+        assert_eq!((status, error_code(&body)), (StatusCode::UNAUTHORIZED, "unauthorized"), "{uri}");
+        let (status, _) = api.call_with(Method::GET, uri, None, Some("wrong")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let (status, _) = api.call_with(Method::GET, uri, None, Some("s3cret")).await;
+        assert_eq!(status, StatusCode::OK, "{uri}");
+    }
+}
+
+#[tokio::test]
+async fn metrics_and_health() {
+    let api = api();
+    api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload":1}"#)).await;
+    let (status, health) = api.call(Method::GET, "/healthz", None).await;
+    assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (_, Value::String(text)) = api.call(Method::GET, "/metrics", None).await else { panic!("metrics is text") };
+    assert!(text.contains("hourglass_tasks_enqueued_total 1"), "{text}");
+    assert!(text.contains(r#"hourglass_tasks{queue="q",state="due"} 1"#), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_to_end_over_tcp_with_a_waiting_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let engine = Engine::open(Box::new(store), Options::default(), Arc::new(hourglass_queue::SystemWallClock)).unwrap();
+    tokio::spawn(engine.clone().run_timers());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let state = AppState { engine, token: None };
+    let server = tokio::spawn(hourglass_server::serve(listener, state, Limits::DEFAULT_PAYLOAD_BYTES_MAX, async {
+        let _ = stopped.await;
+    }));
+
+    let http = |method: &'static str, path: String, body: String| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        (head.split(' ').nth(1).unwrap().parse::<u16>().unwrap(), body.to_owned())
+    };
+    // A consumer waits; a task due in 300 ms must reach it soon after.
+    let consumer = tokio::spawn(http("POST", "/v1/queues/e2e/claim".into(), r#"{"wait_ms":10000}"#.into()));
+    let sent = std::time::Instant::now();
+    let (status, _) = http("POST", "/v1/queues/e2e/tasks".into(), r#"{"payload":"hi","delay_ms":300}"#.into()).await;
+    assert_eq!(status, 201);
+    let (status, body) = consumer.await.unwrap();
+    let waited = sent.elapsed();
+    println!("e2e: the waiting consumer got the task {waited:?} after it was sent with a 300 ms delay");
+    assert_eq!(status, 200);
+    assert!(body.contains(r#""payload":"hi""#), "{body}");
+    assert!(waited >= std::time::Duration::from_millis(300), "delivered early: {waited:?}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}

@@ -1,0 +1,2 @@
+//! Integration tests of the HTTP API, compiled into one binary.
+mod api;
