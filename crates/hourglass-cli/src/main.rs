@@ -115,10 +115,21 @@ fn print(value: &Value) {
     println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()));
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(run(cli.command))
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| runtime.block_on(run(cli.command)));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // The chain of causes, without a backtrace: this is for people.
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 async fn run(command: Command) -> anyhow::Result<()> {

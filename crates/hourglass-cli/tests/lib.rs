@@ -1,1 +1,3 @@
+//! Integration tests of the `hourglass` binary, compiled into one binary.
 
+mod crash;
