@@ -301,18 +301,24 @@ impl Sender {
     }
 }
 
+/// Acks in flight per consumer at most: a consumer goes back to waiting for
+/// tasks at once, as a real one would after handing them to workers.
+const ACKS_IN_FLIGHT_MAX: usize = 256;
+
 /// One consumer connection.
 enum Receiver {
-    Hourglass { client: Client, claim: String },
+    Hourglass { client: Client, claim: String, acks: Arc<tokio::sync::Semaphore> },
     Beanstalkd(Beanstalk),
 }
 
 impl Receiver {
     async fn connect(args: &BenchArgs, tube: &str) -> anyhow::Result<Receiver> {
         Ok(match args.target {
-            Target::Hourglass => {
-                Receiver::Hourglass { client: Client::new(&args.server)?, claim: format!("/v1/queues/{tube}/claim") }
-            }
+            Target::Hourglass => Receiver::Hourglass {
+                client: Client::new(&args.server)?,
+                claim: format!("/v1/queues/{tube}/claim"),
+                acks: Arc::new(tokio::sync::Semaphore::new(ACKS_IN_FLIGHT_MAX)),
+            },
             Target::Beanstalkd => {
                 let mut conn = Beanstalk::connect(&args.beanstalkd).await?;
                 conn.command(&format!("watch {tube}"), "WATCHING").await?;
@@ -325,18 +331,25 @@ impl Receiver {
     /// Waits up to a second for due tasks, acks them, returns their due times (µs).
     async fn receive(&mut self) -> anyhow::Result<Vec<u64>> {
         match self {
-            Receiver::Hourglass { client, claim } => {
+            Receiver::Hourglass { client, claim, acks } => {
                 let claimed = client.post(claim, &json!({ "max": 64, "wait_ms": 1000, "lease_ms": 30_000 })).await?;
                 let at = now_us();
                 let mut dues = Vec::new();
                 for task in claimed["tasks"].as_array().into_iter().flatten() {
                     dues.push(task["payload"]["due_us"].as_u64().unwrap_or(at));
-                }
-                // Lateness is taken at receipt (the caller reads the clock as
-                // soon as this returns); acking comes after.
-                for task in claimed["tasks"].as_array().into_iter().flatten() {
-                    let id = task["id"].as_u64().unwrap_or_default();
-                    client.post(&format!("/v1/tasks/{id}/ack"), &json!({ "lease": task["lease"] })).await?;
+                    // Lateness is taken at receipt (the caller reads the clock
+                    // as soon as this returns); the acks run alongside.
+                    let permit = acks.clone().acquire_owned().await?;
+                    let (client, id, lease) =
+                        (client.clone(), task["id"].as_u64().unwrap_or_default(), task["lease"].clone());
+                    tokio::spawn(async move {
+                        if let Err(error) =
+                            client.post(&format!("/v1/tasks/{id}/ack"), &json!({ "lease": lease })).await
+                        {
+                            eprintln!("bench: ack of {id} failed: {error:#}");
+                        }
+                        drop(permit);
+                    });
                 }
                 Ok(dues)
             }

@@ -53,7 +53,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let timers = tokio::spawn(engine.clone().run_timers());
+    let timers = engine.start_timers().context("cannot start the timer thread")?;
     eprintln!(
         "hourglass: serving http://{} with {} tasks from {} (ready in {:.0?}, fsync {})",
         listener.local_addr()?,
@@ -68,7 +68,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let state = AppState { engine: engine.clone(), token: args.token.map(Arc::from) };
     hourglass_server::serve(listener, state, args.max_payload_bytes, shutdown_signal()).await?;
     engine.close();
-    let _ = timers.await;
+    let _ = timers.join();
     // The last reference: the writer drains and syncs before we exit.
     drop(engine);
     eprintln!("hourglass: stopped cleanly");

@@ -14,6 +14,10 @@
 //! enqueue was not acknowledged. Claims and lease expiries are recorded without
 //! waiting: losing one in a crash only means the task is delivered again,
 //! which at-least-once allows.
+//!
+//! A dedicated timer thread sleeps until the wheel's next expiration, to the
+//! microsecond: a runtime's millisecond timer would add up to two
+//! milliseconds to every delivery.
 
 use std::collections::{BTreeSet, HashMap};
 use std::pin::pin;
@@ -54,8 +58,8 @@ pub struct Engine {
     committer: Committer,
     limits: Limits,
     clock: Arc<dyn WallClock>,
-    /// Wakes the timer task when a deadline earlier than its sleep appears.
-    timers_changed: Notify,
+    /// The timer thread, woken when a deadline earlier than its sleep appears.
+    timer_thread: std::sync::OnceLock<std::thread::Thread>,
     closed: AtomicBool,
 }
 
@@ -213,7 +217,7 @@ impl Engine {
             committer,
             limits: options.limits,
             clock,
-            timers_changed: Notify::new(),
+            timer_thread: std::sync::OnceLock::new(),
             closed: AtomicBool::new(false),
         }))
     }
@@ -414,7 +418,7 @@ impl Engine {
                 self.timer_added(claimed.iter().map(|c| c.lease_until_ms).min().unwrap_or(u64::MAX));
                 // The lease and attempt count are recorded without waiting: if
                 // they are lost in a crash, the task is simply delivered again.
-                self.committer.commit(puts, Wait::No).await?;
+                self.committer.submit(puts)?;
                 return Ok(claimed);
             }
             let remaining = give_up.saturating_duration_since(tokio::time::Instant::now());
@@ -545,34 +549,43 @@ impl Engine {
 
     /// Moves the wheel to now: files tasks that came due, expires leases.
     /// Returns the next time (Unix ms) anything may happen, if any.
-    pub async fn poll_timers(&self) -> Option<u64> {
+    pub fn poll_timers(&self) -> Option<u64> {
         let now_ms = self.clock.now_ms();
         let (puts, next) = {
             let mut state = self.state.lock();
             let puts = state.expire(now_ms);
             (puts, state.wheel.next_expiration())
         };
-        if !puts.is_empty() {
-            // Like claims, lease expiries need not wait for the disk.
-            let _ = self.committer.commit(puts, Wait::No).await;
-        }
+        // Like claims, lease expiries need not wait for the disk.
+        let _ = self.committer.submit(puts);
         next
     }
 
-    /// Runs the timers until [`close`](Engine::close): sleeps until the next
-    /// expiration, or until an earlier one is added.
-    pub async fn run_timers(self: Arc<Self>) {
-        while !self.closed.load(Ordering::SeqCst) {
-            let next_ms = self.poll_timers().await;
-            let changed = self.timers_changed.notified();
-            match next_ms {
-                Some(next_ms) => {
-                    let wait_ms = next_ms.saturating_sub(self.clock.now_ms());
-                    let _ = tokio::time::timeout(Duration::from_millis(wait_ms), changed).await;
+    /// Starts the timer thread: it sleeps until the wheel's next expiration
+    /// (to the microsecond, not to a runtime's millisecond tick), or until an
+    /// earlier one is added, and files what came due. It stops at
+    /// [`close`](Engine::close).
+    ///
+    /// # Errors
+    /// If the thread cannot be started.
+    pub fn start_timers(self: &Arc<Self>) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let engine = self.clone();
+        let thread = std::thread::Builder::new().name("hourglass-timers".into()).spawn(move || {
+            // Registered before the first look at the wheel, so no wake-up is lost.
+            let _ = engine.timer_thread.set(std::thread::current());
+            while !engine.closed.load(Ordering::SeqCst) {
+                match engine.poll_timers() {
+                    Some(next_ms) => {
+                        let wait_us = (next_ms * 1_000).saturating_sub(engine.clock.now_us());
+                        if wait_us > 0 {
+                            std::thread::park_timeout(Duration::from_micros(wait_us));
+                        }
+                    }
+                    None => std::thread::park(),
                 }
-                None => changed.await,
             }
-        }
+        })?;
+        Ok(thread)
     }
 
     /// Stops handing out tasks and accepting writes, and wakes every waiting
@@ -580,7 +593,7 @@ impl Engine {
     /// dropped.
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.timers_changed.notify_one();
+        self.wake_timers();
         for queue in self.state.lock().queues.values() {
             queue.notify.notify_waiters();
         }
@@ -594,10 +607,16 @@ impl Engine {
         }
     }
 
-    /// Wakes the timer task if `deadline_ms` may be earlier than its sleep.
+    /// Wakes the timer thread if `deadline_ms` may be earlier than its sleep.
     fn timer_added(&self, deadline_ms: u64) {
         if deadline_ms != u64::MAX {
-            self.timers_changed.notify_one();
+            self.wake_timers();
+        }
+    }
+
+    fn wake_timers(&self) {
+        if let Some(thread) = self.timer_thread.get() {
+            thread.unpark();
         }
     }
 

@@ -9,7 +9,7 @@
 //!
 //! let store = RedbStore::open("./hourglass-data".as_ref())?;
 //! let engine = Engine::open(Box::new(store), Options::default(), Arc::new(SystemWallClock))?;
-//! tokio::spawn(engine.clone().run_timers());
+//! let _timers = engine.start_timers()?;
 //! let payload = serde_json::value::RawValue::from_string(r#"{"order":42}"#.into())?;
 //! let new = NewTask { payload, run_at: RunAt::Delay(30 * 60 * 1000), key: None, max_attempts: None, every_ms: None };
 //! engine.enqueue("orders", new).await?;

@@ -46,7 +46,7 @@ impl Harness {
 
     async fn advance(&self, ms: u64) {
         self.clock.advance_ms(ms);
-        self.engine.poll_timers().await;
+        self.engine.poll_timers();
     }
 }
 

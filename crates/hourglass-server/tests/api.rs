@@ -67,7 +67,7 @@ impl Api {
 
     async fn advance(&self, ms: u64) {
         self.clock.advance_ms(ms);
-        self.engine.poll_timers().await;
+        self.engine.poll_timers();
     }
 }
 
@@ -230,7 +230,7 @@ async fn end_to_end_over_tcp_with_a_waiting_consumer() {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
     let engine = Engine::open(Box::new(store), Options::default(), Arc::new(hourglass_queue::SystemWallClock)).unwrap();
-    tokio::spawn(engine.clone().run_timers());
+    let timers = engine.start_timers().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -265,4 +265,5 @@ async fn end_to_end_over_tcp_with_a_waiting_consumer() {
     assert!(waited >= std::time::Duration::from_millis(300), "delivered early: {waited:?}");
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
+    timers.join().unwrap();
 }

@@ -93,6 +93,19 @@ impl Committer {
         }
     }
 
+    /// Queues `mutations` for the next group commit without waiting for it:
+    /// for bookkeeping whose loss in a crash only means a redelivery. Blocks
+    /// only while the writer's queue is full.
+    ///
+    /// # Errors
+    /// [`QueueError::ShuttingDown`].
+    pub fn submit(&self, mutations: Vec<Mutation>) -> Result<(), QueueError> {
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        self.requests.send(Request { mutations, reply: None }).map_err(|_| QueueError::ShuttingDown)
+    }
+
     /// Finishes every queued write, syncs, and stops the writer.
     pub fn close(mut self) {
         self.stop();
