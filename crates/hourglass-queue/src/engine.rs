@@ -20,6 +20,7 @@
 //! milliseconds to every delivery.
 
 use std::collections::{BTreeSet, HashMap};
+use std::num::NonZeroU64;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -148,16 +149,46 @@ pub struct Totals {
     pub tasks: usize,
 }
 
+/// A task as the engine keeps it in memory: 64 bytes. The queue is an index,
+/// the counters are small, and the rarer parts (a lease, an idempotency key)
+/// live in side tables; [`State::task`] puts a whole [`Task`] back together.
 struct Slot {
-    task: Task,
-    /// The wheel entry for the task's due time or lease expiry.
-    timer: Option<Key>,
+    run_at_ms: u64,
+    created_ms: u64,
+    /// 0: does not repeat.
+    every_ms: u64,
+    /// The raw wheel key of the due time or lease expiry; [`NO_TIMER`] if none.
+    timer: u64,
+    payload: Arc<str>,
+    queue: u32,
+    attempt: u16,
+    max_attempts: u16,
+    phase: Phase,
     /// Filed for delivery: false until its enqueue is durable.
     published: bool,
+    keyed: bool,
 }
 
-#[derive(Default)]
+const _: () = assert!(std::mem::size_of::<Slot>() <= 64, "a slot is one cache line");
+
+/// No wheel entry: an index no wheel ever hands out.
+const NO_TIMER: u64 = u64::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Scheduled,
+    Leased,
+    Dead,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    token: u64,
+    until_ms: u64,
+}
+
 struct QueueState {
+    name: Arc<str>,
     /// Due tasks, by (due time, id): claims take the oldest due first.
     ready: BTreeSet<(u64, u64)>,
     keys: HashMap<Box<str>, u64>,
@@ -171,8 +202,14 @@ struct QueueState {
 
 struct State {
     tasks: HashMap<u64, Slot>,
-    queues: HashMap<Arc<str>, QueueState>,
-    wheel: Wheel<u64>,
+    queues: Vec<QueueState>,
+    queue_index: HashMap<Arc<str>, u32>,
+    leases: HashMap<u64, Lease>,
+    /// The key of each task that has one.
+    keys: HashMap<u64, Box<str>>,
+    wheel: Wheel<NonZeroU64>,
+    /// Never reused: persisted with every enqueue, so acked ids stay retired
+    /// across restarts.
     next_id: u64,
     totals: Totals,
 }
@@ -195,21 +232,32 @@ impl Engine {
         let now_ms = clock.now_ms();
         let mut wheel = Wheel::new();
         wheel.advance(now_ms);
-        let mut state =
-            State { tasks: HashMap::new(), queues: HashMap::new(), wheel, next_id: 1, totals: Totals::default() };
-        let mut interned: HashMap<Arc<str>, Arc<str>> = HashMap::new();
-        store.load(&mut |mut task| {
-            // One allocation per queue name, not per task.
-            task.queue = interned.entry(task.queue.clone()).or_insert_with(|| task.queue.clone()).clone();
-            state.next_id = state.next_id.max(task.id + 1);
+        let mut state = State {
+            tasks: HashMap::new(),
+            queues: Vec::new(),
+            queue_index: HashMap::new(),
+            leases: HashMap::new(),
+            keys: HashMap::new(),
+            wheel,
+            next_id: 1,
+            totals: Totals::default(),
+        };
+        let mut too_many_queues = None;
+        let next_id = store.load(&mut |task| {
             let id = task.id;
-            let queue = state.queues.entry(task.queue.clone()).or_default();
-            if let Some(key) = &task.key {
-                queue.keys.insert(key.clone(), id);
+            state.next_id = state.next_id.max(id + 1);
+            match state.queue_id(&task.queue) {
+                Ok(queue) => {
+                    state.insert(task, queue);
+                    state.publish(id, now_ms);
+                }
+                Err(error) => too_many_queues = Some(error),
             }
-            state.tasks.insert(id, Slot { task, timer: None, published: false });
-            state.publish(id, now_ms);
         })?;
+        if let Some(error) = too_many_queues {
+            return Err(StoreError::Database(format!("the stored tasks use more queues than allowed: {error}")));
+        }
+        state.next_id = state.next_id.max(next_id);
         let committer =
             Committer::start(store, options.fsync).map_err(|error| StoreError::Database(error.to_string()))?;
         Ok(Arc::new(Engine {
@@ -265,27 +313,28 @@ impl Engine {
             if state.tasks.len() + new_tasks > self.limits.tasks_max {
                 return Err(QueueError::TooManyTasks { max: self.limits.tasks_max });
             }
-            let queue = state.queue_name(queue)?;
+            let queue_id = state.queue_id(queue)?;
+            let name = state.queues[queue_id as usize].name.clone();
             let mut results = Vec::with_capacity(new_tasks);
-            let mut puts = Vec::with_capacity(new_tasks);
+            let mut puts = Vec::with_capacity(new_tasks + 1);
             for mut task in tasks {
-                let existing = task.key.as_ref().and_then(|key| state.queues[&queue].keys.get(key).copied());
+                let existing = task.key.as_ref().and_then(|key| state.queues[queue_id as usize].keys.get(key).copied());
                 if let Some(id) = existing {
-                    let run_at_ms = state.tasks[&id].task.run_at_ms;
+                    let run_at_ms = state.tasks[&id].run_at_ms;
                     results.push(Enqueued { id, run_at_ms, created: false });
                     continue;
                 }
                 let id = state.next_id;
                 state.next_id += 1;
                 task.id = id;
-                task.queue = queue.clone();
-                if let Some(key) = &task.key {
-                    state.queues.get_mut(&queue).expect("queue exists").keys.insert(key.clone(), id);
-                }
+                task.queue = name.clone();
                 results.push(Enqueued { id, run_at_ms: task.run_at_ms, created: true });
                 puts.push(Mutation::Put(task.clone()));
-                state.tasks.insert(id, Slot { task, timer: None, published: false });
+                state.insert(task, queue_id);
             }
+            // Written with the tasks: ids stay retired across restarts even
+            // when the newest tasks are gone by then.
+            puts.push(Mutation::NextId(state.next_id));
             (results, puts)
         };
         let ids: Vec<u64> =
@@ -298,7 +347,7 @@ impl Engine {
             match committed {
                 Ok(()) => {
                     if let Some(slot) = state.tasks.get(&id) {
-                        earliest = earliest.min(slot.task.run_at_ms);
+                        earliest = earliest.min(slot.run_at_ms);
                         state.totals.enqueued += 1;
                         state.publish(id, now_ms);
                     }
@@ -320,8 +369,8 @@ impl Engine {
     /// [`QueueError::NotFound`].
     pub fn get(&self, id: u64) -> Result<TaskView, QueueError> {
         let state = self.state.lock();
-        let slot = state.tasks.get(&id).ok_or(QueueError::NotFound(id))?;
-        Ok(slot.task.view(self.clock.now_ms()))
+        state.tasks.get(&id).ok_or(QueueError::NotFound(id))?;
+        Ok(state.task(id).view(self.clock.now_ms()))
     }
 
     /// Cancels (deletes) the task, whatever its state.
@@ -348,7 +397,7 @@ impl Engine {
         let (task, view) = {
             let mut state = self.state.lock();
             let slot = state.tasks.get(&id).filter(|s| s.published).ok_or(QueueError::NotFound(id))?;
-            if matches!(slot.task.state, TaskState::Leased { .. }) {
+            if slot.phase == Phase::Leased {
                 return Err(QueueError::Conflict(format!("task {id} is leased: ack or nack it first")));
             }
             state.transition(id, now_ms, |task| {
@@ -358,7 +407,7 @@ impl Engine {
                 task.state = TaskState::Scheduled;
                 task.run_at_ms = run_at_ms;
             });
-            let task = state.tasks[&id].task.clone();
+            let task = state.task(id);
             let view = task.view(now_ms);
             (task, view)
         };
@@ -376,7 +425,7 @@ impl Engine {
         {
             let state = self.state.lock();
             let slot = state.tasks.get(&id).filter(|s| s.published).ok_or(QueueError::NotFound(id))?;
-            if slot.task.state != TaskState::Dead {
+            if slot.phase != Phase::Dead {
                 return Err(QueueError::Conflict(format!("task {id} is not dead")));
             }
         }
@@ -409,9 +458,9 @@ impl Engine {
                     return Ok(Vec::new());
                 }
                 let now_us = self.clock.now_us();
-                let name = state.queue_name(queue)?;
-                let (claimed, puts) = state.claim(&name, max, now_us, lease_ms);
-                notify = state.queues[&name].notify.clone();
+                let queue_id = state.queue_id(queue)?;
+                let (claimed, puts) = state.claim(queue_id, max, now_us, lease_ms);
+                notify = state.queues[queue_id as usize].notify.clone();
                 (claimed, puts)
             };
             if !claimed.is_empty() {
@@ -429,7 +478,7 @@ impl Engine {
             // by the second look, one filed after it wakes us.
             let mut woken = pin!(notify.notified());
             woken.as_mut().enable();
-            if self.state.lock().queues.get(queue).is_some_and(|q| !q.ready.is_empty()) {
+            if self.state.lock().queue(queue).is_some_and(|q| !q.ready.is_empty()) {
                 continue;
             }
             if tokio::time::timeout(remaining, woken).await.is_err() {
@@ -451,14 +500,14 @@ impl Engine {
             let mut state = self.state.lock();
             state.check_lease(id, token)?;
             state.totals.acked += 1;
-            match state.tasks[&id].task.every_ms {
+            match Some(state.tasks[&id].every_ms).filter(|&every| every > 0) {
                 Some(every_ms) => {
                     state.transition(id, now_ms, |task| {
                         task.attempt = 0;
                         task.state = TaskState::Scheduled;
                         task.run_at_ms = next_occurrence(task.run_at_ms, every_ms, now_ms);
                     });
-                    let task = state.tasks[&id].task.clone();
+                    let task = state.task(id);
                     let next = task.run_at_ms;
                     (Mutation::Put(task), next)
                 }
@@ -489,7 +538,7 @@ impl Engine {
             state.check_lease(id, token)?;
             state.totals.nacked += 1;
             state.fail_attempt(id, now_ms, delay_ms);
-            let task = state.tasks[&id].task.clone();
+            let task = state.task(id);
             let view = task.view(now_ms);
             (task, view)
         };
@@ -517,20 +566,15 @@ impl Engine {
     pub fn dead(&self, queue: &str, limit: usize) -> Vec<TaskView> {
         let state = self.state.lock();
         let now_ms = self.clock.now_ms();
-        let Some(q) = state.queues.get(queue) else { return Vec::new() };
-        q.dead
-            .iter()
-            .take(limit.min(LIST_MAX))
-            .filter_map(|id| state.tasks.get(id))
-            .map(|s| s.task.view(now_ms))
-            .collect()
+        let Some(q) = state.queue(queue) else { return Vec::new() };
+        q.dead.iter().take(limit.min(LIST_MAX)).map(|&id| state.task(id).view(now_ms)).collect()
     }
 
     /// Every queue's counts.
     pub fn queues(&self) -> Vec<QueueStats> {
         let state = self.state.lock();
         let now_ms = self.clock.now_ms();
-        let mut all: Vec<QueueStats> = state.queues.iter().map(|(name, q)| q.stats(name, now_ms)).collect();
+        let mut all: Vec<QueueStats> = state.queues.iter().map(|q| q.stats(now_ms)).collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
@@ -538,7 +582,7 @@ impl Engine {
     /// One queue's counts; `None` if it was never used.
     pub fn queue(&self, name: &str) -> Option<QueueStats> {
         let state = self.state.lock();
-        state.queues.get(name).map(|q| q.stats(name, self.clock.now_ms()))
+        state.queue(name).map(|q| q.stats(self.clock.now_ms()))
     }
 
     /// Counters since start.
@@ -594,7 +638,7 @@ impl Engine {
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.wake_timers();
-        for queue in self.state.lock().queues.values() {
+        for queue in &self.state.lock().queues {
             queue.notify.notify_waiters();
         }
     }
@@ -652,27 +696,110 @@ impl Engine {
 }
 
 impl State {
-    /// The interned name of `queue`, creating its state if new.
-    fn queue_name(&mut self, queue: &str) -> Result<Arc<str>, QueueError> {
-        if let Some((name, _)) = self.queues.get_key_value(queue) {
-            return Ok(name.clone());
+    /// The index of `queue`, creating its state if new.
+    fn queue_id(&mut self, queue: &str) -> Result<u32, QueueError> {
+        if let Some(&id) = self.queue_index.get(queue) {
+            return Ok(id);
         }
         if self.queues.len() >= QUEUES_MAX {
             return Err(QueueError::Invalid(format!("there are already {QUEUES_MAX} queues")));
         }
         let name: Arc<str> = Arc::from(queue);
-        self.queues.insert(name.clone(), QueueState::default());
-        Ok(name)
+        let id = self.queues.len() as u32;
+        self.queues.push(QueueState {
+            name: name.clone(),
+            ready: BTreeSet::new(),
+            keys: HashMap::new(),
+            dead: BTreeSet::new(),
+            scheduled: 0,
+            leased: 0,
+            notify: Arc::new(Notify::new()),
+            lateness_us: None,
+        });
+        self.queue_index.insert(name, id);
+        Ok(id)
     }
 
-    fn queue_mut(&mut self, name: &str) -> &mut QueueState {
-        self.queues.get_mut(name).expect("every task's queue has a state")
+    fn queue(&self, name: &str) -> Option<&QueueState> {
+        self.queue_index.get(name).map(|&id| &self.queues[id as usize])
+    }
+
+    /// The whole task, put back together from its slot and the side tables.
+    fn task(&self, id: u64) -> Task {
+        let slot = &self.tasks[&id];
+        let state = match slot.phase {
+            Phase::Scheduled => TaskState::Scheduled,
+            Phase::Leased => {
+                let lease = self.leases[&id];
+                TaskState::Leased { token: lease.token, until_ms: lease.until_ms }
+            }
+            Phase::Dead => TaskState::Dead,
+        };
+        Task {
+            id,
+            queue: self.queues[slot.queue as usize].name.clone(),
+            payload: slot.payload.clone(),
+            run_at_ms: slot.run_at_ms,
+            attempt: u32::from(slot.attempt),
+            max_attempts: u32::from(slot.max_attempts),
+            key: if slot.keyed { self.keys.get(&id).cloned() } else { None },
+            every_ms: Some(slot.every_ms).filter(|&every| every > 0),
+            state,
+            created_ms: slot.created_ms,
+        }
+    }
+
+    /// Stores a new, unpublished task.
+    fn insert(&mut self, task: Task, queue: u32) {
+        let id = task.id;
+        let keyed = task.key.is_some();
+        if let Some(key) = task.key.clone() {
+            self.queues[queue as usize].keys.insert(key.clone(), id);
+            self.keys.insert(id, key);
+        }
+        let slot = Slot {
+            run_at_ms: 0,
+            created_ms: task.created_ms,
+            every_ms: 0,
+            timer: NO_TIMER,
+            payload: task.payload.clone(),
+            queue,
+            attempt: 0,
+            max_attempts: 0,
+            phase: Phase::Scheduled,
+            published: false,
+            keyed,
+        };
+        self.tasks.insert(id, slot);
+        self.write_back(&task);
+    }
+
+    /// Copies what may change about a task into its slot and side tables.
+    fn write_back(&mut self, task: &Task) {
+        let slot = self.tasks.get_mut(&task.id).expect("a known task");
+        slot.run_at_ms = task.run_at_ms;
+        slot.every_ms = task.every_ms.unwrap_or(0);
+        // Attempts are bounded by MAX_ATTEMPTS_MAX, far below u16::MAX.
+        slot.attempt = u16::try_from(task.attempt).unwrap_or(u16::MAX);
+        slot.max_attempts = u16::try_from(task.max_attempts).unwrap_or(u16::MAX);
+        slot.phase = match task.state {
+            TaskState::Scheduled => Phase::Scheduled,
+            TaskState::Leased { .. } => Phase::Leased,
+            TaskState::Dead => Phase::Dead,
+        };
+        match task.state {
+            TaskState::Leased { token, until_ms } => {
+                self.leases.insert(task.id, Lease { token, until_ms });
+            }
+            TaskState::Scheduled | TaskState::Dead => {
+                self.leases.remove(&task.id);
+            }
+        }
     }
 
     /// Files a task for delivery and counts it.
     fn publish(&mut self, id: u64, now_ms: u64) {
-        let slot = self.tasks.get_mut(&id).expect("publishing a known task");
-        slot.published = true;
+        self.tasks.get_mut(&id).expect("publishing a known task").published = true;
         self.file(id, now_ms);
     }
 
@@ -681,42 +808,48 @@ impl State {
         if self.tasks.get(&id)?.published {
             self.unfile(id);
         }
-        let slot = self.tasks.remove(&id)?;
-        let queue = self.queue_mut(&slot.task.queue);
-        if let Some(key) = &slot.task.key {
-            queue.keys.remove(key);
+        let task = self.task(id);
+        let slot = self.tasks.remove(&id).expect("a known task");
+        self.leases.remove(&id);
+        if let Some(key) = self.keys.remove(&id) {
+            self.queues[slot.queue as usize].keys.remove(&key);
         }
-        Some(slot.task)
+        Some(task)
     }
 
     /// Changes a published task in place, keeping counts and timers right.
     fn transition(&mut self, id: u64, now_ms: u64, change: impl FnOnce(&mut Task)) {
         self.unfile(id);
-        change(&mut self.tasks.get_mut(&id).expect("a known task").task);
+        let mut task = self.task(id);
+        change(&mut task);
+        self.write_back(&task);
         self.file(id, now_ms);
     }
 
     /// Puts the task where its state says: the ready set, the wheel, or the dead set.
     fn file(&mut self, id: u64, now_ms: u64) {
+        let lease_until_ms = self.leases.get(&id).map(|lease| lease.until_ms);
         let slot = self.tasks.get_mut(&id).expect("filing a known task");
-        let (queue, run_at_ms, state) = (slot.task.queue.clone(), slot.task.run_at_ms, slot.task.state);
-        let timer_at = match state {
-            TaskState::Scheduled if run_at_ms > now_ms => Some(run_at_ms),
-            TaskState::Leased { until_ms, .. } => Some(until_ms),
-            TaskState::Scheduled | TaskState::Dead => None,
+        let (queue, run_at_ms, phase) = (slot.queue, slot.run_at_ms, slot.phase);
+        let timer_at = match phase {
+            Phase::Scheduled if run_at_ms > now_ms => Some(run_at_ms),
+            Phase::Leased => lease_until_ms,
+            Phase::Scheduled | Phase::Dead => None,
         };
-        slot.timer = timer_at.map(|at| self.wheel.insert(at, id).expect("below the wheel's capacity"));
-        let q = self.queues.get_mut(&queue).expect("every task's queue has a state");
-        match state {
-            TaskState::Scheduled => {
+        let wheel_id = NonZeroU64::new(id).expect("ids start at 1");
+        slot.timer = timer_at
+            .map_or(NO_TIMER, |at| self.wheel.insert(at, wheel_id).expect("below the wheel's capacity").into_raw());
+        let q = &mut self.queues[queue as usize];
+        match phase {
+            Phase::Scheduled => {
                 q.scheduled += 1;
                 if timer_at.is_none() {
                     q.ready.insert((run_at_ms, id));
                     q.notify.notify_waiters();
                 }
             }
-            TaskState::Leased { .. } => q.leased += 1,
-            TaskState::Dead => {
+            Phase::Leased => q.leased += 1,
+            Phase::Dead => {
                 q.dead.insert(id);
             }
         }
@@ -725,39 +858,39 @@ impl State {
     /// Undoes [`file`](State::file).
     fn unfile(&mut self, id: u64) {
         let slot = self.tasks.get_mut(&id).expect("unfiling a known task");
-        if let Some(timer) = slot.timer.take() {
-            self.wheel.remove(timer);
+        if slot.timer != NO_TIMER {
+            self.wheel.remove(Key::from_raw(slot.timer));
+            slot.timer = NO_TIMER;
         }
-        let (run_at_ms, state) = (slot.task.run_at_ms, slot.task.state);
-        let q = self.queues.get_mut(&*slot.task.queue).expect("every task's queue has a state");
-        match state {
-            TaskState::Scheduled => {
+        let q = &mut self.queues[slot.queue as usize];
+        match slot.phase {
+            Phase::Scheduled => {
                 q.scheduled -= 1;
-                q.ready.remove(&(run_at_ms, id));
+                q.ready.remove(&(slot.run_at_ms, id));
             }
-            TaskState::Leased { .. } => q.leased -= 1,
-            TaskState::Dead => {
+            Phase::Leased => q.leased -= 1,
+            Phase::Dead => {
                 q.dead.remove(&id);
             }
         }
     }
 
-    fn claim(&mut self, queue: &Arc<str>, max: usize, now_us: u64, lease_ms: u64) -> (Vec<Claimed>, Vec<Mutation>) {
+    fn claim(&mut self, queue: u32, max: usize, now_us: u64, lease_ms: u64) -> (Vec<Claimed>, Vec<Mutation>) {
         let now_ms = now_us / 1_000;
         let until_ms = now_ms + lease_ms;
         let mut claimed = Vec::new();
         let mut puts = Vec::new();
         while claimed.len() < max {
-            let Some((run_at_ms, id)) = self.queue_mut(queue).ready.first().copied() else { break };
+            let Some((run_at_ms, id)) = self.queues[queue as usize].ready.first().copied() else { break };
             let token: u64 = rand::random();
             self.transition(id, now_ms, |task| {
                 task.attempt += 1;
                 task.state = TaskState::Leased { token, until_ms };
             });
-            let q = self.queue_mut(queue);
+            let q = &mut self.queues[queue as usize];
             let lateness_us = now_us.saturating_sub(run_at_ms * 1_000).clamp(1, LATENESS_US_MAX);
             q.lateness_us.get_or_insert_with(lateness_histogram).saturating_record(lateness_us);
-            let task = &self.tasks[&id].task;
+            let task = self.task(id);
             claimed.push(Claimed {
                 id,
                 queue: task.queue.to_string(),
@@ -767,25 +900,25 @@ impl State {
                 lease_until_ms: until_ms,
                 run_at_ms,
             });
-            puts.push(Mutation::Put(task.clone()));
+            puts.push(Mutation::Put(task));
         }
         self.totals.delivered += claimed.len() as u64;
         (claimed, puts)
     }
 
     fn check_lease(&self, id: u64, token: u64) -> Result<(), QueueError> {
-        let slot = self.tasks.get(&id).filter(|s| s.published).ok_or(QueueError::NotFound(id))?;
-        match slot.task.state {
-            TaskState::Leased { token: current, .. } if current == token => Ok(()),
+        self.tasks.get(&id).filter(|s| s.published).ok_or(QueueError::NotFound(id))?;
+        match self.leases.get(&id) {
+            Some(lease) if lease.token == token => Ok(()),
             _ => Err(QueueError::StaleLease(id)),
         }
     }
 
     /// A delivery failed: due again after a backoff, or dead if out of attempts.
     fn fail_attempt(&mut self, id: u64, now_ms: u64, delay_ms: Option<u64>) {
-        let task = &self.tasks[&id].task;
-        let dead = task.attempt >= task.max_attempts;
-        let backoff_ms = delay_ms.unwrap_or_else(|| backoff_ms(task.attempt));
+        let slot = &self.tasks[&id];
+        let dead = slot.attempt >= slot.max_attempts;
+        let backoff_ms = delay_ms.unwrap_or_else(|| backoff_ms(u32::from(slot.attempt)));
         if dead {
             self.totals.died += 1;
         }
@@ -804,24 +937,23 @@ impl State {
         self.wheel.advance(now_ms);
         let mut puts = Vec::new();
         while let Some(expired) = self.wheel.pop_expired() {
-            let id = expired.value;
+            let id = expired.value.get();
             let Some(slot) = self.tasks.get_mut(&id) else { continue };
-            slot.timer = None;
-            match slot.task.state {
-                TaskState::Scheduled => {
-                    let (queue, run_at_ms) = (slot.task.queue.clone(), slot.task.run_at_ms);
-                    let q = self.queue_mut(&queue);
+            slot.timer = NO_TIMER;
+            match slot.phase {
+                Phase::Scheduled => {
+                    let (queue, run_at_ms) = (slot.queue, slot.run_at_ms);
+                    let q = &mut self.queues[queue as usize];
                     q.ready.insert((run_at_ms, id));
                     q.notify.notify_waiters();
                 }
-                TaskState::Leased { .. } => {
+                Phase::Leased => {
                     self.totals.lease_expired += 1;
-                    // `file` counted it leased and gave it a timer; unfile
-                    // expects that timer, which the wheel has just consumed.
+                    // The wheel has consumed the timer; unfile sees none.
                     self.fail_attempt(id, now_ms, None);
-                    puts.push(Mutation::Put(self.tasks[&id].task.clone()));
+                    puts.push(Mutation::Put(self.task(id)));
                 }
-                TaskState::Dead => {}
+                Phase::Dead => {}
             }
         }
         puts
@@ -829,7 +961,7 @@ impl State {
 }
 
 impl QueueState {
-    fn stats(&self, name: &str, now_ms: u64) -> QueueStats {
+    fn stats(&self, now_ms: u64) -> QueueStats {
         let lateness = self.lateness_us.as_ref().filter(|h| !h.is_empty()).map_or(LatenessMs::default(), |h| {
             let ms = |us: u64| us as f64 / 1_000.0;
             LatenessMs {
@@ -841,7 +973,7 @@ impl QueueState {
         });
         let _ = now_ms;
         QueueStats {
-            name: name.to_owned(),
+            name: self.name.to_string(),
             scheduled: self.scheduled - self.ready.len(),
             due: self.ready.len(),
             leased: self.leased,

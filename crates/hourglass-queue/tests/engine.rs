@@ -289,3 +289,14 @@ async fn a_damaged_data_file_refuses_to_open_with_a_clear_error() {
         }
     }
 }
+
+#[tokio::test]
+async fn ids_are_never_reused_even_when_the_newest_task_is_gone_before_a_restart() {
+    let h = Harness::new();
+    h.engine.enqueue("q", later(60_000)).await.unwrap();
+    let newest = h.engine.enqueue("q", later(0)).await.unwrap().id;
+    let claim = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
+    h.engine.ack(newest, &claim.lease).await.unwrap();
+    let h = h.restart();
+    assert!(h.engine.enqueue("q", later(0)).await.unwrap().id > newest);
+}

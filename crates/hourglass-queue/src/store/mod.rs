@@ -18,17 +18,21 @@ pub enum Mutation {
     Put(Task),
     /// Remove the task with this id (absent is fine).
     Delete(u64),
+    /// Ids below this have been handed out: never hand them out again. The
+    /// store keeps the largest it was given.
+    NextId(u64),
 }
 
 /// A place tasks survive restarts in. Implementations apply a batch
 /// atomically: after a crash, either all of a batch is there or none of it.
 pub trait Store: Send + Sync + 'static {
-    /// Calls `visit` with every stored task, in id order.
+    /// Calls `visit` with every stored task, in id order, and returns the
+    /// largest [`Mutation::NextId`] stored (0 if none).
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] for a record that does not decode; the caller
     /// must refuse to start rather than guess.
-    fn load(&self, visit: &mut dyn FnMut(Task)) -> Result<(), StoreError>;
+    fn load(&self, visit: &mut dyn FnMut(Task)) -> Result<u64, StoreError>;
 
     /// Applies `batch` atomically. With `durable`, it is on stable storage
     /// (fsync) when this returns; without, it survives a process crash but

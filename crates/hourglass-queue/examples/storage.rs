@@ -1,0 +1,136 @@
+//! Measures the storage targets of the durable queue, on the real engine and
+//! store in a temporary directory:
+//!
+//! ```sh
+//! cargo run --release -p hourglass-queue --example storage -- restart 5000000
+//! cargo run --release -p hourglass-queue --example storage -- churn 1000000 10
+//! ```
+//!
+//! - `restart N`: enqueues N pending tasks (64-byte payloads), stops, and opens
+//!   the directory again in a fresh process state; prints the time to serve
+//!   again and resident memory per pending task beyond its payload.
+//! - `churn N ROUNDS`: keeps N tasks live and replaces all of them ROUNDS
+//!   times (cancel N, enqueue N); prints the data directory's size against the
+//!   bytes the live tasks need.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hourglass_queue::{Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
+use serde_json::value::RawValue;
+
+/// Tasks per batch enqueue.
+const BATCH: usize = 1_000;
+/// Cancels in flight at once (they share group commits).
+const CANCELS_IN_FLIGHT: usize = 1_000;
+/// Payload of every task: 64 bytes of JSON.
+const PAYLOAD: &str = r#"{"order":"0000000000000000000000000000000000000000000000000000"}"#;
+const _: () = assert!(PAYLOAD.len() == 64);
+
+fn rss_bytes() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map_or(0, |entries| entries.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
+}
+
+fn open(dir: &Path) -> Arc<Engine> {
+    let store = RedbStore::open(dir).expect("open the store");
+    Engine::open(Box::new(store), Options::default(), Arc::new(SystemWallClock)).expect("open the engine")
+}
+
+fn new_task() -> NewTask {
+    NewTask {
+        payload: RawValue::from_string(PAYLOAD.to_owned()).expect("JSON"),
+        run_at: RunAt::Delay(3_600_000),
+        key: None,
+        max_attempts: None,
+        every_ms: None,
+    }
+}
+
+async fn fill(engine: &Engine, n: usize) -> Vec<u64> {
+    let mut ids = Vec::with_capacity(n);
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(BATCH);
+        let done = engine.enqueue_batch("storage", (0..batch).map(|_| new_task()).collect()).await.expect("enqueue");
+        ids.extend(done.iter().map(|d| d.id));
+        left -= batch;
+    }
+    ids
+}
+
+async fn restart(n: usize) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    {
+        let engine = open(dir.path());
+        let started = Instant::now();
+        fill(&engine, n).await;
+        println!("restart: enqueued {n} tasks in {:.1?}", started.elapsed());
+        engine.close();
+    }
+    let on_disk = dir_bytes(dir.path());
+    // The measured part: a fresh open of the directory, as after a restart.
+    let rss_before = rss_bytes();
+    let started = Instant::now();
+    let engine = open(dir.path());
+    let ready_in = started.elapsed();
+    let rss_after = rss_bytes();
+    let per_task = rss_after.saturating_sub(rss_before) as f64 / n as f64;
+    println!(
+        "restart: {} tasks loaded and serving again in {ready_in:.2?}; memory {per_task:.0} B per pending task \
+         ({:.0} B beyond its {}-byte payload); data dir {:.1} MB",
+        engine.totals().tasks,
+        per_task - PAYLOAD.len() as f64,
+        PAYLOAD.len(),
+        on_disk as f64 / 1e6,
+    );
+}
+
+async fn churn(n: usize, rounds: usize) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let engine = open(dir.path());
+    let mut ids = fill(&engine, n).await;
+    let live_bytes = dir_bytes(dir.path());
+    println!("churn: {n} live tasks: data dir {:.1} MB", live_bytes as f64 / 1e6);
+    let started = Instant::now();
+    for round in 1..=rounds {
+        for chunk in ids.chunks(CANCELS_IN_FLIGHT) {
+            let cancels = chunk.iter().map(|&id| engine.cancel(id));
+            for result in futures_util::future::join_all(cancels).await {
+                result.expect("cancel");
+            }
+        }
+        ids = fill(&engine, n).await;
+        println!(
+            "churn: round {round}: replaced {n} tasks; data dir {:.1} MB ({:.2}x the live size)",
+            dir_bytes(dir.path()) as f64 / 1e6,
+            dir_bytes(dir.path()) as f64 / live_bytes as f64
+        );
+    }
+    println!("churn: {rounds} rounds in {:.1?}", started.elapsed());
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let number =
+        |i: usize, default: usize| args.get(i).map_or(Ok(default), |a| a.parse::<usize>()).unwrap_or_else(|_| usage());
+    match args.first().map(String::as_str) {
+        Some("restart") => restart(number(1, 1_000_000)).await,
+        Some("churn") => churn(number(1, 1_000_000), number(2, 10)).await,
+        _ => usage(),
+    }
+}
+
+fn usage() -> ! {
+    eprintln!("usage: storage restart [TASKS] | storage churn [TASKS] [ROUNDS]");
+    std::process::exit(2)
+}
