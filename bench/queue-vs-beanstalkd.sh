@@ -16,11 +16,16 @@ trap 'pkill -f "beanstalkd -l 127.0.0.1 -p $BEANSTALKD_PORT" 2>/dev/null || true
 command -v beanstalkd >/dev/null || { echo "beanstalkd is not installed (apt-get install beanstalkd)" >&2; exit 1; }
 cargo build --release -q -p hourglass-cli
 
-start_beanstalkd() { # $1: fsync interval in ms (0 = every write)
+stop_beanstalkd() { # and wait until its port is free again
   pkill -f "beanstalkd -l 127.0.0.1 -p $BEANSTALKD_PORT" 2>/dev/null || true
+  for _ in $(seq 100); do pgrep -f "beanstalkd -l 127.0.0.1 -p $BEANSTALKD_PORT" >/dev/null || return 0; sleep 0.05; done
+}
+start_beanstalkd() { # $1: fsync interval in ms (0 = every write)
+  stop_beanstalkd
   rm -rf "$work/bs" && mkdir -p "$work/bs"
   beanstalkd -l 127.0.0.1 -p "$BEANSTALKD_PORT" -b "$work/bs" -f "$1" &
-  sleep 0.3
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$BEANSTALKD_PORT") 2>/dev/null && return; sleep 0.05; done
+  echo "beanstalkd did not start" >&2; exit 1
 }
 start_hourglass() { # extra serve flags
   [ -n "${hg_pid:-}" ] && kill "$hg_pid" 2>/dev/null && wait "$hg_pid" 2>/dev/null || true
@@ -30,7 +35,7 @@ start_hourglass() { # extra serve flags
   for _ in $(seq 100); do curl -sf "http://$HOURGLASS_ADDR/healthz" >/dev/null && return; sleep 0.05; done
   echo "hourglass did not start" >&2; exit 1
 }
-bench() { "$HG" bench --server "http://$HOURGLASS_ADDR" --beanstalkd "127.0.0.1:$BEANSTALKD_PORT" "$@" 2>/dev/null; }
+bench() { "$HG" bench --server "http://$HOURGLASS_ADDR" --beanstalkd "127.0.0.1:$BEANSTALKD_PORT" "$@"; }
 
 echo "== enqueue, fsync before every reply: 64 clients, one task per request"
 start_hourglass;        bench --target hourglass  --workload enqueue --producers 64 --tasks 40000

@@ -21,8 +21,10 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer TOKEN` on every request.
     #[arg(long, env = "HOURGLASS_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Relaxed durability: fsync every this many milliseconds instead of before
-    /// each reply (a power loss may lose that window; a crash loses nothing).
+    /// Relaxed durability: reply without waiting for fsync, and make writes
+    /// durable every this many milliseconds. A crash or power loss may lose the
+    /// acknowledged writes of the last interval. Without it, every 2xx is on
+    /// disk first.
     #[arg(long, value_name = "MS")]
     fsync_every_ms: Option<u64>,
     /// Largest payload accepted, in bytes.

@@ -21,8 +21,10 @@ const QUEUE_REQUESTS_MAX: usize = 65_536;
 pub enum Fsync {
     /// Before the reply: every 2xx is on disk. Concurrent requests share fsyncs.
     Always,
-    /// Every this many milliseconds: replies come sooner, and a power loss may
-    /// lose the last interval (a process crash loses nothing). As beanstalkd's `-f`.
+    /// Every this many milliseconds: writes are acknowledged once committed
+    /// without fsync, and made durable at least this often. A crash or a power
+    /// loss may lose the acknowledged writes of the last interval: a commit
+    /// without fsync exists only in memory until the next durable one.
     EveryMs(u64),
 }
 
@@ -58,7 +60,10 @@ impl Committer {
         Ok(Committer { requests, writer: Some(writer) })
     }
 
-    /// Writes `mutations` in the next group commit.
+    /// Writes `mutations` in the next group commit. With [`Wait::Durable`] it
+    /// returns when they are as durable as the [`Fsync`] mode promises: on disk
+    /// for [`Fsync::Always`], committed (and synced within the interval) for
+    /// [`Fsync::EveryMs`], so a storage failure still reaches the caller.
     ///
     /// # Errors
     /// [`QueueError::Storage`] if the store failed (nothing was written), or

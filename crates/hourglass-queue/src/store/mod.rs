@@ -35,8 +35,8 @@ pub trait Store: Send + Sync + 'static {
     fn load(&self, visit: &mut dyn FnMut(Task)) -> Result<u64, StoreError>;
 
     /// Applies `batch` atomically. With `durable`, it is on stable storage
-    /// (fsync) when this returns; without, it survives a process crash but
-    /// maybe not a power loss until the next durable apply or [`sync`](Store::sync).
+    /// (fsync) when this returns; without, it may be lost by a crash or a power
+    /// loss until the next durable apply or [`sync`](Store::sync).
     ///
     /// # Errors
     /// [`StoreError::Database`] if nothing could be written.
