@@ -26,6 +26,7 @@ mod error;
 pub mod limits;
 mod model;
 mod store;
+mod tasks;
 
 pub use clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use engine::{Claimed, Engine, Enqueued, LatenessMs, Options, QueueStats, Totals, QUEUES_MAX};
