@@ -182,3 +182,45 @@ async fn kill_9_under_load_loses_no_acknowledged_write() {
     assert!(lost.is_empty(), "acknowledged enqueues never delivered: {lost:?}");
     assert!(ledger.enqueued.len() > 100, "the load was too light to mean anything");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_cleanly_with_exit_0_and_keeps_acknowledged_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut server = start(dir.path(), port);
+    wait_ready(&http, &base).await;
+    let mut ids = Vec::new();
+    for seq in 0..20 {
+        let body = json!({ "payload": { "seq": seq }, "delay_ms": 3_600_000 });
+        let created: Value =
+            http.post(format!("{base}/v1/queues/term/tasks")).json(&body).send().await.unwrap().json().await.unwrap();
+        ids.push(created["id"].as_u64().unwrap());
+    }
+    // A consumer is waiting when the signal comes: it must get its answer, not a reset.
+    let waiting = tokio::spawn({
+        let (http, base) = (http.clone(), base.clone());
+        async move { http.post(format!("{base}/v1/queues/empty/claim")).json(&json!({ "wait_ms": 30_000 })).send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let signalled = Instant::now();
+    let status = Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let answer = waiting.await.unwrap().expect("the waiting claim was answered");
+    assert!(answer.status().is_success());
+    let exit = tokio::task::spawn_blocking(move || server.wait().unwrap()).await.unwrap();
+    println!("sigterm: exited {exit:?} {:?} after the signal", signalled.elapsed());
+    assert!(exit.success(), "exit status {exit:?}");
+
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut server = start(dir.path(), port);
+    wait_ready(&http, &base).await;
+    for id in ids {
+        let response = http.get(format!("{base}/v1/tasks/{id}")).send().await.unwrap();
+        assert!(response.status().is_success(), "task {id} lost after a clean stop");
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
