@@ -31,26 +31,14 @@ fn fill<Q: TimerQueue>(queue: &mut Q, n: usize, rng: &mut StdRng) -> Vec<Q::Key>
 /// each operation is a heartbeat of a random connection, which resets its
 /// timer to `now + timeout`: always a later deadline, as the issue specifies.
 pub fn churn<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
-    let mut rng = StdRng::seed_from_u64(1);
-    let mut queue = Q::with_capacity(n);
-    // A server's connection table: each connection's timer handle and timeout
-    // side by side, so a heartbeat looks up one record.
-    let mut connections: Vec<(Q::Key, u64)> = (0..n)
-        .map(|_| {
-            let timeout_ms = rng.random_range(HEARTBEAT_MS);
-            (queue.insert(timeout_ms), timeout_ms)
-        })
-        .collect();
-    let picks: Vec<usize> = (0..settings.churn_ops).map(|_| rng.random_range(0..n)).collect();
-    let mut now_ms = 0;
-    let ns = measure(settings, &picks, |op, index| {
-        if op % OPS_PER_MS == 0 {
-            now_ms += 1;
-            black_box(queue.advance(now_ms));
-        }
-        let (key, timeout_ms) = &mut connections[index];
-        *key = queue.reset(*key, now_ms + *timeout_ms);
-    });
+    // A connection's value is its timeout; its first deadline is the timeout from 0.
+    let ns = churn_with::<Q>(
+        settings,
+        n,
+        1,
+        |rng| rng.random_range(HEARTBEAT_MS),
+        |now_ms, timeout_ms| now_ms + *timeout_ms,
+    );
     Row { ns_per_op: Some(ns), ..Row::new("churn", format!("reset_{}", label(n)), Q::NAME, n as u64) }
 }
 
@@ -58,28 +46,47 @@ pub fn churn<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
 /// deadline (a connection asks for a shorter timeout), which forces a move in
 /// a wheel that defers later resets.
 pub fn churn_earlier<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
-    let mut rng = StdRng::seed_from_u64(11);
+    // A timer's value is its deadline; each step moves it halfway to now + 30 s:
+    // earlier, and never in the past.
+    let first = |rng: &mut StdRng| rng.random_range(HEARTBEAT_MS) + 60_000;
+    let ns = churn_with::<Q>(settings, n, 11, first, |now_ms, deadline_ms| {
+        let floor_ms = now_ms + HEARTBEAT_MS.start;
+        *deadline_ms = floor_ms + deadline_ms.saturating_sub(floor_ms) / 2;
+        *deadline_ms
+    });
+    Row { ns_per_op: Some(ns), ..Row::new("churn", format!("reset_earlier_{}", label(n)), Q::NAME, n as u64) }
+}
+
+/// The churn loop: `n` timers, each with a value from `first` (also its first
+/// deadline), kept side by side with its key as a server's connection table
+/// would, so an operation looks up one record. Each operation resets a random
+/// timer to `next(now, &mut value)`; time moves 1 ms every [`OPS_PER_MS`]
+/// operations. Returns the median ns per operation.
+fn churn_with<Q: TimerQueue>(
+    settings: &Settings,
+    n: usize,
+    seed: u64,
+    first: impl Fn(&mut StdRng) -> u64,
+    mut next: impl FnMut(u64, &mut u64) -> u64,
+) -> f64 {
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut queue = Q::with_capacity(n);
     let mut timers: Vec<(Q::Key, u64)> = (0..n)
         .map(|_| {
-            let deadline_ms = rng.random_range(HEARTBEAT_MS) + 60_000;
-            (queue.insert(deadline_ms), deadline_ms)
+            let value = first(&mut rng);
+            (queue.insert(value), value)
         })
         .collect();
     let picks: Vec<usize> = (0..settings.churn_ops).map(|_| rng.random_range(0..n)).collect();
     let mut now_ms = 0;
-    let ns = measure(settings, &picks, |op, index| {
+    measure(settings, &picks, |op, index| {
         if op % OPS_PER_MS == 0 {
             now_ms += 1;
             black_box(queue.advance(now_ms));
         }
-        // Halfway to now + 30 s: earlier, and never in the past.
-        let floor_ms = now_ms + HEARTBEAT_MS.start;
-        let (key, deadline_ms) = &mut timers[index];
-        *deadline_ms = floor_ms + deadline_ms.saturating_sub(floor_ms) / 2;
-        *key = queue.reset(*key, *deadline_ms);
-    });
-    Row { ns_per_op: Some(ns), ..Row::new("churn", format!("reset_earlier_{}", label(n)), Q::NAME, n as u64) }
+        let (key, value) = &mut timers[index];
+        *key = queue.reset(*key, next(now_ms, value));
+    })
 }
 
 /// Runs `op(i, pick)` over the picks once per repetition; median ns per op.
