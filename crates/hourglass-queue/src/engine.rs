@@ -578,8 +578,7 @@ impl Engine {
     /// Every queue's counts.
     pub fn queues(&self) -> Vec<QueueStats> {
         let state = self.state.lock();
-        let now_ms = self.clock.now_ms();
-        let mut all: Vec<QueueStats> = state.queues.iter().map(|q| q.stats(now_ms)).collect();
+        let mut all: Vec<QueueStats> = state.queues.iter().map(QueueState::stats).collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
@@ -587,7 +586,7 @@ impl Engine {
     /// One queue's counts; `None` if it was never used.
     pub fn queue(&self, name: &str) -> Option<QueueStats> {
         let state = self.state.lock();
-        state.queue(name).map(|q| q.stats(self.clock.now_ms()))
+        state.queue(name).map(QueueState::stats)
     }
 
     /// Counters since start.
@@ -969,7 +968,7 @@ impl State {
 }
 
 impl QueueState {
-    fn stats(&self, now_ms: u64) -> QueueStats {
+    fn stats(&self) -> QueueStats {
         let lateness = self.lateness_us.as_ref().filter(|h| !h.is_empty()).map_or(LatenessMs::default(), |h| {
             let ms = |us: u64| us as f64 / 1_000.0;
             LatenessMs {
@@ -979,7 +978,6 @@ impl QueueState {
                 max: ms(h.max()),
             }
         });
-        let _ = now_ms;
         QueueStats {
             name: self.name.to_string(),
             scheduled: self.scheduled - self.ready.len(),

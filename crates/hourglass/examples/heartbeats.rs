@@ -47,7 +47,7 @@ fn main() {
     }
     let scheduler = Scheduler::builder().max_pending(connections + 1).build().expect("start the scheduler");
     let state = Arc::new(Connections { fired: AtomicU64::new(0), false_alarms: AtomicU64::new(0) });
-    let silent = |c: usize| c % SILENT_ONE_IN == 0;
+    let silent = |c: usize| c.is_multiple_of(SILENT_ONE_IN);
 
     let rss_before = rss_bytes();
     let started = Instant::now();

@@ -24,7 +24,13 @@ pub(crate) const MAX_ENTRIES: usize = NIL as usize;
 /// A vacated slot whose generation reaches this is retired instead of reused,
 /// so generations never wrap and a stale key can never match again.
 const RETIRED_GENERATION: u32 = u32::MAX;
-const _: () = assert!(RETIRED_GENERATION % 2 == 1, "retirement happens at a vacant (odd) generation");
+const _: () = assert!(!is_occupied(RETIRED_GENERATION), "retirement happens at a vacant (odd) generation");
+
+/// Generations are even while a slot is occupied, odd while it is vacant.
+#[inline]
+const fn is_occupied(generation: u32) -> bool {
+    generation & 1 == 0
+}
 
 /// One pending timer, linked into exactly one list of the wheel.
 ///
@@ -103,7 +109,7 @@ impl<T> Slab<T> {
         let entry = &page[(key.index & PAGE_MASK) as usize];
         // An odd generation in a key was never handed out: refuse it before it
         // can match a vacant slot.
-        (key.generation % 2 == 0 && entry.generation == key.generation).then(|| {
+        (is_occupied(key.generation) && entry.generation == key.generation).then(|| {
             debug_assert!(entry.value.is_some(), "an even generation means occupied");
             entry
         })
@@ -114,7 +120,7 @@ impl<T> Slab<T> {
     pub(crate) fn live_mut(&mut self, key: Key) -> Option<&mut Entry<T>> {
         let page = self.pages.get_mut((key.index >> PAGE_BITS) as usize)?;
         let entry = &mut page[(key.index & PAGE_MASK) as usize];
-        (key.generation % 2 == 0 && entry.generation == key.generation).then_some(entry)
+        (is_occupied(key.generation) && entry.generation == key.generation).then_some(entry)
     }
 
     /// Stores `value` in a vacant slot and returns its key; the entry's links
