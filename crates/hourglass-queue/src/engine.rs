@@ -472,7 +472,9 @@ impl Engine {
                 self.timer_added(claimed.iter().map(|c| c.lease_until_ms).min().unwrap_or(u64::MAX));
                 // The lease and attempt count are recorded without waiting: if
                 // they are lost in a crash, the task is simply delivered again.
-                self.committer.submit(puts)?;
+                // On a runtime thread: the async form waits off the runtime if
+                // the writer's queue is full.
+                self.committer.commit(puts, Wait::No).await?;
                 return Ok(claimed);
             }
             let remaining = give_up.saturating_duration_since(tokio::time::Instant::now());

@@ -100,7 +100,8 @@ impl Committer {
 
     /// Queues `mutations` for the next group commit without waiting for it:
     /// for bookkeeping whose loss in a crash only means a redelivery. Blocks
-    /// only while the writer's queue is full.
+    /// while the writer's queue is full, so it is for threads of our own (the
+    /// timer thread); async code uses [`commit`](Committer::commit) with [`Wait::No`].
     ///
     /// # Errors
     /// [`QueueError::ShuttingDown`].
