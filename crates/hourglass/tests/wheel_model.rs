@@ -27,6 +27,8 @@ enum Op {
     Reset(usize, When),
     Advance(u64),
     AdvanceTo(When),
+    /// A key made up from any `u64`: it must be refused, never panic.
+    Forged(u64, When),
 }
 
 fn when() -> impl Strategy<Value = When> {
@@ -46,6 +48,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (any::<usize>(), when()).prop_map(|(i, w)| Op::Reset(i, w)),
         3 => (0..300u64).prop_map(Op::Advance),
         1 => when().prop_map(Op::AdvanceTo),
+        1 => (any::<u64>(), when()).prop_map(|(raw, w)| Op::Forged(raw, w)),
     ]
 }
 
@@ -119,6 +122,18 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let to = resolve(&when, model.now).max(model.now);
                 model.now = to;
                 wheel.advance(to);
+            }
+            Op::Forged(raw, when) => {
+                let forged = Key::from_raw(raw);
+                // Astronomically unlikely, but a made-up key may equal a live one.
+                let live = keys.iter().position(|&k| k == forged).filter(|id| model.live.contains_key(id));
+                prop_assert_eq!(wheel.contains(forged), live.is_some());
+                prop_assert_eq!(wheel.get(forged).copied(), live);
+                let deadline = resolve(&when, model.now);
+                prop_assert_eq!(wheel.reset(forged, deadline), live.is_some());
+                if let Some(id) = live {
+                    model.file(id, deadline);
+                }
             }
             Op::Remove(_) | Op::Reset(..) => {}
         }
