@@ -11,10 +11,30 @@ pub use key::Key;
 use level::{level_for, location, slot_for, slot_start, split_location, NUM_LEVELS, NUM_SLOTS, SLOTS};
 use slab::{Slab, MAX_ENTRIES, NIL};
 
-/// The list of entries that are due and not yet popped.
+/// The location of entries that are due and not yet popped.
 const EXPIRED: u16 = NUM_SLOTS as u16;
-/// Slot lists plus the expired list.
-const NUM_LISTS: usize = NUM_SLOTS + 1;
+
+/// Lists per slot. A slot's entries are spread over its sublists by storage
+/// index and walked round-robin when the slot is processed, so a cascade follows
+/// this many independent pointer chains at once instead of one: at a million
+/// timers every step of a chain is a cache miss, and the misses of different
+/// chains overlap.
+const SUBLISTS: usize = 4;
+const _: () = assert!(SUBLISTS.is_power_of_two());
+/// The expired list: a single one, since it is walked in order.
+const EXPIRED_LIST: usize = NUM_SLOTS * SUBLISTS;
+/// Slot sublists plus the expired list.
+const NUM_LISTS: usize = EXPIRED_LIST + 1;
+
+/// The list an entry at `index` is in when it is at `location`.
+#[inline]
+fn list_of(location: u16, index: u32) -> usize {
+    if location == EXPIRED {
+        EXPIRED_LIST
+    } else {
+        location as usize * SUBLISTS + (index as usize & (SUBLISTS - 1))
+    }
+}
 
 /// A hierarchical hashed timing wheel (Varghese & Lauck, 1987, scheme 7).
 ///
@@ -322,7 +342,7 @@ impl<T> Wheel<T> {
     /// Takes the first expired entry, in deadline order, ties in insertion order.
     #[inline]
     pub fn pop_expired(&mut self) -> Option<Expired<T>> {
-        let index = self.lists.head[EXPIRED as usize];
+        let index = self.lists.head[EXPIRED_LIST];
         if index == NIL {
             return None;
         }
@@ -337,7 +357,7 @@ impl<T> Wheel<T> {
     /// without taking it: the caller may then `remove`, `reset` or `get_mut` it.
     #[inline]
     pub fn peek_expired(&self) -> Option<Key> {
-        let index = self.lists.head[EXPIRED as usize];
+        let index = self.lists.head[EXPIRED_LIST];
         (index != NIL).then(|| Key { index, generation: self.slab.entry(index).generation })
     }
 
@@ -388,28 +408,43 @@ impl<T> Wheel<T> {
         self.push_back(location, index);
     }
 
-    /// Takes a slot's list apart at `self.elapsed` == the slot's start.
+    /// Takes a slot's lists apart at `self.elapsed` == the slot's start.
     fn process_slot(&mut self, location: u16) {
-        let list = location as usize;
-        let mut index = self.lists.head[list];
-        self.lists.head[list] = NIL;
-        self.lists.tail[list] = NIL;
-        self.vacate(list);
+        let base = location as usize * SUBLISTS;
+        let mut cursors = [NIL; SUBLISTS];
+        for (k, cursor) in cursors.iter_mut().enumerate() {
+            *cursor = std::mem::replace(&mut self.lists.head[base + k], NIL);
+            self.lists.tail[base + k] = NIL;
+        }
+        self.vacate(location as usize);
         let now = self.elapsed;
-        let before_batch = self.lists.tail[EXPIRED as usize];
+        let before_batch = self.lists.tail[EXPIRED_LIST];
         let (mut batch_len, mut last_seq, mut in_order) = (0usize, 0u64, true);
-        while index != NIL {
-            let entry = self.slab.entry(index);
-            let (next, deadline, seq) = (entry.next, entry.deadline, entry.seq);
-            if deadline <= now {
-                in_order &= batch_len == 0 || seq > last_seq;
-                last_seq = seq;
-                batch_len += 1;
-                self.push_back(EXPIRED, index);
-            } else {
-                self.file(index, deadline);
+        loop {
+            let mut walked = false;
+            // One step of each sublist per round: the next entry of each chain
+            // is already being fetched while the others are handled.
+            for cursor in &mut cursors {
+                let index = *cursor;
+                if index == NIL {
+                    continue;
+                }
+                walked = true;
+                let entry = self.slab.entry(index);
+                let (next, deadline, seq) = (entry.next, entry.deadline, entry.seq);
+                *cursor = next;
+                if deadline <= now {
+                    in_order &= batch_len == 0 || seq > last_seq;
+                    last_seq = seq;
+                    batch_len += 1;
+                    self.push_back(EXPIRED, index);
+                } else {
+                    self.file(index, deadline);
+                }
             }
-            index = next;
+            if !walked {
+                break;
+            }
         }
         if !in_order {
             self.sort_expired_batch(before_batch, batch_len);
@@ -422,7 +457,7 @@ impl<T> Wheel<T> {
     #[cold]
     fn sort_expired_batch(&mut self, before: u32, len: usize) {
         let mut batch = Vec::with_capacity(len);
-        let mut index = if before == NIL { self.lists.head[EXPIRED as usize] } else { self.slab.entry(before).next };
+        let mut index = if before == NIL { self.lists.head[EXPIRED_LIST] } else { self.slab.entry(before).next };
         while index != NIL {
             batch.push((self.slab.entry(index).seq, index));
             index = self.slab.entry(index).next;
@@ -433,19 +468,19 @@ impl<T> Wheel<T> {
         for &(_, index) in &batch {
             self.slab.entry_mut(index).prev = prev;
             if prev == NIL {
-                self.lists.head[EXPIRED as usize] = index;
+                self.lists.head[EXPIRED_LIST] = index;
             } else {
                 self.slab.entry_mut(prev).next = index;
             }
             prev = index;
         }
         self.slab.entry_mut(prev).next = NIL;
-        self.lists.tail[EXPIRED as usize] = prev;
+        self.lists.tail[EXPIRED_LIST] = prev;
     }
 
     #[inline]
     fn push_back(&mut self, location: u16, index: u32) {
-        let list = location as usize;
+        let list = list_of(location, index);
         let tail = self.lists.tail[list];
         let entry = self.slab.entry_mut(index);
         entry.prev = tail;
@@ -453,27 +488,24 @@ impl<T> Wheel<T> {
         entry.location = location;
         if tail == NIL {
             self.lists.head[list] = index;
-            if location == EXPIRED {
-                self.expired_len += 1;
-            } else {
-                let (level, slot) = split_location(location);
-                self.lists.occupancy[level] |= 1 << slot;
-                self.lists.occupied_levels |= 1 << level;
-            }
         } else {
             self.slab.entry_mut(tail).next = index;
-            if location == EXPIRED {
-                self.expired_len += 1;
-            }
         }
         self.lists.tail[list] = index;
+        if location == EXPIRED {
+            self.expired_len += 1;
+        } else {
+            let (level, slot) = split_location(location);
+            self.lists.occupancy[level] |= 1 << slot;
+            self.lists.occupied_levels |= 1 << level;
+        }
     }
 
     #[inline]
     fn unlink(&mut self, index: u32) {
         let entry = self.slab.entry(index);
         let (prev, next, location) = (entry.prev, entry.next, entry.location);
-        let list = location as usize;
+        let list = list_of(location, index);
         if prev == NIL {
             self.lists.head[list] = next;
         } else {
@@ -487,20 +519,23 @@ impl<T> Wheel<T> {
         if location == EXPIRED {
             self.expired_len -= 1;
         } else if self.lists.head[list] == NIL {
-            self.vacate(list);
+            let base = location as usize * SUBLISTS;
+            if self.lists.head[base..base + SUBLISTS].iter().all(|&head| head == NIL) {
+                self.vacate(location as usize);
+            }
         }
     }
 
-    /// Marks an emptied slot list as empty.
+    /// Marks a slot whose lists are all empty as empty.
     #[inline]
-    fn vacate(&mut self, list: usize) {
-        debug_assert!(list < NUM_SLOTS);
-        let (level, slot) = (list / SLOTS, list % SLOTS);
+    fn vacate(&mut self, slot_location: usize) {
+        debug_assert!(slot_location < NUM_SLOTS);
+        let (level, slot) = (slot_location / SLOTS, slot_location % SLOTS);
         self.lists.occupancy[level] &= !(1 << slot);
         if self.lists.occupancy[level] == 0 {
             self.lists.occupied_levels &= !(1 << level);
         }
-        self.lists.min_deadline[list] = u64::MAX;
+        self.lists.min_deadline[slot_location] = u64::MAX;
     }
 }
 
