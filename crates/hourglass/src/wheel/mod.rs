@@ -80,8 +80,10 @@ fn list_of(location: u16, index: u32) -> usize {
 /// occupancy word, so finding the next slot to process is two
 /// `trailing_zeros`, never a scan of empty slots.
 ///
-/// Each slot is an intrusive doubly linked list through a paged slab of
-/// 32-byte entries (payload excluded), so insert and remove are O(1).
+/// Each slot is four intrusive doubly linked lists (an entry's storage index
+/// picks one) through a paged slab of 32-byte entries (payload excluded), so
+/// insert and remove are O(1), and processing a slot walks the four lists
+/// round-robin: their cache misses overlap instead of following one chain.
 /// [`reset`](Wheel::reset) is O(1) too, and usually does not move the entry at
 /// all: moving a deadline later than the start of the entry's current slot
 /// only rewrites the deadline, and the entry is re-filed when its slot comes
