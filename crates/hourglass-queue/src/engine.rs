@@ -463,6 +463,10 @@ impl Engine {
                     return Ok(Vec::new());
                 }
                 let now_us = self.clock.now_us();
+                // A claim that will not wait needs no state for a queue never used.
+                if wait_ms == 0 && state.queue(queue).is_none() {
+                    return Ok(Vec::new());
+                }
                 let queue_id = state.queue_id(queue)?;
                 let (claimed, puts) = state.claim(queue_id, max, now_us, lease_ms);
                 notify = state.queues[queue_id as usize].notify.clone();

@@ -300,3 +300,11 @@ async fn ids_are_never_reused_even_when_the_newest_task_is_gone_before_a_restart
     let h = h.restart();
     assert!(h.engine.enqueue("q", later(0)).await.unwrap().id > newest);
 }
+
+#[tokio::test]
+async fn a_claim_that_does_not_wait_leaves_no_queue_behind() {
+    let h = Harness::new();
+    assert!(h.engine.claim("never-used", 1, 1_000, 0).await.unwrap().is_empty());
+    assert!(h.engine.queue("never-used").is_none());
+    assert!(h.engine.queues().is_empty());
+}
