@@ -150,6 +150,30 @@ mod tests {
         assert_eq!(decode(7, &encode(&leased)).unwrap().state, TaskState::Scheduled);
     }
 
+    proptest::proptest! {
+        /// Whatever a damaged disk hands back, decoding answers with a task or
+        /// an error, never a panic; and a task that decodes encodes back to the
+        /// same bytes, so nothing is silently misread.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            if let Ok(task) = decode(1, &bytes) {
+                proptest::prop_assert_eq!(encode(&task), bytes);
+            }
+        }
+
+        /// Records of real tasks, mutated in one byte, are refused or decode to
+        /// a task that re-encodes to the mutated bytes.
+        #[test]
+        fn one_changed_byte_is_caught_or_faithful(at in 0usize..200, value in proptest::prelude::any::<u8>()) {
+            let mut bytes = encode(&task());
+            let at = at % bytes.len();
+            bytes[at] = value;
+            if let Ok(decoded) = decode(7, &bytes) {
+                proptest::prop_assert_eq!(encode(&decoded), bytes);
+            }
+        }
+    }
+
     #[test]
     fn every_truncation_and_extension_is_refused() {
         let bytes = encode(&task());
