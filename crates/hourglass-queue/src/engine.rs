@@ -735,7 +735,15 @@ impl State {
     }
 
     /// The whole task, put back together from its slot and the side tables.
+    /// Copies the payload: for what is shown or stored.
     fn task(&self, id: u64) -> Task {
+        Task { payload: Arc::from(&*self.tasks[&id].payload), ..self.shell(id) }
+    }
+
+    /// The task without its payload (an empty string in its place): for
+    /// changes, which never touch the payload, so that they do not copy it.
+    fn shell(&self, id: u64) -> Task {
+        static NO_PAYLOAD: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
         let slot = &self.tasks[&id];
         let state = match slot.phase {
             Phase::Scheduled => TaskState::Scheduled,
@@ -748,7 +756,7 @@ impl State {
         Task {
             id,
             queue: self.queues[slot.queue as usize].name.clone(),
-            payload: Arc::from(&*slot.payload),
+            payload: NO_PAYLOAD.get_or_init(|| Arc::from("")).clone(),
             run_at_ms: slot.run_at_ms,
             attempt: u32::from(slot.attempt),
             max_attempts: u32::from(slot.max_attempts),
@@ -815,25 +823,24 @@ impl State {
         self.file(id, now_ms);
     }
 
-    /// Removes the task from everything; returns it if it existed.
-    fn forget(&mut self, id: u64) -> Option<Task> {
+    /// Removes the task from everything; `None` if there was no such task.
+    fn forget(&mut self, id: u64) -> Option<()> {
         if self.tasks.get(&id)?.published {
             self.unfile(id);
         }
-        let task = self.task(id);
         let slot = self.tasks.remove(&id).expect("a known task");
         self.leases.remove(&id);
         self.repeats.remove(&id);
         if let Some(key) = self.keys.remove(&id) {
             self.queues[slot.queue as usize].keys.remove(&key);
         }
-        Some(task)
+        Some(())
     }
 
     /// Changes a published task in place, keeping counts and timers right.
     fn transition(&mut self, id: u64, now_ms: u64, change: impl FnOnce(&mut Task)) {
         self.unfile(id);
-        let mut task = self.task(id);
+        let mut task = self.shell(id);
         change(&mut task);
         self.write_back(&task);
         self.file(id, now_ms);

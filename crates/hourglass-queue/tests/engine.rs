@@ -308,3 +308,19 @@ async fn a_claim_that_does_not_wait_leaves_no_queue_behind() {
     assert!(h.engine.queue("never-used").is_none());
     assert!(h.engine.queues().is_empty());
 }
+
+#[tokio::test]
+async fn payloads_survive_every_rewrite_and_a_restart() {
+    let h = Harness::new();
+    let payload = r#"{"order":42,"items":["a","b"]}"#;
+    let id = h.engine.enqueue("q", task(payload, RunAt::Delay(0))).await.unwrap().id;
+    let first = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
+    assert_eq!(first.payload.get(), payload);
+    h.engine.nack(id, &first.lease, Some(0)).await.unwrap(); // rewritten on disk
+    let second = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
+    h.advance(500).await; // the lease expires: rewritten again
+    assert_eq!(second.payload.get(), payload);
+    h.engine.close();
+    let h = h.restart();
+    assert_eq!(h.engine.get(id).unwrap().payload.get(), payload);
+}
