@@ -68,8 +68,36 @@ pub struct ManualClock {
 struct ManualState {
     offset: Duration,
     origin: Option<Instant>,
-    /// Threads parked until a deadline, woken by `advance`.
-    parked: Vec<Thread>,
+    parked: Sleepers,
+}
+
+/// Threads parked on a manual clock until a deadline, woken when it moves.
+/// Shared by [`ManualClock`] and [`ManualWallClock`](crate::ManualWallClock).
+#[derive(Default)]
+pub(crate) struct Sleepers(Vec<Thread>);
+
+impl Sleepers {
+    /// Registers the calling thread; call under the clock's lock, then
+    /// [`thread::park`] after releasing it. An advance either happened before
+    /// (and the caller saw the new time under the lock) or will wake it.
+    pub(crate) fn add_current(&mut self) {
+        let current = thread::current();
+        if !self.0.iter().any(|t| t.id() == current.id()) {
+            self.0.push(current);
+        }
+    }
+
+    /// Takes every registered thread; wake them after releasing the lock.
+    pub(crate) fn take(&mut self) -> Sleepers {
+        Sleepers(std::mem::take(&mut self.0))
+    }
+
+    /// Unparks them.
+    pub(crate) fn wake(self) {
+        for thread in self.0 {
+            thread.unpark();
+        }
+    }
 }
 
 impl ManualState {
@@ -91,11 +119,9 @@ impl ManualClock {
         let parked = {
             let mut state = self.inner.lock();
             state.offset += by;
-            std::mem::take(&mut state.parked)
+            state.parked.take()
         };
-        for thread in parked {
-            thread.unpark();
-        }
+        parked.wake();
     }
 
     /// How far [`advance`](ManualClock::advance) has moved this clock in all.
@@ -123,10 +149,7 @@ impl Clock for ManualClock {
             if deadline.is_some_and(|deadline| state.now() >= deadline) {
                 return;
             }
-            let current = thread::current();
-            if !state.parked.iter().any(|t| t.id() == current.id()) {
-                state.parked.push(current);
-            }
+            state.parked.add_current();
         }
         thread::park();
     }

@@ -17,20 +17,26 @@
 //!   deadline and hands due jobs to a bounded pool of workers; time comes from
 //!   a [`Clock`], which tests replace with a [`ManualClock`].
 //!
+//! Deadlines that must outlive the process (the durable queue's) count in Unix
+//! time from a [`WallClock`]; tests replace it with a [`ManualWallClock`].
+//!
 //! `docs/DESIGN.md` in the repository explains the choices.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 
 mod clock;
+mod repeat;
 mod scheduler;
+mod wall_clock;
 mod wheel;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use repeat::{next_occurrence, MissedRuns};
 pub use scheduler::{
-    BuildError, Builder, Handle, Lateness, MissedRuns, OverloadPolicy, ScheduleError, Scheduler, ShutdownReport, Stats,
-    TaskId,
+    BuildError, Builder, Handle, Lateness, OverloadPolicy, ScheduleError, Scheduler, ShutdownReport, Stats, TaskId,
 };
+pub use wall_clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use wheel::{CapacityError, Expired, Key, Wheel};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.

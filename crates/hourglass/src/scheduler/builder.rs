@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::BuildError;
-use super::task::MissedRuns;
 use super::Scheduler;
 use crate::clock::{Clock, SystemClock};
+use crate::repeat::MissedRuns;
 use crate::wheel::Wheel;
 
 /// What happens when jobs come due faster than the workers run them and the

@@ -19,9 +19,10 @@ use parking_lot::{Condvar, Mutex};
 pub use builder::{Builder, OverloadPolicy};
 pub use error::{BuildError, ScheduleError};
 pub use stats::{Lateness, Stats};
-pub use task::{MissedRuns, TaskId};
+pub use task::TaskId;
 
 use crate::clock::Clock;
+use crate::repeat::next_occurrence;
 use crate::wheel::Wheel;
 use builder::Config;
 use stats::Counters;
@@ -236,7 +237,7 @@ impl Scheduler {
 
     /// Runs `job` every `period`, first one period from now, at fixed rate: the
     /// n-th run is due at `start + n * period`, however long runs take. Runs
-    /// never overlap; missed ones follow [`MissedRuns`].
+    /// never overlap; missed ones follow [`MissedRuns`](crate::MissedRuns).
     ///
     /// # Errors
     /// See [`ScheduleError`].
@@ -631,33 +632,5 @@ impl Shared {
         if let Some(driver) = self.driver.get() {
             driver.unpark();
         }
-    }
-}
-
-/// The due time after a run due at `due_ns` that started at `now_ns`, and how
-/// many occurrences in between are skipped.
-fn next_occurrence(due_ns: u64, now_ns: u64, period_ns: u64, missed: MissedRuns) -> (u64, u64) {
-    let next_ns = due_ns.saturating_add(period_ns);
-    if next_ns > now_ns {
-        return (next_ns, 0);
-    }
-    let behind = (now_ns - due_ns) / period_ns;
-    match missed {
-        MissedRuns::Skip => (due_ns.saturating_add((behind + 1).saturating_mul(period_ns)), behind),
-        MissedRuns::Delay => (now_ns.saturating_add(period_ns), behind),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn next_occurrence_keeps_the_grid_or_restarts_it() {
-        assert_eq!(next_occurrence(100, 120, 50, MissedRuns::Skip), (150, 0));
-        assert_eq!(next_occurrence(100, 260, 50, MissedRuns::Skip), (300, 3));
-        assert_eq!(next_occurrence(100, 250, 50, MissedRuns::Skip), (300, 3));
-        assert_eq!(next_occurrence(100, 260, 50, MissedRuns::Delay), (310, 3));
-        assert_eq!(next_occurrence(u64::MAX - 1, u64::MAX - 1, 50, MissedRuns::Skip).0, u64::MAX);
     }
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use parking_lot::Mutex;
 
+use crate::repeat::MissedRuns;
 use crate::wheel::Key;
 
 /// Names a scheduled job, for [`cancel`](crate::Scheduler::cancel) and
@@ -43,20 +44,6 @@ impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.0, f)
     }
-}
-
-/// What a repeating job does about occurrences it missed, because the process
-/// stalled or because its previous run was still going.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum MissedRuns {
-    /// Run once now, skip the missed occurrences, and keep the original grid:
-    /// the next run is at the first `start + k * period` after now.
-    #[default]
-    Skip,
-    /// Run once now and restart the grid from now: the next run is at
-    /// `now + period`.
-    Delay,
 }
 
 /// A job in the wheel.
