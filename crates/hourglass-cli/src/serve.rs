@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use hourglass_queue::{Engine, Fsync, Limits, Options, RedbStore, SystemWallClock};
+use hourglass_queue::{Backend, Engine, Fsync, Limits, Options, RedbStore, SystemWallClock};
 use hourglass_server::AppState;
 
 #[derive(Args, Debug)]
@@ -59,7 +59,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     eprintln!(
         "hourglass: serving http://{} with {} tasks from {} (ready in {:.0?}, fsync {})",
         listener.local_addr()?,
-        engine.totals().tasks,
+        engine.totals().await.tasks,
         args.data.display(),
         started.elapsed(),
         match fsync {
@@ -67,7 +67,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Fsync::EveryMs(ms) => format!("every {ms} ms"),
         }
     );
-    let state = AppState { engine: engine.clone(), token: args.token.map(Arc::from) };
+    let state = AppState { backend: engine.clone(), token: args.token.map(Arc::from) };
     hourglass_server::serve(listener, state, args.max_payload_bytes, shutdown_signal()).await?;
     engine.close();
     let _ = timers.join();

@@ -17,8 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use hourglass_queue::{Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
-use serde_json::value::RawValue;
+use hourglass_queue::{Backend, Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
 
 /// Tasks per batch enqueue.
 const BATCH: usize = 1_000;
@@ -46,13 +45,7 @@ fn open(dir: &Path) -> Arc<Engine> {
 }
 
 fn new_task() -> NewTask {
-    NewTask {
-        payload: RawValue::from_string(PAYLOAD.to_owned()).expect("JSON"),
-        run_at: RunAt::Delay(3_600_000),
-        key: None,
-        max_attempts: None,
-        every_ms: None,
-    }
+    NewTask::new(PAYLOAD, RunAt::Delay(3_600_000))
 }
 
 async fn fill(engine: &Engine, n: usize) -> Vec<u64> {
@@ -87,14 +80,14 @@ async fn restart(n: usize) {
 }
 
 /// The measured part of `restart`: open a filled directory, as after a restart.
-fn reopen(dir: &Path) {
+async fn reopen(dir: &Path) {
     let on_disk = dir_bytes(dir);
     let rss_before = rss_bytes();
     let started = Instant::now();
     let engine = open(dir);
     let ready_in = started.elapsed();
     let rss_after = rss_bytes();
-    let n = engine.totals().tasks;
+    let n = engine.totals().await.tasks;
     let per_task = rss_after.saturating_sub(rss_before) as f64 / n as f64;
     println!(
         "restart: {n} tasks loaded and serving again in {ready_in:.2?} (fresh process); memory {per_task:.0} B per \
@@ -111,8 +104,9 @@ async fn churn(n: usize, rounds: usize) {
     let mut ids = fill(&engine, n).await;
     let live_bytes = dir_bytes(dir.path());
     // What the live tasks need: their encoded records (see store/record.rs:
-    // 34 fixed bytes, the queue name, the key and the payload with lengths).
-    let record_bytes = (n * (34 + 2 + "storage".len() + 2 + 4 + PAYLOAD.len())) as f64;
+    // 34 fixed bytes, the queue name and the key with their lengths) and
+    // their payloads, stored apart.
+    let record_bytes = (n * (34 + 2 + "storage".len() + 2 + PAYLOAD.len())) as f64;
     println!(
         "churn: {n} live tasks: records {:.1} MB, data dir {:.1} MB ({:.2}x the records)",
         record_bytes / 1e6,
@@ -144,7 +138,7 @@ async fn main() {
         |i: usize, default: usize| args.get(i).map_or(Ok(default), |a| a.parse::<usize>()).unwrap_or_else(|_| usage());
     match args.first().map(String::as_str) {
         Some("restart") => restart(number(1, 1_000_000)).await,
-        Some("reopen") => reopen(Path::new(args.get(1).map(String::as_str).unwrap_or_else(|| usage()))),
+        Some("reopen") => reopen(Path::new(args.get(1).map(String::as_str).unwrap_or_else(|| usage()))).await,
         Some("churn") => churn(number(1, 1_000_000), number(2, 10)).await,
         _ => usage(),
     }

@@ -26,7 +26,7 @@ pub enum QueueError {
         /// The limit.
         max: usize,
     },
-    /// The store failed to write; the request changed nothing durable.
+    /// The store failed to write; the request changed nothing.
     Storage(String),
     /// The engine is shutting down.
     ShuttingDown,
@@ -67,8 +67,16 @@ impl fmt::Display for QueueError {
 
 impl std::error::Error for QueueError {}
 
-/// Why the store could not be opened or read.
-#[derive(Debug)]
+impl QueueError {
+    /// A storage failure as a client sees it: the request changed nothing.
+    pub(crate) fn storage(error: &StoreError) -> QueueError {
+        QueueError::Storage(error.to_string())
+    }
+}
+
+/// Why the store failed: kept apart from [`QueueError`], which is what a
+/// client is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The underlying database failed.

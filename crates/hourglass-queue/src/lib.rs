@@ -1,36 +1,42 @@
 //! The durable delay queue behind `hourglass serve`: tasks that survive
 //! crashes, delivered at least once under leases, fired on time by an
-//! in-memory [`hourglass::Wheel`] instead of polling the database.
+//! in-memory [`hourglass::Wheel`] instead of polling a database.
+//!
+//! The server and the CLI speak to a [`Backend`]: the queue's operations,
+//! with the contract every backend keeps. [`Engine`] is the embedded one, on
+//! this node's disk through a [`Store`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use hourglass_queue::{Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
+//! use hourglass_queue::{Backend, Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
 //!
 //! let store = RedbStore::open("./hourglass-data".as_ref())?;
 //! let engine = Engine::open(Box::new(store), Options::default(), Arc::new(SystemWallClock))?;
 //! let _timers = engine.start_timers()?;
-//! let payload = serde_json::value::RawValue::from_string(r#"{"order":42}"#.into())?;
-//! let new = NewTask { payload, run_at: RunAt::Delay(30 * 60 * 1000), key: None, max_attempts: None, every_ms: None };
-//! engine.enqueue("orders", new).await?;
+//! engine.enqueue("orders", NewTask::new(r#"{"order":42}"#, RunAt::Delay(30 * 60 * 1000))).await?;
 //! for task in engine.claim("orders", 10, 30_000, 1_000).await? {
-//!     engine.ack(task.id, &task.lease).await?;
+//!     engine.ack(task.id, task.lease).await?;
 //! }
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
 
-mod clock;
+mod backend;
 mod engine;
 mod error;
 pub mod limits;
 mod model;
+mod retry;
+mod stats;
 mod store;
-mod tasks;
+mod validate;
 
-pub use clock::{ManualWallClock, SystemWallClock, WallClock};
-pub use engine::{Claimed, Engine, Enqueued, LatenessMs, Options, QueueStats, Totals, QUEUES_MAX};
+pub use backend::{Backend, Cursor, ListRequest, Page};
+pub use engine::{Engine, Options};
 pub use error::{QueueError, StoreError};
+pub use hourglass::{ManualWallClock, SystemWallClock, WallClock};
 pub use limits::Limits;
-pub use model::{NewTask, RunAt, Task, TaskState, TaskView};
-pub use store::{Committer, Fsync, Mutation, RedbStore, Store, Wait};
+pub use model::{Claimed, Enqueued, Lease, NewTask, RunAt, Status, Task, TaskInfo, TaskState};
+pub use stats::{LatenessMs, QueueStats, Totals};
+pub use store::{Fsync, Mutation, RedbStore, Store};

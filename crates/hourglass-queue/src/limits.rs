@@ -50,5 +50,14 @@ pub const BATCH_MAX: usize = 1_000;
 pub const BACKOFF_BASE_MS: u64 = 1_000;
 /// The longest backoff: one hour.
 pub const BACKOFF_MAX_MS: u64 = 3_600_000;
-/// Most dead tasks one listing returns.
+/// Most tasks one listing page returns.
 pub const LIST_MAX: usize = 1_000;
+/// Task ids a listing page looks at, at most, when it walks a queue in id
+/// order: a page costs bounded work whatever the number of tasks.
+pub const LIST_SCAN_MAX: usize = 100_000;
+/// The most queues at once.
+pub const QUEUES_MAX: usize = 1_000;
+/// Changes waiting for the writer; past it, new writes wait for room (a soft
+/// bound: each request already admitted may add its own, at most a batch or a
+/// claim's worth).
+pub const QUEUED_MUTATIONS_MAX: usize = 65_536;

@@ -1,18 +1,18 @@
-//! Tasks and their states.
+//! Tasks and their states, as the engine and every backend know them. How they
+//! look on the wire (names of states, the lease as text, JSON) is the server's
+//! business, not this crate's.
 
+use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
-
-/// A task: deliver `payload` to whoever claims queue `queue`, at `run_at_ms`.
+/// A task: deliver its payload to whoever claims queue `queue`, at `run_at_ms`.
+/// The payload is kept apart (it is never rewritten once stored).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
-    /// Unique, made by the server, never reused.
+    /// Unique, made by the backend, never reused.
     pub id: u64,
     /// The queue's name.
     pub queue: Arc<str>,
-    /// The payload, as JSON text (validated on the way in).
-    pub payload: Arc<str>,
     /// When it is due, in milliseconds since the Unix epoch.
     pub run_at_ms: u64,
     /// Deliveries so far of the current run.
@@ -42,10 +42,10 @@ pub struct Task {
 pub enum TaskState {
     /// Waiting for `run_at_ms`, or due and waiting for a claim.
     Scheduled,
-    /// Handed to a consumer until `until_ms`, under a lease `token`.
+    /// Handed to a consumer until `until_ms`, under a lease.
     Leased {
-        /// The token the consumer must show to ack, nack or extend.
-        token: u64,
+        /// What the consumer must show to ack, nack or extend.
+        lease: Lease,
         /// When the lease expires and the task is redelivered.
         until_ms: u64,
     },
@@ -53,15 +53,33 @@ pub enum TaskState {
     Dead,
 }
 
-impl TaskState {
-    /// The state's name as the API shows it.
-    pub fn name(self, due: bool) -> &'static str {
-        match self {
-            TaskState::Scheduled if due => "due",
-            TaskState::Scheduled => "scheduled",
-            TaskState::Leased { .. } => "leased",
-            TaskState::Dead => "dead",
-        }
+/// What a listing filters on: the states, with "due" told apart from
+/// "scheduled".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Scheduled, not yet due.
+    Scheduled,
+    /// Due, waiting for a claim.
+    Due,
+    /// Handed out under a lease.
+    Leased,
+    /// Out of attempts.
+    Dead,
+}
+
+impl Status {
+    /// Every status, in the order of a task's life.
+    pub const ALL: [Status; 4] = [Status::Scheduled, Status::Due, Status::Leased, Status::Dead];
+}
+
+/// The token of one delivery. A backend makes a new one for every claim, so
+/// the holder of an expired lease cannot ack, nack or extend a later delivery.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lease(pub u64);
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Lease({:016x})", self.0)
     }
 }
 
@@ -74,11 +92,11 @@ pub enum RunAt {
     At(u64),
 }
 
-/// What a client asks to enqueue; checked by the engine.
+/// What a client asks to enqueue; checked by the backend.
 #[derive(Debug, Clone)]
 pub struct NewTask {
-    /// The payload: JSON, checked by the type.
-    pub payload: Box<serde_json::value::RawValue>,
+    /// The payload: opaque text (the HTTP API checks that it is JSON).
+    pub payload: Box<str>,
     /// When it is due.
     pub run_at: RunAt,
     /// Optional idempotency key.
@@ -89,62 +107,51 @@ pub struct NewTask {
     pub every_ms: Option<u64>,
 }
 
-/// A task as the API shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct TaskView {
-    /// See [`Task::id`].
-    pub id: u64,
-    /// See [`Task::queue`].
-    pub queue: String,
-    /// `scheduled`, `due`, `leased` or `dead`.
-    pub state: &'static str,
-    /// The payload.
-    pub payload: Box<serde_json::value::RawValue>,
-    /// See [`Task::run_at_ms`].
-    pub run_at_ms: u64,
-    /// See [`Task::attempt`].
-    pub attempt: u32,
-    /// See [`Task::max_attempts`].
-    pub max_attempts: u32,
-    /// See [`Task::key`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// See [`Task::every_ms`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub every_ms: Option<u64>,
-    /// When the current lease ends, if leased.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lease_until_ms: Option<u64>,
-    /// See [`Task::created_ms`].
-    pub created_ms: u64,
-}
-
-impl Task {
-    /// The task as the API shows it at `now_ms`.
-    pub fn view(&self, now_ms: u64) -> TaskView {
-        let lease_until_ms = match self.state {
-            TaskState::Leased { until_ms, .. } => Some(until_ms),
-            _ => None,
-        };
-        TaskView {
-            id: self.id,
-            queue: self.queue.to_string(),
-            state: self.state.name(self.run_at_ms <= now_ms),
-            payload: raw_json(&self.payload),
-            run_at_ms: self.run_at_ms,
-            attempt: self.attempt,
-            max_attempts: self.max_attempts,
-            key: self.key.as_deref().map(str::to_owned),
-            every_ms: self.every_ms,
-            lease_until_ms,
-            created_ms: self.created_ms,
-        }
+impl NewTask {
+    /// A task with `payload`, due at `run_at`, with no key, the default attempt
+    /// limit, and no repeat.
+    pub fn new(payload: impl Into<Box<str>>, run_at: RunAt) -> NewTask {
+        NewTask { payload: payload.into(), run_at, key: None, max_attempts: None, every_ms: None }
     }
 }
 
-/// Payloads are checked to be JSON when they come in, so this cannot fail for
-/// a stored one; a damaged one is shown as `null` rather than breaking a listing.
-pub(crate) fn raw_json(text: &str) -> Box<serde_json::value::RawValue> {
-    serde_json::value::RawValue::from_string(text.to_owned())
-        .unwrap_or_else(|_| serde_json::value::RawValue::from_string("null".to_owned()).expect("null is JSON"))
+/// A task with its payload, as a read shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// Everything but the payload.
+    pub task: Task,
+    /// The payload.
+    pub payload: Box<str>,
+    /// Its status when it was read.
+    pub status: Status,
+}
+
+/// A task handed to a consumer by a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The task's id.
+    pub id: u64,
+    /// The task's queue.
+    pub queue: Arc<str>,
+    /// The payload.
+    pub payload: Box<str>,
+    /// Which delivery this is, from 1.
+    pub attempt: u32,
+    /// The lease to ack, nack or extend with.
+    pub lease: Lease,
+    /// When the lease ends and the task is delivered again, Unix ms.
+    pub lease_until_ms: u64,
+    /// When the task was due, Unix ms.
+    pub run_at_ms: u64,
+}
+
+/// The result of an enqueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enqueued {
+    /// The task's id.
+    pub id: u64,
+    /// When it is due, Unix ms.
+    pub run_at_ms: u64,
+    /// `false` when the idempotency key matched a live task, which is returned instead.
+    pub created: bool,
 }

@@ -1,14 +1,15 @@
 //! The engine on a manual wall clock and a real store in a temporary directory.
-//! Time moves only when a test moves it; `poll_timers` stands in for the timer
-//! task, so nothing here sleeps.
+//! Time moves only when a test moves it. The engine's timer thread sleeps on
+//! that clock; `advance` also polls the timers itself, so that what a test
+//! checks next does not race the timer thread. Nothing here sleeps.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use hourglass_queue::{
-    limits, Engine, Fsync, Limits, ManualWallClock, NewTask, Options, QueueError, RedbStore, RunAt, TaskState,
+    limits, Backend, Engine, Fsync, Lease, Limits, ListRequest, ManualWallClock, NewTask, Options, QueueError,
+    RedbStore, RunAt, Status, TaskState,
 };
-use serde_json::value::RawValue;
 
 const T0_MS: u64 = 1_800_000_000_000;
 
@@ -51,13 +52,7 @@ impl Harness {
 }
 
 fn task(payload: &str, run_at: RunAt) -> NewTask {
-    NewTask {
-        payload: RawValue::from_string(payload.to_owned()).unwrap(),
-        run_at,
-        key: None,
-        max_attempts: None,
-        every_ms: None,
-    }
+    NewTask::new(payload, run_at)
 }
 
 fn later(ms: u64) -> NewTask {
@@ -75,11 +70,11 @@ async fn a_task_is_delivered_when_due_and_gone_after_ack() {
     let claimed = h.engine.claim("emails", 10, 1_000, 0).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!((claimed[0].id, claimed[0].attempt), (id, 1));
-    assert_eq!(claimed[0].payload.get(), r#"{"n":1}"#);
-    assert_eq!(h.engine.get(id).unwrap().state, "leased");
-    h.engine.ack(id, &claimed[0].lease).await.unwrap();
-    assert_eq!(h.engine.get(id).unwrap_err(), QueueError::NotFound(id));
-    assert_eq!(h.engine.ack(id, &claimed[0].lease).await, Err(QueueError::NotFound(id)));
+    assert_eq!(&*claimed[0].payload, r#"{"n":1}"#);
+    assert_eq!(h.engine.get(id).await.unwrap().status, Status::Leased);
+    h.engine.ack(id, claimed[0].lease).await.unwrap();
+    assert_eq!(h.engine.get(id).await.unwrap_err(), QueueError::NotFound(id));
+    assert_eq!(h.engine.ack(id, claimed[0].lease).await, Err(QueueError::NotFound(id)));
 }
 
 #[tokio::test]
@@ -102,15 +97,15 @@ async fn tasks_survive_a_restart_and_overdue_ones_are_due_at_once() {
     let far = h.engine.enqueue("q", later(3_600_000)).await.unwrap().id;
     let done = h.engine.enqueue("q", later(0)).await.unwrap().id;
     let claimed = h.engine.claim("q", 1, 1_000, 0).await.unwrap();
-    h.engine.ack(done, &claimed[0].lease).await.unwrap();
+    h.engine.ack(done, claimed[0].lease).await.unwrap();
     h.engine.close();
     h.clock.advance_ms(5_000); // the server is down while `soon` comes due
     let h = h.restart();
-    assert_eq!(h.engine.get(done).unwrap_err(), QueueError::NotFound(done));
-    assert_eq!(h.engine.get(far).unwrap().state, "scheduled");
+    assert_eq!(h.engine.get(done).await.unwrap_err(), QueueError::NotFound(done));
+    assert_eq!(h.engine.get(far).await.unwrap().status, Status::Scheduled);
     let claimed = h.engine.claim("q", 10, 1_000, 0).await.unwrap();
     assert_eq!(claimed.iter().map(|c| c.id).collect::<Vec<_>>(), [soon]);
-    let stats = h.engine.queue("q").unwrap();
+    let stats = h.engine.queue("q").await.unwrap();
     // Due at +1 s, delivered at +5 s: 4 s late (the histogram keeps 2 digits).
     assert!((3_960.0..=4_040.0).contains(&stats.lateness.max), "the downtime shows as lateness: {:?}", stats.lateness);
     // Ids are never reused across restarts.
@@ -125,14 +120,14 @@ async fn an_expired_lease_redelivers_and_the_old_token_is_stale() {
     h.advance(499).await;
     assert!(h.engine.claim("q", 1, 500, 0).await.unwrap().is_empty());
     h.advance(1).await; // the lease expires: retry after the 1 s backoff
-    assert_eq!(h.engine.get(id).unwrap().state, "scheduled");
+    assert_eq!(h.engine.get(id).await.unwrap().status, Status::Scheduled);
     h.advance(limits::BACKOFF_BASE_MS).await;
     let second = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
     assert_eq!((second.id, second.attempt), (id, 2));
-    assert_eq!(h.engine.ack(id, &first.lease).await, Err(QueueError::StaleLease(id)), "nothing changes");
-    assert_eq!(h.engine.get(id).unwrap().state, "leased");
-    h.engine.ack(id, &second.lease).await.unwrap();
-    assert_eq!(h.engine.totals().lease_expired, 1);
+    assert_eq!(h.engine.ack(id, first.lease).await, Err(QueueError::StaleLease(id)), "nothing changes");
+    assert_eq!(h.engine.get(id).await.unwrap().status, Status::Leased);
+    h.engine.ack(id, second.lease).await.unwrap();
+    assert_eq!(h.engine.totals().await.lease_expired, 1);
 }
 
 #[tokio::test]
@@ -141,11 +136,11 @@ async fn extend_keeps_the_lease() {
     let id = h.engine.enqueue("q", later(0)).await.unwrap().id;
     let claim = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
     h.advance(400).await;
-    let until = h.engine.extend(id, &claim.lease, 1_000).unwrap();
+    let until = h.engine.extend(id, claim.lease, 1_000).await.unwrap();
     assert_eq!(until, T0_MS + 1_400);
     h.advance(500).await; // past the original lease
-    assert_eq!(h.engine.get(id).unwrap().state, "leased");
-    h.engine.ack(id, &claim.lease).await.unwrap();
+    assert_eq!(h.engine.get(id).await.unwrap().status, Status::Leased);
+    h.engine.ack(id, claim.lease).await.unwrap();
 }
 
 #[tokio::test]
@@ -154,17 +149,18 @@ async fn nacks_back_off_until_the_task_is_dead_then_retry_revives_it() {
     let new = NewTask { max_attempts: Some(2), ..later(0) };
     let id = h.engine.enqueue("q", new).await.unwrap().id;
     let first = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
-    let view = h.engine.nack(id, &first.lease, Some(50)).await.unwrap();
-    assert_eq!((view.state, view.run_at_ms), ("scheduled", T0_MS + 50));
+    let info = h.engine.nack(id, first.lease, Some(50)).await.unwrap();
+    assert_eq!((info.status, info.task.run_at_ms), (Status::Scheduled, T0_MS + 50));
     h.advance(50).await;
     let second = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
     assert_eq!(second.attempt, 2);
-    let view = h.engine.nack(id, &second.lease, None).await.unwrap();
-    assert_eq!(view.state, "dead");
-    assert_eq!(h.engine.dead("q", 10).iter().map(|t| t.id).collect::<Vec<_>>(), [id]);
-    assert_eq!(h.engine.queue("q").unwrap().dead, 1);
+    let info = h.engine.nack(id, second.lease, None).await.unwrap();
+    assert_eq!(info.status, Status::Dead);
+    let dead = h.engine.list("q", ListRequest { status: Some(Status::Dead), after: None, limit: 10 }).await.unwrap();
+    assert_eq!(dead.tasks.iter().map(|t| t.task.id).collect::<Vec<_>>(), [id]);
+    assert_eq!(h.engine.queue("q").await.unwrap().dead, 1);
     let revived = h.engine.retry(id).await.unwrap();
-    assert_eq!((revived.state, revived.attempt), ("due", 0));
+    assert_eq!((revived.status, revived.task.attempt), (Status::Due, 0));
     assert_eq!(h.engine.claim("q", 1, 1_000, 0).await.unwrap()[0].attempt, 1);
     assert!(matches!(h.engine.retry(id).await, Err(QueueError::Conflict(_))));
 }
@@ -188,10 +184,10 @@ async fn a_batch_is_all_or_nothing() {
     let bad = task(r#"{"n":2}"#, RunAt::Delay(limits::DELAY_MS_MAX + 1));
     let error = h.engine.enqueue_batch("q", vec![later(0), bad]).await.unwrap_err();
     assert!(error.to_string().starts_with("task 1:"), "{error}");
-    assert_eq!(h.engine.totals().tasks, 0);
+    assert_eq!(h.engine.totals().await.tasks, 0);
     let done = h.engine.enqueue_batch("q", vec![later(0), later(0), later(5)]).await.unwrap();
     assert_eq!(done.len(), 3);
-    assert_eq!(h.engine.totals().tasks, 3);
+    assert_eq!(h.engine.totals().await.tasks, 3);
     assert!(h.engine.enqueue_batch("q", vec![]).await.is_err());
 }
 
@@ -211,8 +207,9 @@ async fn bad_input_is_refused_and_changes_nothing() {
     assert!(matches!(h.engine.claim("q", 0, 1_000, 0).await, Err(QueueError::Invalid(_))));
     assert!(matches!(h.engine.claim("q", 1, 1, 0).await, Err(QueueError::Invalid(_))));
     assert!(matches!(h.engine.claim("q", 1, 1_000, limits::WAIT_MS_MAX + 1).await, Err(QueueError::Invalid(_))));
-    assert!(matches!(h.engine.ack(1, "not-a-lease").await, Err(QueueError::Invalid(_))));
-    assert_eq!(h.engine.totals().tasks, 0, "nothing was added");
+    assert!(matches!(h.engine.extend(1, Lease(1), limits::LEASE_MS_MAX + 1).await, Err(QueueError::Invalid(_))));
+    assert!(matches!(h.engine.nack(1, Lease(1), Some(limits::DELAY_MS_MAX + 1)).await, Err(QueueError::Invalid(_))));
+    assert_eq!(h.engine.totals().await.tasks, 0, "nothing was added");
     for _ in 0..3 {
         h.engine.enqueue("q", later(0)).await.unwrap();
     }
@@ -239,24 +236,24 @@ async fn a_repeating_task_is_rescheduled_on_ack_at_fixed_rate() {
     h.advance(1_000).await;
     let claim = h.engine.claim("q", 1, 5_000, 0).await.unwrap().remove(0);
     h.advance(2_500).await; // a slow consumer: the runs at 2 s and 3 s are missed
-    h.engine.ack(id, &claim.lease).await.unwrap();
-    let view = h.engine.get(id).unwrap();
-    assert_eq!((view.run_at_ms, view.attempt), (T0_MS + 4_000, 0));
+    h.engine.ack(id, claim.lease).await.unwrap();
+    let info = h.engine.get(id).await.unwrap();
+    assert_eq!((info.task.run_at_ms, info.task.attempt), (T0_MS + 4_000, 0));
 }
 
 #[tokio::test]
 async fn reschedule_and_cancel() {
     let h = Harness::new();
     let id = h.engine.enqueue("q", later(60_000)).await.unwrap().id;
-    let view = h.engine.reschedule(id, RunAt::Delay(10)).await.unwrap();
-    assert_eq!(view.run_at_ms, T0_MS + 10);
+    let info = h.engine.reschedule(id, RunAt::Delay(10)).await.unwrap();
+    assert_eq!(info.task.run_at_ms, T0_MS + 10);
     h.advance(10).await;
     let claim = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
     assert!(matches!(h.engine.reschedule(id, RunAt::Delay(10)).await, Err(QueueError::Conflict(_))));
     h.engine.cancel(id).await.unwrap();
-    assert_eq!(h.engine.ack(id, &claim.lease).await, Err(QueueError::NotFound(id)));
+    assert_eq!(h.engine.ack(id, claim.lease).await, Err(QueueError::NotFound(id)));
     assert_eq!(h.engine.cancel(id).await, Err(QueueError::NotFound(id)));
-    assert_eq!(h.engine.totals().cancelled, 1);
+    assert_eq!(h.engine.totals().await.cancelled, 1);
 }
 
 #[tokio::test]
@@ -281,7 +278,7 @@ async fn a_damaged_data_file_refuses_to_open_with_a_clear_error() {
             // The damage may sit in pages the check does not cover; then the
             // records themselves must not load silently wrong.
             let mut loaded = 0;
-            let result = hourglass_queue::Store::load(&store, &mut |task| {
+            let result = hourglass_queue::Store::load(&store, &mut |task, _| {
                 assert_eq!(task.state, TaskState::Scheduled);
                 loaded += 1;
             });
@@ -296,7 +293,7 @@ async fn ids_are_never_reused_even_when_the_newest_task_is_gone_before_a_restart
     h.engine.enqueue("q", later(60_000)).await.unwrap();
     let newest = h.engine.enqueue("q", later(0)).await.unwrap().id;
     let claim = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
-    h.engine.ack(newest, &claim.lease).await.unwrap();
+    h.engine.ack(newest, claim.lease).await.unwrap();
     let h = h.restart();
     assert!(h.engine.enqueue("q", later(0)).await.unwrap().id > newest);
 }
@@ -305,8 +302,8 @@ async fn ids_are_never_reused_even_when_the_newest_task_is_gone_before_a_restart
 async fn a_claim_that_does_not_wait_leaves_no_queue_behind() {
     let h = Harness::new();
     assert!(h.engine.claim("never-used", 1, 1_000, 0).await.unwrap().is_empty());
-    assert!(h.engine.queue("never-used").is_none());
-    assert!(h.engine.queues().is_empty());
+    assert!(h.engine.queue("never-used").await.is_none());
+    assert!(h.engine.queues().await.is_empty());
 }
 
 #[tokio::test]
@@ -315,12 +312,12 @@ async fn payloads_survive_every_rewrite_and_a_restart() {
     let payload = r#"{"order":42,"items":["a","b"]}"#;
     let id = h.engine.enqueue("q", task(payload, RunAt::Delay(0))).await.unwrap().id;
     let first = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
-    assert_eq!(first.payload.get(), payload);
-    h.engine.nack(id, &first.lease, Some(0)).await.unwrap(); // rewritten on disk
+    assert_eq!(&*first.payload, payload);
+    h.engine.nack(id, first.lease, Some(0)).await.unwrap(); // rewritten on disk
     let second = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
     h.advance(500).await; // the lease expires: rewritten again
-    assert_eq!(second.payload.get(), payload);
+    assert_eq!(&*second.payload, payload);
     h.engine.close();
     let h = h.restart();
-    assert_eq!(h.engine.get(id).unwrap().payload.get(), payload);
+    assert_eq!(&*h.engine.get(id).await.unwrap().payload, payload);
 }

@@ -1,2 +1,3 @@
 //! Integration tests of the engine, compiled into one binary.
 mod engine;
+mod sim;

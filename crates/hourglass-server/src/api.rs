@@ -1,4 +1,5 @@
-//! Routes and handlers of the HTTP API (`/v1`).
+//! Routes and handlers of the HTTP API (`/v1`): parse the request, call the
+//! [`Backend`](hourglass_queue::Backend), render the answer (see [`wire`](crate::wire)).
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -6,16 +7,20 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use hourglass_queue::{limits, NewTask, RunAt};
+use hourglass_queue::{limits, ListRequest, NewTask, RunAt, Status};
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::error::ApiError;
+use crate::wire::{self, ClaimedBody, EnqueuedBody, PageBody, QueueBody, TaskBody, TotalsBody};
 use crate::AppState;
 
 type Body<T> = Result<Json<T>, JsonRejection>;
 type ApiResult = Result<Response, ApiError>;
+
+/// Tasks a listing returns when the client does not say.
+const LIST_DEFAULT: usize = 100;
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
@@ -24,8 +29,9 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/queues", get(list_queues))
         .route("/v1/queues/{queue}", get(queue_stats))
         .route("/v1/queues/{queue}/dead", get(dead))
-        .route("/v1/queues/{queue}/tasks", post(enqueue))
+        .route("/v1/queues/{queue}/tasks", post(enqueue).get(list_tasks))
         .route("/v1/queues/{queue}/tasks/batch", post(enqueue_batch))
+        .route("/v1/queues/{queue}/keys/{key}", get(find_by_key))
         .route("/v1/queues/{queue}/claim", post(claim))
         .route("/v1/tasks/{id}", get(show).delete(cancel).patch(reschedule))
         .route("/v1/tasks/{id}/ack", post(ack))
@@ -48,9 +54,7 @@ pub(crate) struct NewTaskBody {
 
 fn run_at(delay_ms: Option<u64>, run_at_ms: Option<u64>) -> Result<RunAt, ApiError> {
     match (delay_ms, run_at_ms) {
-        (Some(_), Some(_)) => {
-            Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid", "give delay_ms or run_at_ms, not both"))
-        }
+        (Some(_), Some(_)) => Err(ApiError::invalid("give delay_ms or run_at_ms, not both")),
         (Some(delay_ms), None) => Ok(RunAt::Delay(delay_ms)),
         (None, Some(at_ms)) => Ok(RunAt::At(at_ms)),
         (None, None) => Ok(RunAt::Delay(0)),
@@ -60,7 +64,8 @@ fn run_at(delay_ms: Option<u64>, run_at_ms: Option<u64>) -> Result<RunAt, ApiErr
 impl NewTaskBody {
     fn into_task(self) -> Result<NewTask, ApiError> {
         Ok(NewTask {
-            payload: self.payload,
+            // The JSON text as it came, checked by the parser, not copied.
+            payload: self.payload.into(),
             run_at: run_at(self.delay_ms, self.run_at_ms)?,
             key: self.key,
             max_attempts: self.max_attempts,
@@ -80,9 +85,9 @@ async fn enqueue(
 ) -> ApiResult {
     let Path(queue) = queue?;
     let Json(body) = body?;
-    let done = app.engine.enqueue(&queue, body.into_task()?).await?;
+    let done = app.backend.enqueue(&queue, body.into_task()?).await?;
     let status = if done.created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(done)).into_response())
+    Ok((status, Json(EnqueuedBody::from(done))).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -99,10 +104,11 @@ async fn enqueue_batch(
     let Path(queue) = queue?;
     let Json(body) = body?;
     let tasks = body.tasks.into_iter().map(NewTaskBody::into_task).collect::<Result<Vec<_>, _>>()?;
-    let done = app.engine.enqueue_batch(&queue, tasks).await?;
+    let done = app.backend.enqueue_batch(&queue, tasks).await?;
     let created = done.iter().filter(|d| d.created).count();
     let status = if created > 0 { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(json!({ "tasks": done, "created": created }))).into_response())
+    let tasks: Vec<EnqueuedBody> = done.into_iter().map(EnqueuedBody::from).collect();
+    Ok((status, Json(json!({ "tasks": tasks, "created": created }))).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -120,35 +126,53 @@ async fn claim(
 ) -> ApiResult {
     let Path(queue) = queue?;
     let Json(body) = body?;
-    let tasks = app
-        .engine
-        .claim(
-            &queue,
-            body.max.unwrap_or(1),
-            body.lease_ms.unwrap_or(limits::LEASE_MS_DEFAULT),
-            body.wait_ms.unwrap_or(0),
-        )
-        .await?;
+    let max = body.max.unwrap_or(1);
+    let lease_ms = body.lease_ms.unwrap_or(limits::LEASE_MS_DEFAULT);
+    let tasks = app.backend.claim(&queue, max, lease_ms, body.wait_ms.unwrap_or(0)).await?;
+    let tasks: Vec<ClaimedBody> = tasks.into_iter().map(ClaimedBody::from).collect();
     Ok(Json(json!({ "tasks": tasks })).into_response())
 }
 
 async fn list_queues(State(app): State<AppState>) -> Json<serde_json::Value> {
-    Json(json!({ "queues": app.engine.queues(), "totals": app.engine.totals() }))
+    let queues: Vec<QueueBody> = app.backend.queues().await.into_iter().map(QueueBody::from).collect();
+    Json(json!({ "queues": queues, "totals": TotalsBody::from(app.backend.totals().await) }))
 }
 
 async fn queue_stats(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
     let Path(queue) = queue?;
     let stats = app
-        .engine
+        .backend
         .queue(&queue)
+        .await
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no queue {queue:?}")))?;
-    Ok(Json(stats).into_response())
+    Ok(Json(QueueBody::from(stats)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
+    state: Option<String>,
+    after: Option<String>,
     limit: Option<usize>,
+}
+
+async fn list(app: &AppState, queue: &str, status: Option<Status>, query: ListQuery) -> ApiResult {
+    let after = query.after.as_deref().map(wire::parse_cursor).transpose()?;
+    let request = ListRequest { status, after, limit: query.limit.unwrap_or(LIST_DEFAULT) };
+    let page = app.backend.list(queue, request).await?;
+    Ok(Json(PageBody::from(page)).into_response())
+}
+
+/// `GET /v1/queues/{queue}/tasks?state=due&after=CURSOR&limit=N`.
+async fn list_tasks(
+    State(app): State<AppState>,
+    queue: Result<Path<String>, PathRejection>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> ApiResult {
+    let Path(queue) = queue?;
+    let Query(query) = query?;
+    let status = query.state.as_deref().map(wire::parse_status).transpose()?;
+    list(&app, &queue, status, query).await
 }
 
 async fn dead(
@@ -158,18 +182,29 @@ async fn dead(
 ) -> ApiResult {
     let Path(queue) = queue?;
     let Query(query) = query?;
-    let limit = query.limit.unwrap_or(100).min(limits::LIST_MAX);
-    Ok(Json(json!({ "tasks": app.engine.dead(&queue, limit) })).into_response())
+    if query.state.is_some() {
+        return Err(ApiError::invalid("this listing is of dead tasks; use /tasks?state= for others"));
+    }
+    list(&app, &queue, Some(Status::Dead), query).await
+}
+
+async fn find_by_key(State(app): State<AppState>, path: Result<Path<(String, String)>, PathRejection>) -> ApiResult {
+    let Path((queue, key)) = path?;
+    let info =
+        app.backend.find_by_key(&queue, &key).await?.ok_or_else(|| {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no live task with key {key:?}"))
+        })?;
+    Ok(Json(TaskBody::from(info)).into_response())
 }
 
 async fn show(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>) -> ApiResult {
     let Path(id) = id?;
-    Ok(Json(app.engine.get(id)?).into_response())
+    Ok(Json(TaskBody::from(app.backend.get(id).await?)).into_response())
 }
 
 async fn cancel(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>) -> ApiResult {
     let Path(id) = id?;
-    app.engine.cancel(id).await?;
+    app.backend.cancel(id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -188,10 +223,10 @@ async fn reschedule(
     let Path(id) = id?;
     let Json(body) = body?;
     if body.delay_ms.is_none() && body.run_at_ms.is_none() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid", "give delay_ms or run_at_ms"));
+        return Err(ApiError::invalid("give delay_ms or run_at_ms"));
     }
-    let view = app.engine.reschedule(id, run_at(body.delay_ms, body.run_at_ms)?).await?;
-    Ok(Json(view).into_response())
+    let info = app.backend.reschedule(id, run_at(body.delay_ms, body.run_at_ms)?).await?;
+    Ok(Json(TaskBody::from(info)).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -205,8 +240,10 @@ struct LeaseBody {
 async fn ack(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>, body: Body<LeaseBody>) -> ApiResult {
     let Path(id) = id?;
     let Json(body) = body?;
-    no_extra(&body, "ack")?;
-    app.engine.ack(id, &body.lease).await?;
+    if body.delay_ms.is_some() || body.lease_ms.is_some() {
+        return Err(ApiError::invalid("ack takes only lease"));
+    }
+    app.backend.ack(id, wire::parse_lease(&body.lease)?).await?;
     Ok(Json(json!({ "id": id, "acked": true })).into_response())
 }
 
@@ -214,29 +251,23 @@ async fn nack(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>,
     let Path(id) = id?;
     let Json(body) = body?;
     if body.lease_ms.is_some() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid", "nack takes lease and delay_ms"));
+        return Err(ApiError::invalid("nack takes lease and delay_ms"));
     }
-    Ok(Json(app.engine.nack(id, &body.lease, body.delay_ms).await?).into_response())
+    let info = app.backend.nack(id, wire::parse_lease(&body.lease)?, body.delay_ms).await?;
+    Ok(Json(TaskBody::from(info)).into_response())
 }
 
 async fn extend(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>, body: Body<LeaseBody>) -> ApiResult {
     let Path(id) = id?;
     let Json(body) = body?;
     let (Some(lease_ms), None) = (body.lease_ms, body.delay_ms) else {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid", "extend takes lease and lease_ms"));
+        return Err(ApiError::invalid("extend takes lease and lease_ms"));
     };
-    let until_ms = app.engine.extend(id, &body.lease, lease_ms)?;
+    let until_ms = app.backend.extend(id, wire::parse_lease(&body.lease)?, lease_ms).await?;
     Ok(Json(json!({ "id": id, "lease_until_ms": until_ms })).into_response())
 }
 
 async fn retry(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>) -> ApiResult {
     let Path(id) = id?;
-    Ok(Json(app.engine.retry(id).await?).into_response())
-}
-
-fn no_extra(body: &LeaseBody, what: &str) -> Result<(), ApiError> {
-    if body.delay_ms.is_some() || body.lease_ms.is_some() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid", format!("{what} takes only lease")));
-    }
-    Ok(())
+    Ok(Json(TaskBody::from(app.backend.retry(id).await?)).into_response())
 }

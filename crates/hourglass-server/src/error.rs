@@ -22,6 +22,11 @@ impl ApiError {
         ApiError { status, code, message: message.into() }
     }
 
+    /// A malformed request: 400 `invalid`.
+    pub fn invalid(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid", message)
+    }
+
     /// A missing or wrong bearer token.
     pub fn unauthorized() -> ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid bearer token is required")

@@ -1,4 +1,4 @@
-//! The HTTP API of `hourglass serve`, over the engine of [`hourglass_queue`].
+//! The HTTP API of `hourglass serve`, over any [`Backend`] of [`hourglass_queue`].
 //!
 //! [`router`] builds the whole service as an axum [`Router`], so tests drive it
 //! without a socket; [`serve`] runs it on a listener until a shutdown signal.
@@ -7,6 +7,7 @@
 mod api;
 mod error;
 mod metrics;
+mod wire;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use hourglass_queue::{limits, Engine};
+use hourglass_queue::{limits, Backend};
 
 pub use error::ApiError;
 
@@ -27,8 +28,8 @@ const BODY_BYTES_OVERHEAD: usize = limits::BATCH_MAX * 512;
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
-    /// The engine.
-    pub engine: Arc<Engine>,
+    /// The queue's operations.
+    pub backend: Arc<dyn Backend>,
     /// When set, every request must carry `Authorization: Bearer <token>`.
     pub token: Option<Arc<str>>,
 }
@@ -64,7 +65,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Serves `router` on `listener` until `shutdown` completes, then stops
 /// accepting, lets in-flight requests finish (waiting claims return at once),
-/// and returns. The caller drops the engine afterwards, which syncs the store.
+/// and returns. The caller drops the backend afterwards, which syncs the store.
 ///
 /// # Errors
 /// An I/O error of the listener.
@@ -74,12 +75,12 @@ pub async fn serve(
     payload_bytes_max: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let engine = state.engine.clone();
+    let backend = state.backend.clone();
     let app = router(state, payload_bytes_max);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
-            engine.close();
+            backend.close();
         })
         .await
 }

@@ -9,7 +9,7 @@ use axum::response::IntoResponse;
 use crate::AppState;
 
 pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
-    let totals = app.engine.totals();
+    let totals = app.backend.totals().await;
     let mut out = String::new();
     let mut counter = |name: &str, help: &str, value: u64| {
         let _ =
@@ -22,7 +22,7 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     counter("leases_expired_total", "Leases that expired since start.", totals.lease_expired);
     counter("tasks_died_total", "Tasks that ran out of attempts since start.", totals.died);
     counter("tasks_cancelled_total", "Tasks cancelled since start.", totals.cancelled);
-    let queues = app.engine.queues();
+    let queues = app.backend.queues().await;
     out.push_str("# HELP hourglass_tasks Tasks held, by queue and state.\n# TYPE hourglass_tasks gauge\n");
     for q in &queues {
         for (state, count) in [("scheduled", q.scheduled), ("due", q.due), ("leased", q.leased), ("dead", q.dead)] {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
-use hourglass_queue::{Engine, Fsync, Limits, ManualWallClock, Options, RedbStore};
+use hourglass_queue::{Backend, Engine, Fsync, Limits, ManualWallClock, Options, RedbStore};
 use hourglass_server::{router, AppState};
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
@@ -26,7 +26,7 @@ fn api_with(limits: Limits, token: Option<&str>) -> Api {
     let store = RedbStore::open(dir.path()).unwrap();
     let payload_bytes_max = limits.payload_bytes_max;
     let engine = Engine::open(Box::new(store), Options { fsync: Fsync::Always, limits }, clock.clone()).unwrap();
-    let state = AppState { engine: engine.clone(), token: token.map(Arc::from) };
+    let state = AppState { backend: engine.clone(), token: token.map(Arc::from) };
     Api { _dir: dir, clock, engine, router: router(state, payload_bytes_max) }
 }
 
@@ -159,7 +159,7 @@ async fn the_batch_endpoint_is_all_or_nothing() {
     let out_of_range = r#"{"tasks":[{"payload":1},{"payload":2,"max_attempts":0}]}"#;
     let (status, _) = api.call(Method::POST, "/v1/queues/q/tasks/batch", Some(out_of_range)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(api.engine.totals().tasks, 0);
+    assert_eq!(api.engine.totals().await.tasks, 0);
     let good = r#"{"tasks":[{"payload":1},{"payload":2,"delay_ms":10}]}"#;
     let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks/batch", Some(good)).await;
     assert_eq!((status, body["created"].as_u64()), (StatusCode::CREATED, Some(2)));
@@ -193,7 +193,7 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
     assert_eq!((status, error_code(&body)), (StatusCode::BAD_REQUEST, "invalid_path"));
     let (status, body) = api.call(Method::GET, "/v1/nowhere", None).await;
     assert_eq!((status, error_code(&body)), (StatusCode::NOT_FOUND, "no_route"));
-    assert_eq!(api.engine.totals().tasks, 0, "no bad request changed anything");
+    assert_eq!(api.engine.totals().await.tasks, 0, "no bad request changed anything");
     for _ in 0..2 {
         api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload":1}"#)).await;
     }
@@ -234,7 +234,7 @@ async fn end_to_end_over_tcp_with_a_waiting_consumer() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let state = AppState { engine, token: None };
+    let state = AppState { backend: engine, token: None };
     let server = tokio::spawn(hourglass_server::serve(listener, state, Limits::DEFAULT_PAYLOAD_BYTES_MAX, async {
         let _ = stopped.await;
     }));

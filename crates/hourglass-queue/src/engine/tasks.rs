@@ -64,6 +64,11 @@ impl<S> Tasks<S> {
         self.index.insert(id, at);
     }
 
+    /// Every id, in no particular order.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.index.keys().copied()
+    }
+
     pub(crate) fn remove(&mut self, id: &u64) -> Option<S> {
         let at = self.index.remove(id)?;
         self.free.push(at);

@@ -1,20 +1,31 @@
-//! Group commit: one writer thread turns every request that arrived while the
-//! previous commit was on disk into a single transaction and a single fsync, so
-//! throughput does not pay one fsync per request.
+//! Group commit, in order: one writer thread turns every request that arrived
+//! while the previous commit was on disk into one transaction and one fsync.
+//!
+//! **Order.** Requests are sent while the engine holds its state lock, over an
+//! unbounded channel whose send never blocks, so the order in which changes
+//! reach the store is the order in which they were made in memory, whichever
+//! thread made them. A full writer is pushed back on *before* the lock is taken
+//! ([`Committer::admit`]), never while it is held.
+//!
+//! **Visibility.** A request may carry a settlement: what the engine must do
+//! once the write is as durable as the [`Fsync`] mode promises (make a new task
+//! visible, say), or once it failed (forget it). The writer runs the
+//! [`Settler`] with every settlement of a batch, then replies to the waiting
+//! callers: a client hears "done" only after other requests can see it.
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 use super::{Mutation, Store};
-use crate::error::QueueError;
+use crate::error::StoreError;
+use crate::limits::QUEUED_MUTATIONS_MAX;
 
 /// The most mutations one transaction gathers.
 const BATCH_MUTATIONS_MAX: usize = 8_192;
-/// Requests that may wait for the writer; past it, callers wait for room.
-const QUEUE_REQUESTS_MAX: usize = 65_536;
 
 /// When acknowledged writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,166 +39,184 @@ pub enum Fsync {
     EveryMs(u64),
 }
 
-/// Whether a caller waits for its write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// Until it is as durable as the [`Fsync`] mode promises.
-    Durable,
-    /// Not at all: for bookkeeping whose loss on a crash only means a redelivery.
-    No,
+/// What the engine does with the settlements of a batch, on the writer thread,
+/// once the batch is as durable as promised (`Ok`) or has failed (`Err`).
+pub(crate) trait Settler<S>: Send + 'static {
+    fn settle(&mut self, settlements: Vec<S>, result: Result<(), &StoreError>);
 }
 
-struct Request {
+/// The answer a waiting caller gets.
+pub(crate) type Reply = oneshot::Receiver<Result<(), StoreError>>;
+
+struct Request<S> {
     mutations: Vec<Mutation>,
-    reply: Option<oneshot::Sender<Result<(), QueueError>>>,
+    settlement: Option<S>,
+    reply: Option<oneshot::Sender<Result<(), StoreError>>>,
 }
 
 /// The handle to the writer thread.
-pub struct Committer {
-    requests: mpsc::SyncSender<Request>,
+pub(crate) struct Committer<S> {
+    requests: Option<mpsc::Sender<Request<S>>>,
+    /// Mutations sent and not yet applied.
+    queued: Arc<AtomicUsize>,
+    /// Notified after every batch.
+    drained: Arc<Notify>,
     writer: Option<thread::JoinHandle<()>>,
 }
 
-impl Committer {
+impl<S: Send + 'static> Committer<S> {
     /// Starts the writer thread over `store`.
-    ///
-    /// # Errors
-    /// If the thread cannot be started.
-    pub fn start(store: Box<dyn Store>, fsync: Fsync) -> std::io::Result<Committer> {
-        let (requests, receiver) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
-        let writer =
-            thread::Builder::new().name("hourglass-writer".into()).spawn(move || write(&*store, fsync, &receiver))?;
-        Ok(Committer { requests, writer: Some(writer) })
+    pub(crate) fn start(store: Box<dyn Store>, fsync: Fsync, settler: impl Settler<S>) -> std::io::Result<Self> {
+        let (requests, receiver) = mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let drained = Arc::new(Notify::new());
+        let writer = Writer::<S, _> {
+            _settlements: std::marker::PhantomData,
+            store,
+            fsync,
+            settler,
+            queued: queued.clone(),
+            drained: drained.clone(),
+        };
+        let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || writer.run(&receiver))?;
+        Ok(Committer { requests: Some(requests), queued, drained, writer: Some(writer) })
     }
 
-    /// Writes `mutations` in the next group commit. With [`Wait::Durable`] it
-    /// returns when they are as durable as the [`Fsync`] mode promises: on disk
-    /// for [`Fsync::Always`], committed (and synced within the interval) for
-    /// [`Fsync::EveryMs`], so a storage failure still reaches the caller.
-    ///
-    /// # Errors
-    /// [`QueueError::Storage`] if the store failed (nothing was written), or
-    /// [`QueueError::ShuttingDown`].
-    pub async fn commit(&self, mutations: Vec<Mutation>, wait: Wait) -> Result<(), QueueError> {
-        if mutations.is_empty() {
-            return Ok(());
+    /// Waits while the writer is behind by more than [`QUEUED_MUTATIONS_MAX`].
+    /// Call before taking the lock under which the request will be sent.
+    pub(crate) async fn admit(&self) {
+        while self.queued.load(Ordering::Acquire) > QUEUED_MUTATIONS_MAX {
+            let drained = self.drained.notified();
+            let mut drained = std::pin::pin!(drained);
+            drained.as_mut().enable();
+            if self.queued.load(Ordering::Acquire) <= QUEUED_MUTATIONS_MAX {
+                break;
+            }
+            drained.await;
         }
-        let (reply, replied) = match wait {
-            Wait::Durable => {
+    }
+
+    /// Sends `mutations` to the writer; never blocks, so call it under the lock
+    /// that ordered the change. With a `settlement`, the writer hands it to the
+    /// [`Settler`] after the write, and the returned [`Reply`] resolves after
+    /// that. `None` if the writer has stopped (the engine is closing); the
+    /// settlement is then dropped, unsettled.
+    pub(crate) fn send(&self, mutations: Vec<Mutation>, settlement: Option<S>) -> Option<Reply> {
+        let (reply, replied) = match settlement {
+            Some(_) => {
                 let (tx, rx) = oneshot::channel();
                 (Some(tx), Some(rx))
             }
-            Wait::No => (None, None),
+            None => (None, None),
         };
-        let request = Request { mutations, reply };
-        // A full queue means the disk is behind: wait for room off the runtime.
-        let sender = self.requests.clone();
-        match sender.try_send(request) {
-            Ok(()) => {}
-            Err(mpsc::TrySendError::Full(request)) => {
-                tokio::task::spawn_blocking(move || sender.send(request))
-                    .await
-                    .map_err(|_| QueueError::ShuttingDown)?
-                    .map_err(|_| QueueError::ShuttingDown)?;
-            }
-            Err(mpsc::TrySendError::Disconnected(_)) => return Err(QueueError::ShuttingDown),
+        if mutations.is_empty() && settlement.is_none() {
+            return replied;
         }
-        match replied {
-            Some(replied) => replied.await.map_err(|_| QueueError::ShuttingDown)?,
-            None => Ok(()),
+        let count = mutations.len();
+        self.queued.fetch_add(count, Ordering::AcqRel);
+        let sent = self.requests.as_ref()?.send(Request { mutations, settlement, reply });
+        if sent.is_err() {
+            self.queued.fetch_sub(count, Ordering::AcqRel);
+            return None;
         }
+        replied
     }
+}
 
-    /// Queues `mutations` for the next group commit without waiting for it:
-    /// for bookkeeping whose loss in a crash only means a redelivery. Blocks
-    /// while the writer's queue is full, so it is for threads of our own (the
-    /// timer thread); async code uses [`commit`](Committer::commit) with [`Wait::No`].
-    ///
-    /// # Errors
-    /// [`QueueError::ShuttingDown`].
-    pub fn submit(&self, mutations: Vec<Mutation>) -> Result<(), QueueError> {
-        if mutations.is_empty() {
-            return Ok(());
-        }
-        self.requests.send(Request { mutations, reply: None }).map_err(|_| QueueError::ShuttingDown)
-    }
-
+impl<S> Drop for Committer<S> {
     /// Finishes every queued write, syncs, and stops the writer.
-    pub fn close(mut self) {
-        self.stop();
-    }
-
-    fn stop(&mut self) {
-        // Dropping our sender lets the writer drain the queue and exit.
-        let (dummy, _) = mpsc::sync_channel(1);
-        drop(std::mem::replace(&mut self.requests, dummy));
+    fn drop(&mut self) {
+        self.requests = None;
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }
     }
 }
 
-impl Drop for Committer {
-    fn drop(&mut self) {
-        self.stop();
-    }
+struct Writer<S, T> {
+    _settlements: std::marker::PhantomData<fn(S)>,
+    store: Box<dyn Store>,
+    fsync: Fsync,
+    settler: T,
+    queued: Arc<AtomicUsize>,
+    drained: Arc<Notify>,
 }
 
-fn write(store: &dyn Store, fsync: Fsync, requests: &mpsc::Receiver<Request>) {
-    let sync_every = match fsync {
-        Fsync::Always => None,
-        Fsync::EveryMs(ms) => Some(Duration::from_millis(ms.max(1))),
-    };
-    let mut last_sync = Instant::now();
-    let mut unsynced = false;
-    loop {
-        let first = match sync_every {
-            // Wake in time for the next periodic sync even if no request comes.
-            Some(every) if unsynced => match requests.recv_timeout(every.saturating_sub(last_sync.elapsed())) {
-                Ok(request) => Some(request),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            },
-            _ => match requests.recv() {
-                Ok(request) => Some(request),
-                Err(_) => break,
-            },
+impl<S, T: Settler<S>> Writer<S, T> {
+    fn run(mut self, requests: &mpsc::Receiver<Request<S>>) {
+        let sync_every = match self.fsync {
+            Fsync::Always => None,
+            Fsync::EveryMs(ms) => Some(Duration::from_millis(ms.max(1))),
         };
-        let mut batch: Vec<Request> = first.into_iter().collect();
-        let mut mutations = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
-        while mutations < BATCH_MUTATIONS_MAX {
-            match requests.try_recv() {
-                Ok(request) => {
-                    mutations += request.mutations.len();
-                    batch.push(request);
-                }
-                Err(_) => break,
-            }
-        }
         let durable = sync_every.is_none();
-        let result = if batch.is_empty() {
-            Ok(())
-        } else {
-            let all: Vec<Mutation> = batch.iter_mut().flat_map(|r| std::mem::take(&mut r.mutations)).collect();
-            store.apply(&all, durable).map_err(|error| QueueError::Storage(error.to_string()))
-        };
-        if !durable {
-            unsynced |= !batch.is_empty();
+        let mut last_sync = Instant::now();
+        let mut unsynced = false;
+        loop {
+            let first = match sync_every {
+                // Wake in time for the next periodic sync even if no request comes.
+                Some(every) if unsynced => match requests.recv_timeout(every.saturating_sub(last_sync.elapsed())) {
+                    Ok(request) => Some(request),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                },
+                _ => match requests.recv() {
+                    Ok(request) => Some(request),
+                    Err(_) => break,
+                },
+            };
+            let mut batch: Vec<Request<S>> = first.into_iter().collect();
+            let mut count = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
+            while count < BATCH_MUTATIONS_MAX {
+                match requests.try_recv() {
+                    Ok(request) => {
+                        count += request.mutations.len();
+                        batch.push(request);
+                    }
+                    Err(_) => break,
+                }
+            }
+            if !batch.is_empty() {
+                self.commit(batch, count, durable);
+                unsynced |= !durable;
+            }
             if unsynced && sync_every.is_some_and(|every| last_sync.elapsed() >= every) {
-                if let Err(error) = store.sync() {
-                    eprintln!("hourglass: periodic sync failed: {error}");
+                if let Err(error) = self.store.sync() {
+                    tracing::error!(%error, "periodic sync failed: the last interval's writes may not survive a crash");
                 }
                 last_sync = Instant::now();
                 unsynced = false;
             }
         }
-        for request in batch {
-            if let Some(reply) = request.reply {
-                let _ = reply.send(result.clone());
-            }
+        if let Err(error) = self.store.sync() {
+            tracing::error!(%error, "final sync failed");
         }
     }
-    if let Err(error) = store.sync() {
-        eprintln!("hourglass: final sync failed: {error}");
+
+    /// Applies one batch, in the order its requests were sent, settles it and
+    /// replies.
+    fn commit(&mut self, mut batch: Vec<Request<S>>, count: usize, durable: bool) {
+        let all: Vec<Mutation> = if batch.len() == 1 {
+            std::mem::take(&mut batch[0].mutations)
+        } else {
+            batch.iter_mut().flat_map(|r| std::mem::take(&mut r.mutations)).collect()
+        };
+        let result = if all.is_empty() { Ok(()) } else { self.store.apply(&all, durable) };
+        if let Err(error) = &result {
+            tracing::error!(%error, mutations = all.len(), "a write failed; its requests changed nothing");
+        }
+        let mut settlements = Vec::new();
+        let mut replies = Vec::new();
+        for request in batch {
+            settlements.extend(request.settlement);
+            replies.extend(request.reply);
+        }
+        if !settlements.is_empty() {
+            self.settler.settle(settlements, result.as_ref().map(|_| ()));
+        }
+        self.queued.fetch_sub(count, Ordering::AcqRel);
+        self.drained.notify_waiters();
+        for reply in replies {
+            let _ = reply.send(result.clone());
+        }
     }
 }

@@ -1,8 +1,11 @@
-//! The on-disk encoding of a task: one record per task, keyed by id.
+//! The on-disk encoding of a task: one record per task, keyed by id. The
+//! payload is stored apart, under the same id, so that the changes of a task's
+//! life (a claim, a nack, a lease expiry) rewrite these few dozen bytes and
+//! never the payload.
 //!
 //! ```text
 //! offset size  field
-//!      0    1  format version (1)
+//!      0    1  format version (2; version 1 also held the payload, see below)
 //!      1    1  state: 0 scheduled (a lease is not kept across restarts), 1 dead
 //!      2    8  run_at_ms        u64 LE
 //!     10    8  created_ms       u64 LE
@@ -11,8 +14,10 @@
 //!     26    8  every_ms         u64 LE, 0 = does not repeat
 //!     34    2  queue length q   u16 LE, then q bytes of UTF-8
 //!           2  key length k     u16 LE, 0xFFFF = no key, then k bytes of UTF-8
-//!           4  payload length p u32 LE, then p bytes of JSON text
 //! ```
+//!
+//! Version 1 records, written before payloads had a table of their own, end
+//! with the payload (`u32 LE` length, then the bytes); they are still read.
 //!
 //! Integrity of the bytes is the database's job (redb checksums its pages and
 //! commits atomically); this layer checks every length and every string, and a
@@ -20,15 +25,19 @@
 
 use std::sync::Arc;
 
+#[cfg(test)]
+use crate::model::Lease;
 use crate::model::{Task, TaskState};
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+/// Records that carry their payload at the end.
+const VERSION_WITH_PAYLOAD: u8 = 1;
 const NO_KEY: u16 = u16::MAX;
 const FIXED_BYTES: usize = 34;
 
 pub(crate) fn encode(task: &Task) -> Vec<u8> {
     let key = task.key.as_deref();
-    let mut out = Vec::with_capacity(FIXED_BYTES + 8 + task.queue.len() + key.map_or(0, str::len) + task.payload.len());
+    let mut out = Vec::with_capacity(FIXED_BYTES + 2 + task.queue.len() + key.map_or(0, str::len));
     out.push(VERSION);
     out.push(match task.state {
         TaskState::Dead => 1,
@@ -49,15 +58,14 @@ pub(crate) fn encode(task: &Task) -> Vec<u8> {
             out.extend_from_slice(key.as_bytes());
         }
     }
-    out.extend_from_slice(&(task.payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(task.payload.as_bytes());
     out
 }
 
-pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<Task, String> {
+/// A task, and its payload if the record is of the version that held it.
+pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, Option<Box<str>>), String> {
     let mut reader = Reader { bytes, at: 0 };
     let version = reader.u8()?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_WITH_PAYLOAD {
         return Err(format!("unknown record version {version}"));
     }
     let state = match reader.u8()? {
@@ -76,12 +84,21 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<Task, String> {
         NO_KEY => None,
         len => Some(reader.str(len as usize)?.into()),
     };
-    let payload_len = reader.u32()? as usize;
-    let payload: Arc<str> = reader.str(payload_len)?.into();
+    let payload = if version == VERSION_WITH_PAYLOAD {
+        let payload_len = reader.u32()? as usize;
+        Some(reader.str(payload_len)?.into())
+    } else {
+        None
+    };
     if reader.at != bytes.len() {
         return Err(format!("{} trailing bytes", bytes.len() - reader.at));
     }
-    Ok(Task { id, queue, payload, run_at_ms, attempt, max_attempts, key, every_ms, state, created_ms })
+    Ok((Task { id, queue, run_at_ms, attempt, max_attempts, key, every_ms, state, created_ms }, payload))
+}
+
+/// A stored payload: text, checked to be UTF-8.
+pub(crate) fn decode_payload(id: u64, bytes: &[u8]) -> Result<Box<str>, String> {
+    std::str::from_utf8(bytes).map(Box::from).map_err(|error| format!("payload of task {id}: invalid UTF-8: {error}"))
 }
 
 struct Reader<'a> {
@@ -125,7 +142,6 @@ mod tests {
         Task {
             id: 7,
             queue: "emails".into(),
-            payload: r#"{"to":"a@b.c"}"#.into(),
             run_at_ms: 1_700_000_000_000,
             attempt: 2,
             max_attempts: 5,
@@ -139,15 +155,27 @@ mod tests {
     #[test]
     fn round_trips() {
         let task = task();
-        assert_eq!(decode(7, &encode(&task)).unwrap(), task);
+        assert_eq!(decode(7, &encode(&task)).unwrap(), (task.clone(), None));
         let plain = Task { key: None, every_ms: None, state: TaskState::Dead, ..task };
-        assert_eq!(decode(7, &encode(&plain)).unwrap(), plain);
+        assert_eq!(decode(7, &encode(&plain)).unwrap(), (plain, None));
+    }
+
+    #[test]
+    fn version_1_records_with_their_payload_are_still_read() {
+        let mut bytes = encode(&task());
+        bytes[0] = VERSION_WITH_PAYLOAD;
+        let payload = r#"{"to":"a@b.c"}"#;
+        bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(payload.as_bytes());
+        assert_eq!(decode(7, &bytes).unwrap(), (task(), Some(payload.into())));
+        bytes.pop();
+        assert!(decode(7, &bytes).is_err(), "a cut payload is refused");
     }
 
     #[test]
     fn a_lease_is_stored_as_scheduled() {
-        let leased = Task { state: TaskState::Leased { token: 9, until_ms: 5 }, ..task() };
-        assert_eq!(decode(7, &encode(&leased)).unwrap().state, TaskState::Scheduled);
+        let leased = Task { state: TaskState::Leased { lease: Lease(9), until_ms: 5 }, ..task() };
+        assert_eq!(decode(7, &encode(&leased)).unwrap().0.state, TaskState::Scheduled);
     }
 
     proptest::proptest! {
@@ -156,7 +184,7 @@ mod tests {
         /// same bytes, so nothing is silently misread.
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
-            if let Ok(task) = decode(1, &bytes) {
+            if let Ok((task, None)) = decode(1, &bytes) {
                 proptest::prop_assert_eq!(encode(&task), bytes);
             }
         }
@@ -168,7 +196,7 @@ mod tests {
             let mut bytes = encode(&task());
             let at = at % bytes.len();
             bytes[at] = value;
-            if let Ok(decoded) = decode(7, &bytes) {
+            if let Ok((decoded, None)) = decode(7, &bytes) {
                 proptest::prop_assert_eq!(encode(&decoded), bytes);
             }
         }

@@ -1,0 +1,161 @@
+//! The seam every backend implements: see [`Backend`].
+
+use async_trait::async_trait;
+
+use crate::error::QueueError;
+use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Status, TaskInfo};
+use crate::stats::{QueueStats, Totals};
+
+/// Where a listing starts: the position after the last task of the previous
+/// page. Opaque to clients; the server encodes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Cursor {
+    /// The due time of the last task listed, for listings in due-time order.
+    pub run_at_ms: u64,
+    /// The id of the last task listed.
+    pub id: u64,
+}
+
+/// What to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListRequest {
+    /// Only tasks of this status; every task of the queue if `None`.
+    pub status: Option<Status>,
+    /// Start after this position; from the beginning if `None`.
+    pub after: Option<Cursor>,
+    /// Most tasks to return, 1 to [`LIST_MAX`](crate::limits::LIST_MAX).
+    pub limit: usize,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// The tasks, in the listing's order: due tasks by due time, the others by id.
+    pub tasks: Vec<TaskInfo>,
+    /// Where the next page starts; `None` when this one is the last. A page
+    /// may hold fewer tasks than asked (even none) and still have a next one:
+    /// a listing does bounded work per page, whatever the queue's size.
+    pub next: Option<Cursor>,
+}
+
+/// The queue's operations: the seam every backend implements, at the level a
+/// client asks for them. The HTTP server and the CLI use nothing else, so a
+/// backend whose data several nodes share slots in without either changing.
+///
+/// What the contract asks of an implementation, so that the server can stay
+/// the same over one node's disk or a store shared by many:
+/// - **Ids come from the backend**, unique and never reused, not from a node's
+///   memory.
+/// - **A lease fences out a stale holder**: every claim makes a new [`Lease`];
+///   ack, nack and extend with any other one fail with
+///   [`QueueError::StaleLease`] and change nothing.
+/// - **Long-poll wake-ups come from the backend**: [`claim`](Backend::claim)
+///   with a `wait_ms` returns as soon as a task of the queue is due, whichever
+///   node made it due.
+/// - **A 2xx is durable**: an operation returns `Ok` only once its change is as
+///   durable as the backend's mode promises, and no other request sees the
+///   change before that. A failed write leaves no trace.
+/// - **Bounded**: listings return at most [`LIST_MAX`](crate::limits::LIST_MAX)
+///   tasks a page, claims at most [`CLAIM_MAX`](crate::limits::CLAIM_MAX).
+///
+/// [`Lease`]: crate::Lease
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Adds a task to `queue`. A key that matches a live task of the queue
+    /// returns that task instead (`created: false`).
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`], [`QueueError::PayloadTooLarge`],
+    /// [`QueueError::TooManyTasks`], [`QueueError::Storage`].
+    async fn enqueue(&self, queue: &str, new: NewTask) -> Result<Enqueued, QueueError> {
+        let mut done = self.enqueue_batch(queue, vec![new]).await?;
+        Ok(done.pop().expect("one task in, one out"))
+    }
+
+    /// Adds every task or none, in one durable write.
+    ///
+    /// # Errors
+    /// As [`enqueue`](Backend::enqueue); the first invalid task fails the batch.
+    async fn enqueue_batch(&self, queue: &str, batch: Vec<NewTask>) -> Result<Vec<Enqueued>, QueueError>;
+
+    /// The task with its payload.
+    ///
+    /// # Errors
+    /// [`QueueError::NotFound`].
+    async fn get(&self, id: u64) -> Result<TaskInfo, QueueError>;
+
+    /// The live task of `queue` with idempotency key `key`, if any.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for a malformed queue name or key.
+    async fn find_by_key(&self, queue: &str, key: &str) -> Result<Option<TaskInfo>, QueueError>;
+
+    /// Cancels (deletes) the task, whatever its state.
+    ///
+    /// # Errors
+    /// [`QueueError::NotFound`], [`QueueError::Storage`].
+    async fn cancel(&self, id: u64) -> Result<(), QueueError>;
+
+    /// Moves a scheduled (or dead, which revives it) task to a new due time.
+    ///
+    /// # Errors
+    /// [`QueueError::NotFound`], [`QueueError::Conflict`] for a leased task,
+    /// [`QueueError::Invalid`], [`QueueError::Storage`].
+    async fn reschedule(&self, id: u64, run_at: RunAt) -> Result<TaskInfo, QueueError>;
+
+    /// Moves a dead task back to scheduled, due now, with its attempts reset.
+    ///
+    /// # Errors
+    /// [`QueueError::NotFound`], [`QueueError::Conflict`] if it is not dead,
+    /// [`QueueError::Storage`].
+    async fn retry(&self, id: u64) -> Result<TaskInfo, QueueError>;
+
+    /// Hands out up to `max` due tasks of `queue`, oldest due first, each under
+    /// a new lease of `lease_ms`. With none due, waits up to `wait_ms` and
+    /// returns as soon as one comes due.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for arguments out of range.
+    async fn claim(&self, queue: &str, max: usize, lease_ms: u64, wait_ms: u64) -> Result<Vec<Claimed>, QueueError>;
+
+    /// Finishes a delivery: the task is removed (a repeating one is scheduled
+    /// at its next occurrence).
+    ///
+    /// # Errors
+    /// [`QueueError::NotFound`], [`QueueError::StaleLease`] (nothing changed),
+    /// [`QueueError::Storage`].
+    async fn ack(&self, id: u64, lease: Lease) -> Result<(), QueueError>;
+
+    /// Gives a delivery back: the task is due again after `delay_ms` (or a
+    /// backoff that doubles with each attempt), or dead if out of attempts.
+    ///
+    /// # Errors
+    /// [`QueueError::NotFound`], [`QueueError::StaleLease`], [`QueueError::Invalid`],
+    /// [`QueueError::Storage`].
+    async fn nack(&self, id: u64, lease: Lease, delay_ms: Option<u64>) -> Result<TaskInfo, QueueError>;
+
+    /// Extends a lease to `lease_ms` from now; returns the new end (Unix ms).
+    ///
+    /// # Errors
+    /// [`QueueError::NotFound`], [`QueueError::StaleLease`], [`QueueError::Invalid`].
+    async fn extend(&self, id: u64, lease: Lease, lease_ms: u64) -> Result<u64, QueueError>;
+
+    /// A page of `queue`'s tasks.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for a malformed queue name or a limit out of range.
+    async fn list(&self, queue: &str, request: ListRequest) -> Result<Page, QueueError>;
+
+    /// Every queue's counts, by name.
+    async fn queues(&self) -> Vec<QueueStats>;
+
+    /// One queue's counts; `None` if it was never used.
+    async fn queue(&self, name: &str) -> Option<QueueStats>;
+
+    /// Counters since start.
+    async fn totals(&self) -> Totals;
+
+    /// Stops handing out tasks and accepting writes, and wakes every waiting
+    /// claim. Writes already accepted still complete.
+    fn close(&self);
+}

@@ -1,0 +1,517 @@
+//! The embedded backend: tasks in memory, timers in a [`hourglass::Wheel`],
+//! every acknowledged change in a [`Store`] on this node's disk.
+//!
+//! # Implementation
+//!
+//! One lock guards the [`State`](state::State): every task by id, each queue's
+//! due tasks (oldest due first), idempotency keys, leases, and one timing wheel
+//! ticked in Unix milliseconds that holds both due times and lease expiries.
+//! A dedicated timer thread sleeps on the [`WallClock`] until the wheel's next
+//! expiration, to the microsecond (a runtime's millisecond timer would add up
+//! to two milliseconds to every delivery); nothing polls.
+//!
+//! Two rules make a 2xx mean what it says:
+//! - **A change reaches the store in the order it happened in memory.** Every
+//!   change is handed to the writer while the lock that ordered it is held
+//!   (see [`store`](crate::store)'s committer), whichever thread made it: a
+//!   request, or the timer thread expiring a lease.
+//! - **Nothing is visible before it is durable.** A change a client waits for
+//!   (an enqueue and its key, a reschedule, a retry, a nack, an ack, a cancel)
+//!   hides its task while it is written and takes effect only when the writer
+//!   settles it ([`settle`]); requests for a pending task wait for that. So
+//!   does a lease expiry, which nobody waits for. Claims alone are recorded
+//!   without hiding anything: the consumer has the task at once, and losing
+//!   the record of a claim in a crash only means the task is delivered again,
+//!   which at-least-once allows.
+
+mod check;
+mod queue;
+mod settle;
+mod slot;
+mod state;
+mod tasks;
+mod timers;
+
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hourglass::WallClock;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::backend::{Backend, ListRequest, Page};
+use crate::error::{QueueError, StoreError};
+use crate::limits::Limits;
+use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Task, TaskInfo, TaskState};
+use crate::retry::next_run_ms;
+use crate::stats::{QueueStats, Totals};
+use crate::store::{Committer, Fsync, Mutation, Store};
+use crate::validate;
+use settle::{EngineSettler, Settlement, Shared, Why};
+use state::State;
+
+/// How the engine is set up.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// When acknowledged writes reach the disk.
+    pub fsync: Fsync,
+    /// Bounds on requests.
+    pub limits: Limits,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { fsync: Fsync::Always, limits: Limits::default() }
+    }
+}
+
+/// The durable delay queue of one node: the embedded [`Backend`].
+pub struct Engine {
+    shared: Arc<Shared>,
+    committer: Committer<Settlement>,
+    limits: Limits,
+    clock: Arc<dyn WallClock>,
+    closed: AtomicBool,
+}
+
+/// What a request does to a task it found settled: its answer, and a write
+/// whose settlement the request waits for.
+type Step<R> = Result<(R, Option<(Vec<Mutation>, Settlement)>), QueueError>;
+
+impl Engine {
+    /// Loads every stored task and starts the writer. Tasks that came due while
+    /// the engine was down are due at once; leases do not survive a restart,
+    /// so tasks that were leased are due again.
+    ///
+    /// # Errors
+    /// [`StoreError`] if the store cannot be read; a corrupt record refuses the
+    /// start with its id.
+    pub fn open(store: Box<dyn Store>, options: Options, clock: Arc<dyn WallClock>) -> Result<Arc<Engine>, StoreError> {
+        let now_ms = clock.now_ms();
+        let mut state = State::new(now_ms);
+        let mut too_many_queues = None;
+        let next_id = store.load(&mut |task, payload| {
+            let id = task.id;
+            match state.queue_id(&task.queue) {
+                Ok(queue) => {
+                    state.insert(&task, payload, queue);
+                    state.reveal(id, now_ms);
+                }
+                Err(error) => too_many_queues = Some(error),
+            }
+        })?;
+        if let Some(error) = too_many_queues {
+            return Err(StoreError::Database(format!("the stored tasks use more queues than allowed: {error}")));
+        }
+        state.next_id = state.next_id.max(next_id);
+        state.debug_check();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            settled: Notify::new(),
+            timer_thread: std::sync::OnceLock::new(),
+        });
+        let settler = EngineSettler { shared: shared.clone(), clock: clock.clone() };
+        let committer = Committer::start(store, options.fsync, settler)
+            .map_err(|error| StoreError::Database(format!("cannot start the writer thread: {error}")))?;
+        Ok(Arc::new(Engine { shared, committer, limits: options.limits, clock, closed: AtomicBool::new(false) }))
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> &dyn WallClock {
+        &*self.clock
+    }
+
+    /// Verifies every invariant of the engine's state; the error names the
+    /// first one broken. For tests and the crash simulator.
+    ///
+    /// # Errors
+    /// The broken invariant.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.shared.state.lock().check()
+    }
+
+    fn check_open(&self) -> Result<(), QueueError> {
+        if self.closed.load(Ordering::SeqCst) {
+            Err(QueueError::ShuttingDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs `step` under the lock on the task `find` names, once no change of
+    /// it is on its way to the store; sends the write `step` asks for in the
+    /// same critical section, and returns once it is settled. `Ok(None)` if
+    /// `find` names no task.
+    async fn settled<R>(
+        &self,
+        find: impl Fn(&State) -> Option<u64>,
+        mut step: impl FnMut(&mut State, u64) -> Step<R>,
+    ) -> Result<Option<R>, QueueError> {
+        loop {
+            self.committer.admit().await;
+            let settled = self.shared.settled.notified();
+            let mut settled = pin!(settled);
+            settled.as_mut().enable();
+            let reply = {
+                let mut state = self.shared.state.lock();
+                let Some(id) = find(&state) else { return Ok(None) };
+                if state.pending(id) == Some(true) {
+                    None
+                } else {
+                    let (answer, write) = step(&mut state, id)?;
+                    let Some((mutations, settlement)) = write else {
+                        state.debug_check();
+                        return Ok(Some(answer));
+                    };
+                    let undo = match &settlement {
+                        Settlement::Change { task, .. } => task.id,
+                        Settlement::Remove { id, .. } => *id,
+                        Settlement::Publish(_) => unreachable!("enqueues do not go through settled"),
+                    };
+                    state.hide(undo);
+                    state.debug_check();
+                    match self.committer.send(mutations, Some(settlement)) {
+                        Some(reply) => Some((reply, answer)),
+                        None => {
+                            state.reveal(undo, self.clock.now_ms());
+                            return Err(QueueError::ShuttingDown);
+                        }
+                    }
+                }
+            };
+            match reply {
+                Some((reply, answer)) => {
+                    return match reply.await {
+                        Ok(Ok(())) => Ok(Some(answer)),
+                        Ok(Err(error)) => Err(QueueError::storage(&error)),
+                        Err(_) => Err(QueueError::ShuttingDown),
+                    };
+                }
+                None => settled.await,
+            }
+        }
+    }
+
+    /// [`settled`](Engine::settled) on task `id`.
+    async fn on_task<R>(&self, id: u64, step: impl FnMut(&mut State, u64) -> Step<R>) -> Result<R, QueueError> {
+        self.settled(|state| state.pending(id).map(|_| id), step).await?.ok_or(QueueError::NotFound(id))
+    }
+
+    /// A change of task `id` that the client waits for: `change` edits the
+    /// task (or refuses); the answer is the task as it will be.
+    async fn change(
+        &self,
+        id: u64,
+        why: Why,
+        change: impl Fn(&State, &mut Task) -> Result<(), QueueError>,
+    ) -> Result<TaskInfo, QueueError> {
+        self.on_task(id, |state, id| {
+            let mut task = state.task(id);
+            change(state, &mut task)?;
+            let now_ms = self.clock.now_ms();
+            let status = state::status(&task, now_ms);
+            let info = TaskInfo { task: task.clone(), payload: state.tasks[&id].payload.clone(), status };
+            Ok((info, Some((vec![Mutation::Update(task.clone())], Settlement::Change { task, why }))))
+        })
+        .await
+    }
+
+    /// Moves the wheel to now: files tasks that came due, expires leases.
+    /// Returns the next time (Unix ms) anything may happen, if any. The timer
+    /// thread calls it; tests may call it to step time by hand.
+    pub fn poll_timers(&self) -> Option<u64> {
+        let now_ms = self.clock.now_ms();
+        let mut state = self.shared.state.lock();
+        // Sent under the lock: a cancel that follows is written after these.
+        // Nobody waits for the replies; the writer settles each change.
+        for (mutation, settlement) in state.expire(now_ms) {
+            let Settlement::Change { task, .. } = &settlement else { unreachable!("expiries are changes") };
+            let id = task.id;
+            if self.committer.send(vec![mutation], Some(settlement)).is_none() {
+                // The writer is gone: the store keeps the lease, and a restart
+                // makes the task due.
+                state.reveal(id, now_ms);
+            }
+        }
+        state.debug_check();
+        state.wheel.next_expiration()
+    }
+
+    /// Starts the timer thread: it sleeps on the engine's clock until the
+    /// wheel's next expiration, or until an earlier one is added, and files
+    /// what came due. It stops at [`close`](Backend::close).
+    ///
+    /// # Errors
+    /// If the thread cannot be started.
+    pub fn start_timers(self: &Arc<Self>) -> std::io::Result<std::thread::JoinHandle<()>> {
+        timers::start(self.clone())
+    }
+}
+
+#[async_trait]
+impl Backend for Engine {
+    async fn enqueue_batch(&self, queue: &str, batch: Vec<NewTask>) -> Result<Vec<Enqueued>, QueueError> {
+        validate::queue_name(queue)?;
+        let now_ms = self.clock.now_ms();
+        let checked = validate::batch(batch, self.limits.payload_bytes_max, now_ms)?;
+        loop {
+            self.committer.admit().await;
+            let settled = self.shared.settled.notified();
+            let mut settled = pin!(settled);
+            settled.as_mut().enable();
+            let reply = {
+                let mut state = self.shared.state.lock();
+                self.check_open()?;
+                // A key held by a task whose enqueue or change is still being
+                // written: wait for it to settle, then look again.
+                let waits = checked.iter().filter_map(|new| new.key.as_ref()).any(|key| {
+                    state.queue(queue).and_then(|q| q.keys.get(key)).is_some_and(|id| state.pending(*id) == Some(true))
+                });
+                if waits {
+                    None
+                } else {
+                    if state.tasks.len() + checked.len() > self.limits.tasks_max {
+                        return Err(QueueError::TooManyTasks { max: self.limits.tasks_max });
+                    }
+                    let queue_id = state.queue_id(queue)?;
+                    let name = state.queues[queue_id as usize].name.clone();
+                    let mut results = Vec::with_capacity(checked.len());
+                    let mut mutations = Vec::with_capacity(checked.len() + 1);
+                    let mut ids = Vec::with_capacity(checked.len());
+                    for new in &checked {
+                        let existing = new.key.as_ref().and_then(|key| state.queues[queue_id as usize].keys.get(key));
+                        if let Some(&id) = existing {
+                            // A live task, or one earlier in this batch.
+                            results.push(Enqueued { id, run_at_ms: state.tasks[&id].run_at_ms, created: false });
+                            continue;
+                        }
+                        let task = Task {
+                            id: state.next_id,
+                            queue: name.clone(),
+                            run_at_ms: new.run_at_ms,
+                            attempt: 0,
+                            max_attempts: new.max_attempts,
+                            key: new.key.clone(),
+                            every_ms: new.every_ms,
+                            state: TaskState::Scheduled,
+                            created_ms: now_ms,
+                        };
+                        results.push(Enqueued { id: task.id, run_at_ms: task.run_at_ms, created: true });
+                        ids.push(task.id);
+                        state.insert(&task, new.payload.clone(), queue_id);
+                        mutations.push(Mutation::Insert { task, payload: new.payload.clone() });
+                    }
+                    if ids.is_empty() {
+                        return Ok(results);
+                    }
+                    // Written with the tasks: ids stay retired across restarts
+                    // even when the newest tasks are gone by then.
+                    mutations.push(Mutation::NextId(state.next_id));
+                    state.debug_check();
+                    match self.committer.send(mutations, Some(Settlement::Publish(ids.clone()))) {
+                        Some(reply) => Some((reply, results)),
+                        None => {
+                            for id in ids {
+                                state.forget(id);
+                            }
+                            return Err(QueueError::ShuttingDown);
+                        }
+                    }
+                }
+            };
+            match reply {
+                Some((reply, results)) => {
+                    return match reply.await {
+                        Ok(Ok(())) => Ok(results),
+                        Ok(Err(error)) => Err(QueueError::storage(&error)),
+                        Err(_) => Err(QueueError::ShuttingDown),
+                    };
+                }
+                None => settled.await,
+            }
+        }
+    }
+
+    async fn get(&self, id: u64) -> Result<TaskInfo, QueueError> {
+        self.on_task(id, |state, id| Ok((state.info(id, self.clock.now_ms()), None))).await
+    }
+
+    async fn find_by_key(&self, queue: &str, key: &str) -> Result<Option<TaskInfo>, QueueError> {
+        validate::queue_name(queue)?;
+        validate::key(key)?;
+        let find = |state: &State| state.queue(queue).and_then(|q| q.keys.get(key).copied());
+        self.settled(find, |state, id| Ok((state.info(id, self.clock.now_ms()), None))).await
+    }
+
+    async fn cancel(&self, id: u64) -> Result<(), QueueError> {
+        self.on_task(id, |_, id| {
+            Ok(((), Some((vec![Mutation::Delete(id)], Settlement::Remove { id, why: Why::Cancel }))))
+        })
+        .await
+    }
+
+    async fn reschedule(&self, id: u64, run_at: RunAt) -> Result<TaskInfo, QueueError> {
+        let run_at_ms = validate::run_at(run_at, self.clock.now_ms())?;
+        self.change(id, Why::Reschedule, |_, task| {
+            match task.state {
+                TaskState::Leased { .. } => {
+                    return Err(QueueError::Conflict(format!("task {id} is leased: ack or nack it first")));
+                }
+                TaskState::Dead => task.attempt = 0,
+                TaskState::Scheduled => {}
+            }
+            task.state = TaskState::Scheduled;
+            task.run_at_ms = run_at_ms;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn retry(&self, id: u64) -> Result<TaskInfo, QueueError> {
+        let now_ms = self.clock.now_ms();
+        self.change(id, Why::Reschedule, |_, task| {
+            if task.state != TaskState::Dead {
+                return Err(QueueError::Conflict(format!("task {id} is not dead")));
+            }
+            task.attempt = 0;
+            task.state = TaskState::Scheduled;
+            task.run_at_ms = now_ms;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn claim(&self, queue: &str, max: usize, lease_ms: u64, wait_ms: u64) -> Result<Vec<Claimed>, QueueError> {
+        validate::queue_name(queue)?;
+        validate::claim(max, lease_ms, wait_ms)?;
+        let give_up = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+        loop {
+            self.committer.admit().await;
+            let notify = {
+                let mut state = self.shared.state.lock();
+                if self.closed.load(Ordering::SeqCst) {
+                    return Ok(Vec::new());
+                }
+                // A claim that will not wait needs no state for a queue never used.
+                if wait_ms == 0 && state.queue(queue).is_none() {
+                    return Ok(Vec::new());
+                }
+                let queue_id = state.queue_id(queue)?;
+                let (claimed, updates) = state.claim(queue_id, max, self.clock.now_us(), lease_ms);
+                if !claimed.is_empty() {
+                    // The leases and attempt counts are recorded without
+                    // waiting: if a crash loses them, the tasks are simply
+                    // delivered again. Sent under the lock, in order.
+                    self.committer.send(updates, None);
+                    state.debug_check();
+                    drop(state);
+                    self.shared.wake_timers();
+                    return Ok(claimed);
+                }
+                state.queues[queue_id as usize].notify.clone()
+            };
+            let remaining = give_up.saturating_duration_since(tokio::time::Instant::now());
+            if remaining.is_zero() {
+                return Ok(Vec::new());
+            }
+            // Enable the wait, then look again: a task filed in between is seen
+            // by the second look, one filed after it wakes us.
+            let mut woken = pin!(notify.notified());
+            woken.as_mut().enable();
+            if self.shared.state.lock().queue(queue).is_some_and(|q| !q.ready.is_empty()) {
+                continue;
+            }
+            if tokio::time::timeout(remaining, woken).await.is_err() {
+                return Ok(Vec::new());
+            }
+        }
+    }
+
+    async fn ack(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
+        let now_ms = self.clock.now_ms();
+        self.on_task(id, |state, id| {
+            state.check_lease(id, lease)?;
+            let write = match state.repeats.get(&id).copied() {
+                Some(every_ms) => {
+                    let mut task = state.task(id);
+                    task.attempt = 0;
+                    task.state = TaskState::Scheduled;
+                    task.run_at_ms = next_run_ms(task.run_at_ms, every_ms, now_ms);
+                    (vec![Mutation::Update(task.clone())], Settlement::Change { task, why: Why::Ack })
+                }
+                None => (vec![Mutation::Delete(id)], Settlement::Remove { id, why: Why::Ack }),
+            };
+            Ok(((), Some(write)))
+        })
+        .await
+    }
+
+    async fn nack(&self, id: u64, lease: Lease, delay_ms: Option<u64>) -> Result<TaskInfo, QueueError> {
+        validate::delay(delay_ms)?;
+        let now_ms = self.clock.now_ms();
+        self.change(id, Why::Nack, |state, task| {
+            state.check_lease(id, lease)?;
+            state::fail_attempt(task, now_ms, delay_ms);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn extend(&self, id: u64, lease: Lease, lease_ms: u64) -> Result<u64, QueueError> {
+        validate::lease(lease_ms)?;
+        self.on_task(id, |state, id| {
+            state.check_lease(id, lease)?;
+            let now_ms = self.clock.now_ms();
+            let until_ms = now_ms + lease_ms;
+            // Leases are not stored (a restart makes leased tasks due again),
+            // so an extension has nothing to write.
+            state.transition(id, now_ms, |task| task.state = TaskState::Leased { lease, until_ms });
+            Ok((until_ms, None))
+        })
+        .await
+    }
+
+    async fn list(&self, queue: &str, request: ListRequest) -> Result<Page, QueueError> {
+        validate::queue_name(queue)?;
+        validate::list_limit(request.limit)?;
+        let state = self.shared.state.lock();
+        let Some(&queue_id) = state.queue_index.get(queue) else {
+            return Ok(Page { tasks: Vec::new(), next: None });
+        };
+        Ok(state.list(queue_id, request, self.clock.now_ms()))
+    }
+
+    async fn queues(&self) -> Vec<QueueStats> {
+        let state = self.shared.state.lock();
+        let mut all: Vec<QueueStats> = state.queues.iter().map(|q| q.stats()).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    async fn queue(&self, name: &str) -> Option<QueueStats> {
+        self.shared.state.lock().queue(name).map(|q| q.stats())
+    }
+
+    async fn totals(&self) -> Totals {
+        let state = self.shared.state.lock();
+        Totals { tasks: state.tasks.len(), ..state.totals }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.shared.wake_timers();
+        for queue in &self.shared.state.lock().queues {
+            queue.notify.notify_waiters();
+        }
+    }
+}
+
+impl Engine {
+    /// Whether [`close`](Backend::close) was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}

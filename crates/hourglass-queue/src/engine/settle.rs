@@ -1,0 +1,127 @@
+//! What becomes of a change once the writer has it on disk, or has failed to.
+//!
+//! A change that a client waits for is made in three steps: under the state
+//! lock the task is hidden (or, new, inserted pending) and the change is sent
+//! to the writer, in the order of the lock; the writer makes it durable; then,
+//! on the writer thread and under the lock again, the change is *settled*: it
+//! takes effect and becomes visible, or it is undone and leaves no trace. Only
+//! then does the client hear back. Requests that touch a pending task wait for
+//! its settlement, so nobody sees a change that is not durable, and no two
+//! changes of one task are ever on their way at once.
+
+use std::sync::Arc;
+
+use hourglass::WallClock;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::state::State;
+use crate::error::StoreError;
+use crate::model::{Task, TaskState};
+use crate::store::Settler;
+
+/// Why a task changed, for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Why {
+    Reschedule,
+    Nack,
+    /// A lease ran out: the timer thread's change, which nobody waits for.
+    Expire,
+    Ack,
+    Cancel,
+}
+
+/// A change waiting for the store.
+#[derive(Debug)]
+pub(crate) enum Settlement {
+    /// New tasks: filed for delivery once durable, forgotten if not.
+    Publish(Vec<u64>),
+    /// A changed task: takes this form once durable, keeps its old one if not.
+    Change { task: Task, why: Why },
+    /// A removed task: gone once durable, back where it was if not.
+    Remove { id: u64, why: Why },
+}
+
+/// What the engine and the writer share.
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<State>,
+    /// Notified after every settlement: requests waiting for a pending task
+    /// look again.
+    pub(crate) settled: Notify,
+    /// The timer thread, woken when a deadline earlier than its sleep appears.
+    pub(crate) timer_thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+impl Shared {
+    pub(crate) fn wake_timers(&self) {
+        if let Some(thread) = self.timer_thread.get() {
+            thread.unpark();
+        }
+    }
+}
+
+/// The engine's side of the writer.
+pub(crate) struct EngineSettler {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) clock: Arc<dyn WallClock>,
+}
+
+impl Settler<Settlement> for EngineSettler {
+    fn settle(&mut self, settlements: Vec<Settlement>, result: Result<(), &StoreError>) {
+        let durable = result.is_ok();
+        let mut timers = false;
+        {
+            let mut state = self.shared.state.lock();
+            let now_ms = self.clock.now_ms();
+            for settlement in settlements {
+                match settlement {
+                    Settlement::Publish(ids) => {
+                        for id in ids {
+                            if durable {
+                                state.reveal(id, now_ms);
+                                state.totals.enqueued += 1;
+                                timers = true;
+                            } else {
+                                state.forget(id);
+                            }
+                        }
+                    }
+                    Settlement::Change { task, why } => {
+                        if durable {
+                            state.write_back(&task);
+                            match why {
+                                Why::Nack => state.totals.nacked += 1,
+                                Why::Expire => state.totals.lease_expired += 1,
+                                Why::Ack => state.totals.acked += 1,
+                                Why::Reschedule | Why::Cancel => {}
+                            }
+                            if matches!(why, Why::Nack | Why::Expire) && task.state == TaskState::Dead {
+                                state.totals.died += 1;
+                            }
+                            timers = true;
+                        }
+                        state.reveal(task.id, now_ms);
+                    }
+                    Settlement::Remove { id, why } => {
+                        if durable {
+                            state.forget(id);
+                            match why {
+                                Why::Ack => state.totals.acked += 1,
+                                Why::Cancel => state.totals.cancelled += 1,
+                                Why::Reschedule | Why::Nack | Why::Expire => {}
+                            }
+                        } else {
+                            state.reveal(id, now_ms);
+                            timers = true;
+                        }
+                    }
+                }
+            }
+            state.debug_check();
+        }
+        self.shared.settled.notify_waiters();
+        if timers {
+            self.shared.wake_timers();
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! The engine's state, owned in one place: every task by id, each queue's
+//! indexes, the side tables, and one timing wheel ticked in Unix milliseconds
+//! that holds both due times and lease expiries.
+//!
+//! A task is *filed* where its phase says (a queue's ready set or the wheel
+//! for a scheduled task, the wheel for a leased one, a queue's dead set) and is
+//! counted there, unless it is *pending*: a change of it is on its way to the
+//! store, and it is filed nowhere until the change is settled. Every change of
+//! a filed task goes through [`unfile`](State::unfile) and
+//! [`file`](State::file), which keep the counts, the ready sets and the timers
+//! in step; [`check`](State::check) verifies all of it.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use hourglass::{Key, Wheel};
+
+use super::queue::QueueState;
+use super::settle::{Settlement, Why};
+use super::slot::{Phase, Slot, NO_TIMER};
+use super::tasks::Tasks;
+use crate::backend::{Cursor, ListRequest, Page};
+use crate::error::QueueError;
+use crate::limits::{LIST_SCAN_MAX, QUEUES_MAX};
+use crate::model::{Claimed, Lease, Status, Task, TaskInfo, TaskState};
+use crate::retry::backoff_ms;
+use crate::stats::Totals;
+use crate::store::Mutation;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Leased {
+    pub(crate) lease: Lease,
+    pub(crate) until_ms: u64,
+}
+
+pub(crate) struct State {
+    pub(crate) tasks: Tasks<Slot>,
+    /// The period of each repeating task.
+    pub(crate) repeats: HashMap<u64, u64>,
+    pub(crate) queues: Vec<QueueState>,
+    pub(crate) queue_index: HashMap<Arc<str>, u32>,
+    pub(crate) leases: HashMap<u64, Leased>,
+    /// The key of each task that has one.
+    pub(crate) keys: HashMap<u64, Box<str>>,
+    pub(crate) wheel: Wheel<NonZeroU64>,
+    /// Never reused: persisted with every enqueue, so acked ids stay retired
+    /// across restarts.
+    pub(crate) next_id: u64,
+    pub(crate) totals: Totals,
+}
+
+impl State {
+    pub(crate) fn new(now_ms: u64) -> State {
+        let mut wheel = Wheel::new();
+        wheel.advance(now_ms);
+        State {
+            tasks: Tasks::new(),
+            repeats: HashMap::new(),
+            queues: Vec::new(),
+            queue_index: HashMap::new(),
+            leases: HashMap::new(),
+            keys: HashMap::new(),
+            wheel,
+            next_id: 1,
+            totals: Totals::default(),
+        }
+    }
+
+    /// The index of `queue`, creating its state if new.
+    pub(crate) fn queue_id(&mut self, queue: &str) -> Result<u32, QueueError> {
+        if let Some(&id) = self.queue_index.get(queue) {
+            return Ok(id);
+        }
+        if self.queues.len() >= QUEUES_MAX {
+            return Err(QueueError::Invalid(format!("there are already {QUEUES_MAX} queues")));
+        }
+        let name: Arc<str> = Arc::from(queue);
+        let id = self.queues.len() as u32;
+        self.queues.push(QueueState::new(name.clone()));
+        self.queue_index.insert(name, id);
+        Ok(id)
+    }
+
+    pub(crate) fn queue(&self, name: &str) -> Option<&QueueState> {
+        self.queue_index.get(name).map(|&id| &self.queues[id as usize])
+    }
+
+    /// Whether a change of the task is on its way to the store; `None` for no
+    /// such task.
+    pub(crate) fn pending(&self, id: u64) -> Option<bool> {
+        self.tasks.get(&id).map(|slot| slot.pending)
+    }
+
+    /// The task without its payload, put back together from its slot and the
+    /// side tables.
+    pub(crate) fn task(&self, id: u64) -> Task {
+        let slot = &self.tasks[&id];
+        let state = match slot.phase {
+            Phase::Scheduled => TaskState::Scheduled,
+            Phase::Leased => {
+                let leased = self.leases[&id];
+                TaskState::Leased { lease: leased.lease, until_ms: leased.until_ms }
+            }
+            Phase::Dead => TaskState::Dead,
+        };
+        Task {
+            id,
+            queue: self.queues[slot.queue as usize].name.clone(),
+            run_at_ms: slot.run_at_ms,
+            attempt: u32::from(slot.attempt),
+            max_attempts: u32::from(slot.max_attempts),
+            key: if slot.keyed { self.keys.get(&id).cloned() } else { None },
+            every_ms: self.repeats.get(&id).copied(),
+            state,
+            created_ms: slot.created_ms,
+        }
+    }
+
+    /// The task with a copy of its payload, as a read shows it.
+    pub(crate) fn info(&self, id: u64, now_ms: u64) -> TaskInfo {
+        let task = self.task(id);
+        let status = status(&task, now_ms);
+        TaskInfo { task, payload: self.tasks[&id].payload.clone(), status }
+    }
+
+    /// Stores a new task, pending: filed nowhere until [`reveal`](State::reveal).
+    /// Its key is taken at once, so that a second enqueue with it waits.
+    pub(crate) fn insert(&mut self, task: &Task, payload: Box<str>, queue: u32) {
+        let id = task.id;
+        self.next_id = self.next_id.max(id + 1);
+        if let Some(key) = task.key.clone() {
+            self.queues[queue as usize].keys.insert(key.clone(), id);
+            self.keys.insert(id, key);
+        }
+        let slot = Slot {
+            run_at_ms: 0,
+            created_ms: task.created_ms,
+            timer: NO_TIMER,
+            payload,
+            queue,
+            attempt: 0,
+            max_attempts: 0,
+            phase: Phase::Scheduled,
+            pending: true,
+            keyed: task.key.is_some(),
+        };
+        self.tasks.insert(id, slot);
+        self.write_back(task);
+    }
+
+    /// Takes a filed task out of every index while a change of it is written.
+    pub(crate) fn hide(&mut self, id: u64) {
+        self.unfile(id);
+        self.tasks.get_mut(&id).expect("hiding a known task").pending = true;
+    }
+
+    /// Files a pending task again, as it now is: its change is settled.
+    pub(crate) fn reveal(&mut self, id: u64, now_ms: u64) {
+        let slot = self.tasks.get_mut(&id).expect("revealing a known task");
+        debug_assert!(slot.pending, "task {id} revealed but not hidden");
+        slot.pending = false;
+        self.file(id, now_ms);
+    }
+
+    /// Copies what may change about a task into its slot and side tables.
+    pub(crate) fn write_back(&mut self, task: &Task) {
+        match task.every_ms {
+            Some(every_ms) => self.repeats.insert(task.id, every_ms),
+            None => self.repeats.remove(&task.id),
+        };
+        let slot = self.tasks.get_mut(&task.id).expect("a known task");
+        slot.run_at_ms = task.run_at_ms;
+        // Attempts are bounded by MAX_ATTEMPTS_MAX, far below u16::MAX.
+        slot.attempt = u16::try_from(task.attempt).unwrap_or(u16::MAX);
+        slot.max_attempts = u16::try_from(task.max_attempts).unwrap_or(u16::MAX);
+        slot.phase = match task.state {
+            TaskState::Scheduled => Phase::Scheduled,
+            TaskState::Leased { .. } => Phase::Leased,
+            TaskState::Dead => Phase::Dead,
+        };
+        match task.state {
+            TaskState::Leased { lease, until_ms } => {
+                self.leases.insert(task.id, Leased { lease, until_ms });
+            }
+            TaskState::Scheduled | TaskState::Dead => {
+                self.leases.remove(&task.id);
+            }
+        }
+    }
+
+    /// Removes the task from everything; `false` if there was no such task.
+    pub(crate) fn forget(&mut self, id: u64) -> bool {
+        let Some(pending) = self.pending(id) else { return false };
+        if !pending {
+            self.unfile(id);
+        }
+        let slot = self.tasks.remove(&id).expect("a known task");
+        self.leases.remove(&id);
+        self.repeats.remove(&id);
+        if let Some(key) = self.keys.remove(&id) {
+            self.queues[slot.queue as usize].keys.remove(&key);
+        }
+        true
+    }
+
+    /// Changes a filed task at once, keeping counts and timers right; returns
+    /// it as it now is.
+    pub(crate) fn transition(&mut self, id: u64, now_ms: u64, change: impl FnOnce(&mut Task)) -> Task {
+        self.unfile(id);
+        let mut task = self.task(id);
+        change(&mut task);
+        self.write_back(&task);
+        self.file(id, now_ms);
+        task
+    }
+
+    /// Puts the task where its state says: the ready set, the wheel, or the dead set.
+    fn file(&mut self, id: u64, now_ms: u64) {
+        let lease_until_ms = self.leases.get(&id).map(|leased| leased.until_ms);
+        let slot = self.tasks.get_mut(&id).expect("filing a known task");
+        let (queue, run_at_ms, phase) = (slot.queue, slot.run_at_ms, slot.phase);
+        let timer_at = match phase {
+            Phase::Scheduled if run_at_ms > now_ms => Some(run_at_ms),
+            Phase::Leased => lease_until_ms,
+            Phase::Scheduled | Phase::Dead => None,
+        };
+        let wheel_id = NonZeroU64::new(id).expect("ids start at 1");
+        slot.timer = timer_at
+            .map_or(NO_TIMER, |at| self.wheel.insert(at, wheel_id).expect("below the wheel's capacity").into_raw());
+        let q = &mut self.queues[queue as usize];
+        match phase {
+            Phase::Scheduled => {
+                q.scheduled += 1;
+                if timer_at.is_none() {
+                    q.ready.insert((run_at_ms, id));
+                    q.notify.notify_waiters();
+                }
+            }
+            Phase::Leased => q.leased += 1,
+            Phase::Dead => {
+                q.dead.insert(id);
+            }
+        }
+    }
+
+    /// Undoes [`file`](State::file).
+    fn unfile(&mut self, id: u64) {
+        let slot = self.tasks.get_mut(&id).expect("unfiling a known task");
+        debug_assert!(!slot.pending, "task {id} unfiled while pending");
+        if slot.timer != NO_TIMER {
+            self.wheel.remove(Key::from_raw(slot.timer));
+            slot.timer = NO_TIMER;
+        }
+        let q = &mut self.queues[slot.queue as usize];
+        match slot.phase {
+            Phase::Scheduled => {
+                q.scheduled -= 1;
+                q.ready.remove(&(slot.run_at_ms, id));
+            }
+            Phase::Leased => q.leased -= 1,
+            Phase::Dead => {
+                q.dead.remove(&id);
+            }
+        }
+    }
+
+    /// Leases up to `max` due tasks of `queue`; returns them and what must be
+    /// recorded (the new attempt counts, never the payloads).
+    pub(crate) fn claim(
+        &mut self,
+        queue: u32,
+        max: usize,
+        now_us: u64,
+        lease_ms: u64,
+    ) -> (Vec<Claimed>, Vec<Mutation>) {
+        let now_ms = now_us / 1_000;
+        let until_ms = now_ms + lease_ms;
+        let mut claimed = Vec::new();
+        let mut updates = Vec::new();
+        while claimed.len() < max {
+            let Some((run_at_ms, id)) = self.queues[queue as usize].ready.first().copied() else { break };
+            let lease = Lease(rand::random());
+            let task = self.transition(id, now_ms, |task| {
+                task.attempt += 1;
+                task.state = TaskState::Leased { lease, until_ms };
+            });
+            self.queues[queue as usize].delivered(now_us.saturating_sub(run_at_ms * 1_000));
+            claimed.push(Claimed {
+                id,
+                queue: task.queue.clone(),
+                payload: self.tasks[&id].payload.clone(),
+                attempt: task.attempt,
+                lease,
+                lease_until_ms: until_ms,
+                run_at_ms,
+            });
+            updates.push(Mutation::Update(task));
+        }
+        self.totals.delivered += claimed.len() as u64;
+        (claimed, updates)
+    }
+
+    /// `Ok` if `lease` is the task's current one. The task must not be pending.
+    pub(crate) fn check_lease(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
+        match self.leases.get(&id) {
+            Some(leased) if leased.lease == lease => Ok(()),
+            _ if self.tasks.get(&id).is_none() => Err(QueueError::NotFound(id)),
+            _ => Err(QueueError::StaleLease(id)),
+        }
+    }
+
+    /// Advances the wheel: files tasks that came due, and hides each task whose
+    /// lease expired until its next form (scheduled again after a backoff, or
+    /// dead) is durable. Returns those writes, to be sent under this lock.
+    pub(crate) fn expire(&mut self, now_ms: u64) -> Vec<(Mutation, Settlement)> {
+        self.wheel.advance(now_ms);
+        let mut writes = Vec::new();
+        while let Some(expired) = self.wheel.pop_expired() {
+            let id = expired.value.get();
+            let Some(slot) = self.tasks.get_mut(&id) else { continue };
+            debug_assert!(!slot.pending, "task {id} had a timer while pending");
+            slot.timer = NO_TIMER;
+            match slot.phase {
+                Phase::Scheduled => {
+                    let (queue, run_at_ms) = (slot.queue, slot.run_at_ms);
+                    let q = &mut self.queues[queue as usize];
+                    q.ready.insert((run_at_ms, id));
+                    q.notify.notify_waiters();
+                }
+                Phase::Leased => {
+                    let mut task = self.task(id);
+                    fail_attempt(&mut task, now_ms, None);
+                    // The wheel has consumed the timer; unfile sees none.
+                    self.hide(id);
+                    writes.push((Mutation::Update(task.clone()), Settlement::Change { task, why: Why::Expire }));
+                }
+                Phase::Dead => {}
+            }
+        }
+        writes
+    }
+
+    /// A page of `queue`'s tasks. Due tasks are listed from the ready set in
+    /// claim order, dead ones from the dead set by id; the others by walking
+    /// ids upward, at most [`LIST_SCAN_MAX`] of them a page.
+    pub(crate) fn list(&self, queue: u32, request: ListRequest, now_ms: u64) -> Page {
+        let q = &self.queues[queue as usize];
+        let after = request.after.unwrap_or_default();
+        let mut tasks = Vec::new();
+        let full = |tasks: &Vec<TaskInfo>| tasks.len() >= request.limit;
+        let next = match request.status {
+            Some(Status::Due) => {
+                let mut range =
+                    q.ready.range((std::ops::Bound::Excluded((after.run_at_ms, after.id)), std::ops::Bound::Unbounded));
+                for &(_, id) in range.by_ref() {
+                    tasks.push(self.info(id, now_ms));
+                    if full(&tasks) {
+                        break;
+                    }
+                }
+                tasks
+                    .last()
+                    .filter(|_| range.next().is_some())
+                    .map(|t| Cursor { run_at_ms: t.task.run_at_ms, id: t.task.id })
+            }
+            Some(Status::Dead) => {
+                let mut range = q.dead.range(after.id + 1..);
+                for &id in range.by_ref() {
+                    tasks.push(self.info(id, now_ms));
+                    if full(&tasks) {
+                        break;
+                    }
+                }
+                tasks.last().filter(|_| range.next().is_some()).map(|t| Cursor { run_at_ms: 0, id: t.task.id })
+            }
+            status => {
+                let mut id = after.id + 1;
+                let end = (id + LIST_SCAN_MAX as u64).min(self.next_id);
+                while id < end && !full(&tasks) {
+                    if self.tasks.get(&id).is_some_and(|slot| !slot.pending && slot.queue == queue) {
+                        let info = self.info(id, now_ms);
+                        if status.is_none_or(|status| status == info.status) {
+                            tasks.push(info);
+                        }
+                    }
+                    id += 1;
+                }
+                (id < self.next_id).then_some(Cursor { run_at_ms: 0, id: id - 1 })
+            }
+        };
+        Page { tasks, next }
+    }
+}
+
+/// The status of a filed task read at `now_ms`.
+pub(crate) fn status(task: &Task, now_ms: u64) -> Status {
+    match task.state {
+        TaskState::Scheduled if task.run_at_ms <= now_ms => Status::Due,
+        TaskState::Scheduled => Status::Scheduled,
+        TaskState::Leased { .. } => Status::Leased,
+        TaskState::Dead => Status::Dead,
+    }
+}
+
+/// A delivery failed: due again after `delay_ms` or a backoff, or dead if out
+/// of attempts.
+pub(crate) fn fail_attempt(task: &mut Task, now_ms: u64, delay_ms: Option<u64>) {
+    if task.attempt >= task.max_attempts {
+        task.state = TaskState::Dead;
+    } else {
+        task.state = TaskState::Scheduled;
+        task.run_at_ms = now_ms + delay_ms.unwrap_or_else(|| backoff_ms(task.attempt));
+    }
+}

@@ -1,0 +1,152 @@
+//! Checks on what clients send, in one place: every bound is one of
+//! [`limits`](crate::limits), and every refusal names the field and the range.
+
+use crate::error::QueueError;
+use crate::limits::*;
+use crate::model::{NewTask, RunAt};
+
+/// A new task that passed every check, with its due time resolved.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    pub(crate) payload: Box<str>,
+    pub(crate) run_at_ms: u64,
+    pub(crate) key: Option<Box<str>>,
+    pub(crate) max_attempts: u32,
+    pub(crate) every_ms: Option<u64>,
+}
+
+pub(crate) fn queue_name(queue: &str) -> Result<(), QueueError> {
+    let valid = !queue.is_empty()
+        && queue.len() <= QUEUE_NAME_BYTES_MAX
+        && queue.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if valid {
+        Ok(())
+    } else {
+        Err(QueueError::Invalid(format!(
+            "a queue name is 1 to {QUEUE_NAME_BYTES_MAX} characters of A-Z, a-z, 0-9, _ - . :"
+        )))
+    }
+}
+
+pub(crate) fn key(key: &str) -> Result<(), QueueError> {
+    if key.is_empty() || key.len() > KEY_BYTES_MAX {
+        return Err(QueueError::Invalid(format!("key must be 1 to {KEY_BYTES_MAX} bytes")));
+    }
+    Ok(())
+}
+
+pub(crate) fn range(field: &str, value: u64, min: u64, max: u64) -> Result<(), QueueError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(QueueError::Invalid(format!("{field} must be within {min} ..= {max}, not {value}")))
+    }
+}
+
+pub(crate) fn run_at(run_at: RunAt, now_ms: u64) -> Result<u64, QueueError> {
+    match run_at {
+        RunAt::Delay(delay_ms) => {
+            range("delay_ms", delay_ms, 0, DELAY_MS_MAX)?;
+            Ok(now_ms + delay_ms)
+        }
+        RunAt::At(at_ms) => {
+            range("run_at_ms", at_ms, 0, now_ms + DELAY_MS_MAX)?;
+            Ok(at_ms)
+        }
+    }
+}
+
+pub(crate) fn claim(max: usize, lease_ms: u64, wait_ms: u64) -> Result<(), QueueError> {
+    range("max", max as u64, 1, CLAIM_MAX as u64)?;
+    lease(lease_ms)?;
+    range("wait_ms", wait_ms, 0, WAIT_MS_MAX)
+}
+
+pub(crate) fn lease(lease_ms: u64) -> Result<(), QueueError> {
+    range("lease_ms", lease_ms, LEASE_MS_MIN, LEASE_MS_MAX)
+}
+
+pub(crate) fn delay(delay_ms: Option<u64>) -> Result<(), QueueError> {
+    delay_ms.map_or(Ok(()), |delay_ms| range("delay_ms", delay_ms, 0, DELAY_MS_MAX))
+}
+
+pub(crate) fn list_limit(limit: usize) -> Result<(), QueueError> {
+    range("limit", limit as u64, 1, LIST_MAX as u64)
+}
+
+/// A batch: its size, then every task; the first refusal fails it, naming the
+/// task by its position.
+pub(crate) fn batch(batch: Vec<NewTask>, payload_bytes_max: usize, now_ms: u64) -> Result<Vec<Checked>, QueueError> {
+    if batch.is_empty() || batch.len() > BATCH_MAX {
+        return Err(QueueError::Invalid(format!("a batch holds 1 to {BATCH_MAX} tasks, not {}", batch.len())));
+    }
+    let single = batch.len() == 1;
+    batch
+        .into_iter()
+        .enumerate()
+        .map(|(i, new)| {
+            new_task(new, payload_bytes_max, now_ms).map_err(|error| match error {
+                QueueError::Invalid(message) if !single => QueueError::Invalid(format!("task {i}: {message}")),
+                other => other,
+            })
+        })
+        .collect()
+}
+
+fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Checked, QueueError> {
+    if new.payload.len() > payload_bytes_max {
+        return Err(QueueError::PayloadTooLarge { bytes: new.payload.len(), max: payload_bytes_max });
+    }
+    let run_at_ms = run_at(new.run_at, now_ms)?;
+    if let Some(k) = &new.key {
+        key(k)?;
+    }
+    let max_attempts = new.max_attempts.unwrap_or(MAX_ATTEMPTS_DEFAULT);
+    range("max_attempts", u64::from(max_attempts), 1, u64::from(MAX_ATTEMPTS_MAX))?;
+    if let Some(every_ms) = new.every_ms {
+        range("every_ms", every_ms, EVERY_MS_MIN, DELAY_MS_MAX)?;
+    }
+    Ok(Checked {
+        payload: new.payload,
+        run_at_ms,
+        key: new.key.map(String::into_boxed_str),
+        max_attempts,
+        every_ms: new.every_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_keys_and_ranges() {
+        assert!(queue_name("emails.v2:eu-west_1").is_ok());
+        assert!(queue_name("").is_err());
+        assert!(queue_name("has space").is_err());
+        assert!(queue_name(&"q".repeat(QUEUE_NAME_BYTES_MAX + 1)).is_err());
+        assert!(key("").is_err());
+        assert!(key(&"k".repeat(KEY_BYTES_MAX + 1)).is_err());
+        assert!(claim(0, LEASE_MS_DEFAULT, 0).is_err());
+        assert!(claim(CLAIM_MAX + 1, LEASE_MS_DEFAULT, 0).is_err());
+        assert!(claim(1, LEASE_MS_MIN - 1, 0).is_err());
+        assert!(claim(1, LEASE_MS_DEFAULT, WAIT_MS_MAX + 1).is_err());
+        assert!(list_limit(0).is_err() && list_limit(LIST_MAX + 1).is_err() && list_limit(LIST_MAX).is_ok());
+        assert_eq!(run_at(RunAt::Delay(5), 100), Ok(105));
+        assert!(run_at(RunAt::At(100 + DELAY_MS_MAX + 1), 100).is_err());
+    }
+
+    #[test]
+    fn a_batch_names_the_task_at_fault() {
+        let ok = NewTask::new("1", RunAt::Delay(0));
+        let bad = NewTask { max_attempts: Some(0), ..ok.clone() };
+        let error = batch(vec![ok.clone(), bad.clone()], 10, 0).unwrap_err();
+        assert!(error.to_string().starts_with("task 1: max_attempts"), "{error}");
+        assert!(batch(vec![bad], 10, 0).unwrap_err().to_string().starts_with("max_attempts"));
+        assert!(batch(vec![], 10, 0).is_err());
+        assert!(matches!(
+            batch(vec![NewTask::new("12345", RunAt::Delay(0))], 4, 0),
+            Err(QueueError::PayloadTooLarge { bytes: 5, max: 4 })
+        ));
+    }
+}
