@@ -17,6 +17,7 @@ struct Harness {
     dir: tempfile::TempDir,
     clock: Arc<ManualWallClock>,
     engine: Arc<Engine>,
+    timers: std::thread::JoinHandle<()>,
 }
 
 fn open(dir: &Path, clock: &Arc<ManualWallClock>, limits: Limits) -> Arc<Engine> {
@@ -33,16 +34,19 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualWallClock::at_ms(T0_MS));
         let engine = open(dir.path(), &clock, limits);
-        Harness { dir, clock, engine }
+        let timers = engine.start_timers().expect("start the timer thread");
+        Harness { dir, clock, engine, timers }
     }
 
     /// Drops the engine (its writer finishes) and opens the same directory again.
     fn restart(self) -> Harness {
-        let Harness { dir, clock, engine } = self;
+        let Harness { dir, clock, engine, timers } = self;
         engine.close();
+        timers.join().expect("the timer thread stops");
         drop(engine);
         let engine = open(dir.path(), &clock, Limits::default());
-        Harness { dir, clock, engine }
+        let timers = engine.start_timers().expect("start the timer thread");
+        Harness { dir, clock, engine, timers }
     }
 
     async fn advance(&self, ms: u64) {
@@ -223,7 +227,9 @@ async fn a_waiting_claim_returns_as_soon_as_a_task_comes_due() {
     let engine = h.engine.clone();
     let waiting = tokio::spawn(async move { engine.claim("q", 1, 1_000, 30_000).await });
     tokio::task::yield_now().await;
-    h.advance(200).await;
+    // No poll by hand: the engine's timer thread, asleep on the manual clock,
+    // wakes when it moves and files the task.
+    h.clock.advance_ms(200);
     let claimed = tokio::time::timeout(std::time::Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
     assert_eq!(claimed.len(), 1);
 }
@@ -263,6 +269,7 @@ async fn a_damaged_data_file_refuses_to_open_with_a_clear_error() {
         h.engine.enqueue("q", later(1_000)).await.unwrap();
     }
     h.engine.close();
+    h.timers.join().unwrap();
     let file = h.dir.path().join("tasks.redb");
     drop(h.engine);
     let mut bytes = std::fs::read(&file).unwrap();

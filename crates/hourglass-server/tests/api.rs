@@ -267,3 +267,40 @@ async fn end_to_end_over_tcp_with_a_waiting_consumer() {
     server.await.unwrap().unwrap();
     timers.join().unwrap();
 }
+
+#[tokio::test]
+async fn listings_page_with_a_cursor_and_tasks_are_found_by_key() {
+    let api = api();
+    for i in 0..3 {
+        let body = format!(r#"{{"payload":{{"n":{i}}},"key":"k{i}"}}"#);
+        assert_eq!(api.call(Method::POST, "/v1/queues/q/tasks", Some(&body)).await.0, StatusCode::CREATED);
+    }
+    let (status, first) = api.call(Method::GET, "/v1/queues/q/tasks?state=due&limit=2", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(first["tasks"].as_array().unwrap().len(), 2);
+    assert_eq!(first["tasks"][0]["state"], "due");
+    let next = first["next"].as_str().expect("a next cursor");
+    let (_, second) = api.call(Method::GET, &format!("/v1/queues/q/tasks?state=due&limit=2&after={next}"), None).await;
+    assert_eq!(second["tasks"].as_array().unwrap().len(), 1);
+    assert!(second.get("next").is_none(), "the last page: {second}");
+    assert_eq!(second["tasks"][0]["payload"], json!({"n": 2}));
+
+    let (status, found) = api.call(Method::GET, "/v1/queues/q/keys/k1", None).await;
+    assert_eq!((status, found["payload"].clone()), (StatusCode::OK, json!({"n": 1})));
+    let (status, body) = api.call(Method::GET, "/v1/queues/q/keys/nope", None).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::NOT_FOUND, "not_found"));
+
+    for bad in [
+        "/v1/queues/q/tasks?state=done",
+        "/v1/queues/q/tasks?after=zz",
+        "/v1/queues/q/tasks?limit=0",
+        "/v1/queues/q/tasks?limit=1001",
+    ] {
+        let (status, body) = api.call(Method::GET, bad, None).await;
+        assert_eq!((status, error_code(&body)), (StatusCode::BAD_REQUEST, "invalid"), "{bad}");
+    }
+    let (status, body) = api.call(Method::GET, "/v1/queues/q/dead?state=due", None).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::BAD_REQUEST, "invalid"));
+    let (status, dead) = api.call(Method::GET, "/v1/queues/q/dead", None).await;
+    assert_eq!((status, dead["tasks"].as_array().unwrap().len()), (StatusCode::OK, 0));
+}

@@ -327,7 +327,7 @@ fn run_seed(seed: u64) {
 
     // The machine comes back.
     store.restart();
-    store.stop_failing();
+    store.fail_with_probability(0.0);
     let ledger = world.ledger.into_inner();
     let engine = Engine::open(Box::new(store.clone()), options(), clock.clone()).expect("reopen");
     let durable = store.durable_ids();

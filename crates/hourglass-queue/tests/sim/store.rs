@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use hourglass_queue::{Mutation, Store, StoreError, Task};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -77,6 +77,8 @@ pub enum Crash {
 }
 
 struct Inner {
+    /// While closed, writes wait (the writer thread blocks in `apply`).
+    gate_closed: bool,
     durable: Image,
     /// Applied without fsync, in order: lost by a crash.
     unsynced: Vec<Vec<Mutation>>,
@@ -93,12 +95,14 @@ struct Inner {
 #[derive(Clone)]
 pub struct CrashStore {
     inner: Arc<Mutex<Inner>>,
+    gate: Arc<Condvar>,
 }
 
 impl CrashStore {
     pub fn new(seed: u64, fail_probability: f64) -> CrashStore {
         CrashStore {
             inner: Arc::new(Mutex::new(Inner {
+                gate_closed: false,
                 durable: Image::default(),
                 unsynced: Vec::new(),
                 crash: Crash::No,
@@ -107,7 +111,24 @@ impl CrashStore {
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_5707e),
                 disorder: Vec::new(),
             })),
+            gate: Arc::new(Condvar::new()),
         }
+    }
+
+    /// Holds every write until [`open_gate`](CrashStore::open_gate): a write
+    /// that is on its way, for as long as a test needs.
+    pub fn close_gate(&self) {
+        self.inner.lock().gate_closed = true;
+    }
+
+    pub fn open_gate(&self) {
+        self.inner.lock().gate_closed = false;
+        self.gate.notify_all();
+    }
+
+    /// The chance that one write fails with nothing written.
+    pub fn fail_with_probability(&self, p: f64) {
+        self.inner.lock().fail_probability = p;
     }
 
     /// Kills the process now, or (`torn`) during the next durable apply.
@@ -126,11 +147,6 @@ impl CrashStore {
         let mut inner = self.inner.lock();
         inner.unsynced.clear();
         inner.crash = Crash::No;
-    }
-
-    /// Stops injecting write failures (for the checks after a restart).
-    pub fn stop_failing(&self) {
-        self.inner.lock().fail_probability = 0.0;
     }
 
     pub fn crashed(&self) -> bool {
@@ -168,6 +184,9 @@ impl Store for CrashStore {
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         let mut inner = self.inner.lock();
+        while inner.gate_closed {
+            self.gate.wait(&mut inner);
+        }
         let inner = &mut *inner;
         match inner.crash {
             Crash::Dead => return Err(refused("crashed")),
