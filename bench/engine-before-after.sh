@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Two builds of the server side by side, in one sitting, on the service
+# workloads of BENCHMARKS.md section 2: to show what an engine change costs.
+# Each round runs every workload against the old build, then the new one, on
+# a fresh data directory; the same client (the new build's `hourglass bench`)
+# drives both. Prints every run, then the median of each and the ratio.
+#
+#   bench/engine-before-after.sh OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]   # default 5 rounds
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+old=${1:?usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]}
+new=${2:?usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]}
+rounds=${3:-5}
+addr=127.0.0.1:7498
+work=$(mktemp -d)
+results="$work/results.tsv"
+trap '[ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+
+start() { # binary, extra serve flags
+  local bin=$1; shift
+  rm -rf "$work/data"
+  "$bin" serve --listen "$addr" --data "$work/data" "$@" 2>/dev/null &
+  pid=$!
+  for _ in $(seq 200); do curl -sf "http://$addr/healthz" >/dev/null && return; sleep 0.05; done
+  echo "the server did not start" >&2; exit 1
+}
+stop() { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; pid=; }
+bench() { "$new" bench --server "http://$addr" "$@"; }
+record() { # build, workload, value
+  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"
+}
+number() { grep -o "$1" | grep -o '[0-9.]*' | head -1; }
+
+for round in $(seq "$rounds"); do
+  for build in old new; do
+    bin=$old; [ "$build" = new ] && bin=$new
+    start "$bin"
+    line=$(bench --workload enqueue --producers 64 --tasks 40000); echo "round $round $build: $line"
+    record "$build" "durable enqueue, 64 clients (tasks/s)" "$(echo "$line" | number '[0-9]* tasks/s')"
+    stop
+    start "$bin" --fsync-every-ms 50
+    line=$(bench --workload enqueue --producers 64 --tasks 40000); echo "round $round $build: $line"
+    record "$build" "relaxed enqueue, 64 clients (tasks/s)" "$(echo "$line" | number '[0-9]* tasks/s')"
+    stop
+    start "$bin"
+    line=$(bench --workload enqueue --producers 16 --batch 1000 --tasks 400000); echo "round $round $build: $line"
+    record "$build" "batch enqueue, 16 x 1000 (tasks/s)" "$(echo "$line" | number '[0-9]* tasks/s')"
+    stop
+    start "$bin"
+    line=$(bench --workload lateness --rate 10000 --seconds 10 --producers 32 --consumers 4); echo "round $round $build: $line"
+    record "$build" "lateness at 10 k/s, p50 (ms)" "$(echo "$line" | number 'p50 [0-9.]*')"
+    record "$build" "lateness at 10 k/s, p99 (ms)" "$(echo "$line" | number 'p99 [0-9.]*')"
+    record "$build" "lateness at 10 k/s, max (ms)" "$(echo "$line" | number 'max [0-9.]*')"
+    stop
+  done
+done
+
+python3 - "$results" <<'PY'
+import csv, statistics, sys
+runs = {}
+for build, workload, value in csv.reader(open(sys.argv[1]), delimiter="\t"):
+    runs.setdefault(workload, {}).setdefault(build, []).append(float(value))
+print(f"\n| workload | old (median) | new (median) | new / old | runs old | runs new |")
+print("|---|---:|---:|---:|---|---|")
+for workload, by in runs.items():
+    old, new = statistics.median(by["old"]), statistics.median(by["new"])
+    fmt = lambda xs: ", ".join(f"{x:g}" for x in xs)
+    print(f"| {workload} | {old:g} | {new:g} | {new / old:.2f} | {fmt(by['old'])} | {fmt(by['new'])} |")
+PY
