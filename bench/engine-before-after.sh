@@ -30,28 +30,29 @@ bench() { "$new" bench --server "http://$addr" "$@"; }
 record() { # build, workload, value
   printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"
 }
-number() { grep -o "$1" | grep -o '[0-9.]*' | head -1; }
+rate() { grep -o '[0-9]* tasks/s' | head -1 | awk '{print $1}'; }
+percentile() { grep -o "$1 [0-9.]*" | head -1 | awk '{print $2}'; }
 
 for round in $(seq "$rounds"); do
   for build in old new; do
     bin=$old; [ "$build" = new ] && bin=$new
     start "$bin"
     line=$(bench --workload enqueue --producers 64 --tasks 40000); echo "round $round $build: $line"
-    record "$build" "durable enqueue, 64 clients (tasks/s)" "$(echo "$line" | number '[0-9]* tasks/s')"
+    record "$build" "durable enqueue, 64 clients (tasks/s)" "$(echo "$line" | rate)"
     stop
     start "$bin" --fsync-every-ms 50
     line=$(bench --workload enqueue --producers 64 --tasks 40000); echo "round $round $build: $line"
-    record "$build" "relaxed enqueue, 64 clients (tasks/s)" "$(echo "$line" | number '[0-9]* tasks/s')"
+    record "$build" "relaxed enqueue, 64 clients (tasks/s)" "$(echo "$line" | rate)"
     stop
     start "$bin"
     line=$(bench --workload enqueue --producers 16 --batch 1000 --tasks 400000); echo "round $round $build: $line"
-    record "$build" "batch enqueue, 16 x 1000 (tasks/s)" "$(echo "$line" | number '[0-9]* tasks/s')"
+    record "$build" "batch enqueue, 16 x 1000 (tasks/s)" "$(echo "$line" | rate)"
     stop
     start "$bin"
     line=$(bench --workload lateness --rate 10000 --seconds 10 --producers 32 --consumers 4); echo "round $round $build: $line"
-    record "$build" "lateness at 10 k/s, p50 (ms)" "$(echo "$line" | number 'p50 [0-9.]*')"
-    record "$build" "lateness at 10 k/s, p99 (ms)" "$(echo "$line" | number 'p99 [0-9.]*')"
-    record "$build" "lateness at 10 k/s, max (ms)" "$(echo "$line" | number 'max [0-9.]*')"
+    record "$build" "lateness at 10 k/s, p50 (ms)" "$(echo "$line" | percentile p50)"
+    record "$build" "lateness at 10 k/s, p99 (ms)" "$(echo "$line" | percentile p99)"
+    record "$build" "lateness at 10 k/s, max (ms)" "$(echo "$line" | percentile max)"
     stop
   done
 done

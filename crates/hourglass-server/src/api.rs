@@ -156,36 +156,44 @@ struct ListQuery {
     limit: Option<usize>,
 }
 
-async fn list(app: &AppState, queue: &str, status: Option<Status>, query: ListQuery) -> ApiResult {
-    let after = query.after.as_deref().map(wire::parse_cursor).transpose()?;
-    let request = ListRequest { status, after, limit: query.limit.unwrap_or(LIST_DEFAULT) };
-    let page = app.backend.list(queue, request).await?;
-    Ok(Json(PageBody::from(page)).into_response())
-}
-
 /// `GET /v1/queues/{queue}/tasks?state=due&after=CURSOR&limit=N`.
 async fn list_tasks(
     State(app): State<AppState>,
     queue: Result<Path<String>, PathRejection>,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> ApiResult {
-    let Path(queue) = queue?;
-    let Query(query) = query?;
-    let status = query.state.as_deref().map(wire::parse_status).transpose()?;
-    list(&app, &queue, status, query).await
+    list(app, queue, query, None).await
 }
 
+/// `GET /v1/queues/{queue}/dead?after=CURSOR&limit=N`.
 async fn dead(
     State(app): State<AppState>,
     queue: Result<Path<String>, PathRejection>,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> ApiResult {
+    list(app, queue, query, Some(Status::Dead)).await
+}
+
+/// A page of a queue's tasks; `only` fixes the state (the `/dead` listing).
+async fn list(
+    app: AppState,
+    queue: Result<Path<String>, PathRejection>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+    only: Option<Status>,
+) -> ApiResult {
     let Path(queue) = queue?;
     let Query(query) = query?;
-    if query.state.is_some() {
-        return Err(ApiError::invalid("this listing is of dead tasks; use /tasks?state= for others"));
-    }
-    list(&app, &queue, Some(Status::Dead), query).await
+    let status = match (only, query.state.as_deref()) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid("this listing has one state; use /tasks?state= for others"))
+        }
+        (Some(only), None) => Some(only),
+        (None, state) => state.map(wire::parse_status).transpose()?,
+    };
+    let after = query.after.as_deref().map(wire::parse_cursor).transpose()?;
+    let request = ListRequest { status, after, limit: query.limit.unwrap_or(LIST_DEFAULT) };
+    let page = app.backend.list(&queue, request).await?;
+    Ok(Json(PageBody::from(page)).into_response())
 }
 
 async fn find_by_key(State(app): State<AppState>, path: Result<Path<(String, String)>, PathRejection>) -> ApiResult {

@@ -48,7 +48,7 @@ use crate::limits::Limits;
 use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
 use crate::stats::{QueueStats, Totals};
-use crate::store::{Committer, Fsync, Mutation, Store};
+use crate::store::{Committer, Fsync, Mutation, Reply, Store};
 use crate::validate;
 use settle::{EngineSettler, Settlement, Shared, Why};
 use state::State;
@@ -80,6 +80,16 @@ pub struct Engine {
 /// What a request does to a task it found settled: its answer, and a write
 /// whose settlement the request waits for.
 type Step<R> = Result<(R, Option<(Vec<Mutation>, Settlement)>), QueueError>;
+
+/// What one try of a request under the lock came to.
+enum Attempt<R> {
+    /// Answered, with nothing to write.
+    Done(Result<R, QueueError>),
+    /// A write is on its way; this is the answer once it is settled.
+    Sent(Reply, R),
+    /// A task it needs has a change on its way: try again once settled.
+    Wait,
+}
 
 impl Engine {
     /// Loads every stored task and starts the writer. Tasks that came due while
@@ -141,58 +151,64 @@ impl Engine {
         }
     }
 
-    /// Runs `step` under the lock on the task `find` names, once no change of
-    /// it is on its way to the store; sends the write `step` asks for in the
-    /// same critical section, and returns once it is settled. `Ok(None)` if
-    /// `find` names no task.
-    async fn settled<R>(
-        &self,
-        find: impl Fn(&State) -> Option<u64>,
-        mut step: impl FnMut(&mut State, u64) -> Step<R>,
-    ) -> Result<Option<R>, QueueError> {
+    /// The loop every request that may write runs: wait for room at the
+    /// writer, then try under the lock; a try that finds a task it needs
+    /// pending waits for the next settlement and tries again. A write sent
+    /// under the lock is answered once the writer has settled it.
+    async fn when_settled<R>(&self, mut attempt: impl FnMut(&mut State) -> Attempt<R>) -> Result<R, QueueError> {
         loop {
             self.committer.admit().await;
             let settled = self.shared.settled.notified();
             let mut settled = pin!(settled);
             settled.as_mut().enable();
-            let reply = {
-                let mut state = self.shared.state.lock();
-                let Some(id) = find(&state) else { return Ok(None) };
-                if state.pending(id) == Some(true) {
-                    None
-                } else {
-                    let (answer, write) = step(&mut state, id)?;
-                    let Some((mutations, settlement)) = write else {
-                        state.debug_check();
-                        return Ok(Some(answer));
-                    };
-                    let undo = match &settlement {
-                        Settlement::Change { task, .. } => task.id,
-                        Settlement::Remove { id, .. } => *id,
-                        Settlement::Publish(_) => unreachable!("enqueues do not go through settled"),
-                    };
-                    state.hide(undo);
-                    state.debug_check();
-                    match self.committer.send(mutations, Some(settlement)) {
-                        Some(reply) => Some((reply, answer)),
-                        None => {
-                            state.reveal(undo, self.clock.now_ms());
-                            return Err(QueueError::ShuttingDown);
-                        }
-                    }
-                }
-            };
-            match reply {
-                Some((reply, answer)) => {
+            let attempt = attempt(&mut self.shared.state.lock());
+            match attempt {
+                Attempt::Done(answer) => return answer,
+                Attempt::Sent(reply, answer) => {
                     return match reply.await {
-                        Ok(Ok(())) => Ok(Some(answer)),
+                        Ok(Ok(())) => Ok(answer),
                         Ok(Err(error)) => Err(QueueError::storage(&error)),
                         Err(_) => Err(QueueError::ShuttingDown),
                     };
                 }
-                None => settled.await,
+                Attempt::Wait => settled.await,
             }
         }
+    }
+
+    /// Runs `step` under the lock on the task `find` names, once no change of
+    /// it is on its way to the store; hides the task and sends the write `step`
+    /// asks for in the same critical section, and returns once it is settled.
+    /// `Ok(None)` if `find` names no task.
+    async fn settled<R>(
+        &self,
+        find: impl Fn(&State) -> Option<u64>,
+        mut step: impl FnMut(&mut State, u64) -> Step<R>,
+    ) -> Result<Option<R>, QueueError> {
+        self.when_settled(|state| {
+            let Some(id) = find(state) else { return Attempt::Done(Ok(None)) };
+            if state.pending(id) == Some(true) {
+                return Attempt::Wait;
+            }
+            let (answer, write) = match step(state, id) {
+                Ok(done) => done,
+                Err(error) => return Attempt::Done(Err(error)),
+            };
+            let Some((mutations, settlement)) = write else {
+                state.debug_check();
+                return Attempt::Done(Ok(Some(answer)));
+            };
+            state.hide(id);
+            state.debug_check();
+            match self.committer.send(mutations, Some(settlement)) {
+                Some(reply) => Attempt::Sent(reply, Some(answer)),
+                None => {
+                    state.reveal(id, self.clock.now_ms());
+                    Attempt::Done(Err(QueueError::ShuttingDown))
+                }
+            }
+        })
+        .await
     }
 
     /// [`settled`](Engine::settled) on task `id`.
@@ -257,82 +273,70 @@ impl Backend for Engine {
         validate::queue_name(queue)?;
         let now_ms = self.clock.now_ms();
         let checked = validate::batch(batch, self.limits.payload_bytes_max, now_ms)?;
-        loop {
-            self.committer.admit().await;
-            let settled = self.shared.settled.notified();
-            let mut settled = pin!(settled);
-            settled.as_mut().enable();
-            let reply = {
-                let mut state = self.shared.state.lock();
-                self.check_open()?;
-                // A key held by a task whose enqueue or change is still being
-                // written: wait for it to settle, then look again.
-                let waits = checked.iter().filter_map(|new| new.key.as_ref()).any(|key| {
-                    state.queue(queue).and_then(|q| q.keys.get(key)).is_some_and(|id| state.pending(*id) == Some(true))
-                });
-                if waits {
-                    None
-                } else {
-                    if state.tasks.len() + checked.len() > self.limits.tasks_max {
-                        return Err(QueueError::TooManyTasks { max: self.limits.tasks_max });
-                    }
-                    let queue_id = state.queue_id(queue)?;
-                    let name = state.queues[queue_id as usize].name.clone();
-                    let mut results = Vec::with_capacity(checked.len());
-                    let mut mutations = Vec::with_capacity(checked.len() + 1);
-                    let mut ids = Vec::with_capacity(checked.len());
-                    for new in &checked {
-                        let existing = new.key.as_ref().and_then(|key| state.queues[queue_id as usize].keys.get(key));
-                        if let Some(&id) = existing {
-                            // A live task, or one earlier in this batch.
-                            results.push(Enqueued { id, run_at_ms: state.tasks[&id].run_at_ms, created: false });
-                            continue;
-                        }
-                        let task = Task {
-                            id: state.next_id,
-                            queue: name.clone(),
-                            run_at_ms: new.run_at_ms,
-                            attempt: 0,
-                            max_attempts: new.max_attempts,
-                            key: new.key.clone(),
-                            every_ms: new.every_ms,
-                            state: TaskState::Scheduled,
-                            created_ms: now_ms,
-                        };
-                        results.push(Enqueued { id: task.id, run_at_ms: task.run_at_ms, created: true });
-                        ids.push(task.id);
-                        state.insert(&task, new.payload.clone(), queue_id);
-                        mutations.push(Mutation::Insert { task, payload: new.payload.clone() });
-                    }
-                    if ids.is_empty() {
-                        return Ok(results);
-                    }
-                    // Written with the tasks: ids stay retired across restarts
-                    // even when the newest tasks are gone by then.
-                    mutations.push(Mutation::NextId(state.next_id));
-                    state.debug_check();
-                    match self.committer.send(mutations, Some(Settlement::Publish(ids.clone()))) {
-                        Some(reply) => Some((reply, results)),
-                        None => {
-                            for id in ids {
-                                state.forget(id);
-                            }
-                            return Err(QueueError::ShuttingDown);
-                        }
-                    }
-                }
-            };
-            match reply {
-                Some((reply, results)) => {
-                    return match reply.await {
-                        Ok(Ok(())) => Ok(results),
-                        Ok(Err(error)) => Err(QueueError::storage(&error)),
-                        Err(_) => Err(QueueError::ShuttingDown),
-                    };
-                }
-                None => settled.await,
+        self.when_settled(|state| {
+            if let Err(closed) = self.check_open() {
+                return Attempt::Done(Err(closed));
             }
-        }
+            // A key held by a task whose enqueue or change is still being
+            // written: wait for it to settle, then look again.
+            let waits = checked.iter().filter_map(|new| new.key.as_ref()).any(|key| {
+                state.queue(queue).and_then(|q| q.keys.get(key)).is_some_and(|id| state.pending(*id) == Some(true))
+            });
+            if waits {
+                return Attempt::Wait;
+            }
+            if state.tasks.len() + checked.len() > self.limits.tasks_max {
+                return Attempt::Done(Err(QueueError::TooManyTasks { max: self.limits.tasks_max }));
+            }
+            let queue_id = match state.queue_id(queue) {
+                Ok(queue_id) => queue_id,
+                Err(error) => return Attempt::Done(Err(error)),
+            };
+            let name = state.queues[queue_id as usize].name.clone();
+            let mut results = Vec::with_capacity(checked.len());
+            let mut mutations = Vec::with_capacity(checked.len() + 1);
+            let mut ids = Vec::with_capacity(checked.len());
+            for new in &checked {
+                let existing = new.key.as_ref().and_then(|key| state.queues[queue_id as usize].keys.get(key));
+                if let Some(&id) = existing {
+                    // A live task, or one earlier in this batch.
+                    results.push(Enqueued { id, run_at_ms: state.tasks[&id].run_at_ms, created: false });
+                    continue;
+                }
+                let task = Task {
+                    id: state.next_id,
+                    queue: name.clone(),
+                    run_at_ms: new.run_at_ms,
+                    attempt: 0,
+                    max_attempts: new.max_attempts,
+                    key: new.key.clone(),
+                    every_ms: new.every_ms,
+                    state: TaskState::Scheduled,
+                    created_ms: now_ms,
+                };
+                results.push(Enqueued { id: task.id, run_at_ms: task.run_at_ms, created: true });
+                ids.push(task.id);
+                state.insert(&task, new.payload.clone(), queue_id);
+                mutations.push(Mutation::Insert { task, payload: new.payload.clone() });
+            }
+            if ids.is_empty() {
+                return Attempt::Done(Ok(results));
+            }
+            // Written with the tasks: ids stay retired across restarts even
+            // when the newest tasks are gone by then.
+            mutations.push(Mutation::NextId(state.next_id));
+            state.debug_check();
+            match self.committer.send(mutations, Some(Settlement::Publish(ids.clone()))) {
+                Some(reply) => Attempt::Sent(reply, results),
+                None => {
+                    for id in ids {
+                        state.forget(id);
+                    }
+                    Attempt::Done(Err(QueueError::ShuttingDown))
+                }
+            }
+        })
+        .await
     }
 
     async fn get(&self, id: u64) -> Result<TaskInfo, QueueError> {

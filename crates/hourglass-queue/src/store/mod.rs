@@ -6,7 +6,7 @@ pub(crate) mod record;
 mod redb_store;
 
 pub use committer::Fsync;
-pub(crate) use committer::{Committer, Settler};
+pub(crate) use committer::{Committer, Reply, Settler};
 pub use redb_store::RedbStore;
 
 use crate::error::StoreError;
