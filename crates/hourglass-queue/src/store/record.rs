@@ -5,19 +5,22 @@
 //!
 //! ```text
 //! offset size  field
-//!      0    1  format version (2; version 1 also held the payload, see below)
-//!      1    1  state: 0 scheduled (a lease is not kept across restarts), 1 dead
+//!      0    1  format version (2)
+//!      1    1  flags: bit 0 dead (else scheduled: a lease is not kept across
+//!              restarts), bit 1 repeats (every_ms follows); no other bit is set
 //!      2    8  run_at_ms        u64 LE
 //!     10    8  created_ms       u64 LE
-//!     18    4  attempt          u32 LE
-//!     22    4  max_attempts     u32 LE
-//!     26    8  every_ms         u64 LE, 0 = does not repeat
-//!     34    2  queue length q   u16 LE, then q bytes of UTF-8
+//!     18    2  attempt          u16 LE (attempts are at most MAX_ATTEMPTS_MAX)
+//!     20    2  max_attempts     u16 LE
+//!     22   (8) every_ms         u64 LE, not 0; only if the task repeats
+//!           2  queue length q   u16 LE, then q bytes of UTF-8
 //!           2  key length k     u16 LE, 0xFFFF = no key, then k bytes of UTF-8
 //! ```
 //!
-//! Version 1 records, written before payloads had a table of their own, end
-//! with the payload (`u32 LE` length, then the bytes); they are still read.
+//! Version 1 records, written before payloads had a table of their own, have
+//! a state byte (0 scheduled, 1 dead) in place of the flags, `u32` attempts, an
+//! `every_ms` that is always there (0 = does not repeat), and end with the
+//! payload (`u32 LE` length, then the bytes). They are still read.
 //!
 //! Integrity of the bytes is the database's job (redb checksums its pages and
 //! commits atomically); this layer checks every length and every string, and a
@@ -33,21 +36,26 @@ const VERSION: u8 = 2;
 /// Records that carry their payload at the end.
 const VERSION_WITH_PAYLOAD: u8 = 1;
 const NO_KEY: u16 = u16::MAX;
-const FIXED_BYTES: usize = 34;
+const FIXED_BYTES: usize = 22;
+const FLAG_DEAD: u8 = 1;
+const FLAG_REPEATS: u8 = 2;
+const _: () = assert!(crate::limits::MAX_ATTEMPTS_MAX <= u16::MAX as u32, "attempts fit in a u16");
 
 pub(crate) fn encode(task: &Task) -> Vec<u8> {
     let key = task.key.as_deref();
-    let mut out = Vec::with_capacity(FIXED_BYTES + 2 + task.queue.len() + key.map_or(0, str::len));
+    let mut out = Vec::with_capacity(FIXED_BYTES + 8 + 4 + task.queue.len() + key.map_or(0, str::len));
     out.push(VERSION);
-    out.push(match task.state {
-        TaskState::Dead => 1,
-        TaskState::Scheduled | TaskState::Leased { .. } => 0,
-    });
+    let dead = if task.state == TaskState::Dead { FLAG_DEAD } else { 0 };
+    let repeats = if task.every_ms.is_some() { FLAG_REPEATS } else { 0 };
+    out.push(dead | repeats);
     out.extend_from_slice(&task.run_at_ms.to_le_bytes());
     out.extend_from_slice(&task.created_ms.to_le_bytes());
-    out.extend_from_slice(&task.attempt.to_le_bytes());
-    out.extend_from_slice(&task.max_attempts.to_le_bytes());
-    out.extend_from_slice(&task.every_ms.unwrap_or(0).to_le_bytes());
+    // Bounded by MAX_ATTEMPTS_MAX (asserted above), so these never saturate.
+    out.extend_from_slice(&u16::try_from(task.attempt).unwrap_or(u16::MAX).to_le_bytes());
+    out.extend_from_slice(&u16::try_from(task.max_attempts).unwrap_or(u16::MAX).to_le_bytes());
+    if let Some(every_ms) = task.every_ms {
+        out.extend_from_slice(&every_ms.to_le_bytes());
+    }
     // Lengths are bounded by the engine's limits, far below these fields' ranges.
     out.extend_from_slice(&(task.queue.len() as u16).to_le_bytes());
     out.extend_from_slice(task.queue.as_bytes());
@@ -65,19 +73,27 @@ pub(crate) fn encode(task: &Task) -> Vec<u8> {
 pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, Option<Box<str>>), String> {
     let mut reader = Reader { bytes, at: 0 };
     let version = reader.u8()?;
-    if version != VERSION && version != VERSION_WITH_PAYLOAD {
-        return Err(format!("unknown record version {version}"));
-    }
-    let state = match reader.u8()? {
-        0 => TaskState::Scheduled,
-        1 => TaskState::Dead,
-        other => return Err(format!("unknown state {other}")),
+    let (dead, repeats) = match (version, reader.u8()?) {
+        (VERSION, flags) if flags & !(FLAG_DEAD | FLAG_REPEATS) == 0 => {
+            (flags & FLAG_DEAD != 0, Some(flags & FLAG_REPEATS != 0))
+        }
+        (VERSION, flags) => return Err(format!("unknown flags {flags:#04x}")),
+        (VERSION_WITH_PAYLOAD, state @ (0 | 1)) => (state == 1, None),
+        (VERSION_WITH_PAYLOAD, state) => return Err(format!("unknown state {state}")),
+        (version, _) => return Err(format!("unknown record version {version}")),
     };
+    let state = if dead { TaskState::Dead } else { TaskState::Scheduled };
     let run_at_ms = reader.u64()?;
     let created_ms = reader.u64()?;
-    let attempt = reader.u32()?;
-    let max_attempts = reader.u32()?;
-    let every_ms = Some(reader.u64()?).filter(|&every| every != 0);
+    let (attempt, max_attempts) = match repeats {
+        Some(_) => (u32::from(reader.u16()?), u32::from(reader.u16()?)),
+        None => (reader.u32()?, reader.u32()?),
+    };
+    let every_ms = match repeats {
+        Some(false) => None,
+        Some(true) => Some(reader.u64()?).filter(|&every| every != 0).ok_or("a repeat period of 0")?.into(),
+        None => Some(reader.u64()?).filter(|&every| every != 0),
+    };
     let queue_len = reader.u16()? as usize;
     let queue: Arc<str> = reader.str(queue_len)?.into();
     let key = match reader.u16()? {
@@ -160,16 +176,44 @@ mod tests {
         assert_eq!(decode(7, &encode(&plain)).unwrap(), (plain, None));
     }
 
+    /// A record as version 1 wrote it.
+    fn encode_v1(task: &Task, payload: &str) -> Vec<u8> {
+        let mut out = vec![VERSION_WITH_PAYLOAD, u8::from(task.state == TaskState::Dead)];
+        out.extend_from_slice(&task.run_at_ms.to_le_bytes());
+        out.extend_from_slice(&task.created_ms.to_le_bytes());
+        out.extend_from_slice(&task.attempt.to_le_bytes());
+        out.extend_from_slice(&task.max_attempts.to_le_bytes());
+        out.extend_from_slice(&task.every_ms.unwrap_or(0).to_le_bytes());
+        out.extend_from_slice(&(task.queue.len() as u16).to_le_bytes());
+        out.extend_from_slice(task.queue.as_bytes());
+        match task.key.as_deref() {
+            None => out.extend_from_slice(&NO_KEY.to_le_bytes()),
+            Some(key) => {
+                out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+                out.extend_from_slice(key.as_bytes());
+            }
+        }
+        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(payload.as_bytes());
+        out
+    }
+
     #[test]
     fn version_1_records_with_their_payload_are_still_read() {
-        let mut bytes = encode(&task());
-        bytes[0] = VERSION_WITH_PAYLOAD;
         let payload = r#"{"to":"a@b.c"}"#;
-        bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(payload.as_bytes());
-        assert_eq!(decode(7, &bytes).unwrap(), (task(), Some(payload.into())));
-        bytes.pop();
-        assert!(decode(7, &bytes).is_err(), "a cut payload is refused");
+        for task in [task(), Task { key: None, every_ms: None, state: TaskState::Dead, ..task() }] {
+            let mut bytes = encode_v1(&task, payload);
+            assert_eq!(decode(7, &bytes).unwrap(), (task, Some(payload.into())));
+            bytes.pop();
+            assert!(decode(7, &bytes).is_err(), "a cut payload is refused");
+        }
+    }
+
+    #[test]
+    fn a_task_that_does_not_repeat_takes_22_bytes_and_its_names() {
+        let plain = Task { key: None, every_ms: None, ..task() };
+        assert_eq!(encode(&plain).len(), FIXED_BYTES + 2 + "emails".len() + 2);
+        assert_eq!(encode(&task()).len(), FIXED_BYTES + 8 + 2 + "emails".len() + 2 + "order-42".len());
     }
 
     #[test]

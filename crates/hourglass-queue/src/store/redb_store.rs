@@ -68,6 +68,18 @@ impl RedbStore {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Bytes of live data (records, payloads and their B-tree pages), as redb
+    /// counts them; the file is larger by what redb has allocated ahead.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`].
+    pub fn stored_bytes(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_write().map_err(db_error)?;
+        let stats = txn.stats().map_err(db_error)?;
+        txn.abort().map_err(db_error)?;
+        Ok(stats.stored_bytes() + stats.metadata_bytes())
+    }
 }
 
 impl Store for RedbStore {
