@@ -38,8 +38,10 @@ async fn a_repeated_key_waits_for_the_first_enqueue_and_a_failed_one_leaves_no_t
         let engine = engine.clone();
         async move { engine.enqueue("q", keyed(1)).await }
     });
-    // The first enqueue is written (held at the gate): the key is taken, not visible.
-    until(|| engine.check_invariants().is_ok() && first_is_pending(&engine)).await;
+    // The first enqueue is being written (held at the gate): its key is
+    // taken, and nothing of it is visible, not even in the counts.
+    until(|| store.held_at_gate()).await;
+    assert_eq!(engine.totals().await.tasks, 0);
     let second = tokio::spawn({
         let engine = engine.clone();
         async move { engine.enqueue("q", keyed(2)).await }
@@ -68,10 +70,6 @@ async fn a_repeated_key_waits_for_the_first_enqueue_and_a_failed_one_leaves_no_t
     }
     assert!(store.durable_ids().len() <= 1);
     engine.check_invariants().unwrap();
-}
-
-fn first_is_pending(engine: &Engine) -> bool {
-    futures_util::FutureExt::now_or_never(engine.totals()).is_some_and(|totals| totals.tasks == 1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

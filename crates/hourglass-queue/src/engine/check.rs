@@ -19,6 +19,7 @@ impl State {
     pub(crate) fn check(&self) -> Result<(), String> {
         let mut counts: HashMap<u32, (usize, usize, usize, usize)> = HashMap::new();
         let mut timers = 0;
+        let mut fresh = 0;
         for id in self.tasks.ids() {
             let slot = &self.tasks[&id];
             let queue =
@@ -50,6 +51,12 @@ impl State {
                 timers += 1;
                 if self.wheel.get(Key::from_raw(slot.timer)).map(|v| v.get()) != Some(id) {
                     return Err(format!("task {id}: its timer is not in the wheel"));
+                }
+            }
+            if slot.fresh {
+                fresh += 1;
+                if !slot.pending {
+                    return Err(format!("task {id} is fresh (its enqueue not durable) but not pending"));
                 }
             }
             if slot.pending {
@@ -88,6 +95,9 @@ impl State {
                     }
                 }
             }
+        }
+        if fresh != self.fresh {
+            return Err(format!("{fresh} fresh tasks, {} counted", self.fresh));
         }
         if timers != self.wheel.len() {
             return Err(format!("{} wheel entries for {timers} task timers", self.wheel.len()));

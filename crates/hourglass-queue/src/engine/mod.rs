@@ -272,7 +272,7 @@ impl Backend for Engine {
     async fn enqueue_batch(&self, queue: &str, batch: Vec<NewTask>) -> Result<Vec<Enqueued>, QueueError> {
         validate::queue_name(queue)?;
         let now_ms = self.clock.now_ms();
-        let checked = validate::batch(batch, self.limits.payload_bytes_max, now_ms)?;
+        let mut checked = validate::batch(batch, self.limits.payload_bytes_max, now_ms)?;
         self.when_settled(|state| {
             if let Err(closed) = self.check_open() {
                 return Attempt::Done(Err(closed));
@@ -296,7 +296,7 @@ impl Backend for Engine {
             let mut results = Vec::with_capacity(checked.len());
             let mut mutations = Vec::with_capacity(checked.len() + 1);
             let mut ids = Vec::with_capacity(checked.len());
-            for new in &checked {
+            for new in &mut checked {
                 let existing = new.key.as_ref().and_then(|key| state.queues[queue_id as usize].keys.get(key));
                 if let Some(&id) = existing {
                     // A live task, or one earlier in this batch.
@@ -316,8 +316,12 @@ impl Backend for Engine {
                 };
                 results.push(Enqueued { id: task.id, run_at_ms: task.run_at_ms, created: true });
                 ids.push(task.id);
-                state.insert(&task, new.payload.clone(), queue_id);
-                mutations.push(Mutation::Insert { task, payload: new.payload.clone() });
+                // Inserted once: a later try of this closure never gets here
+                // again for this task, so the payload can move into its slot.
+                let payload = std::mem::take(&mut new.payload);
+                let stored = payload.clone();
+                state.insert(&task, payload, queue_id);
+                mutations.push(Mutation::Insert { task, payload: stored });
             }
             if ids.is_empty() {
                 return Attempt::Done(Ok(results));
@@ -501,7 +505,7 @@ impl Backend for Engine {
 
     async fn totals(&self) -> Totals {
         let state = self.shared.state.lock();
-        Totals { tasks: state.tasks.len(), ..state.totals }
+        Totals { tasks: state.held(), ..state.totals }
     }
 
     fn close(&self) {

@@ -19,6 +19,8 @@ pub(crate) struct Slot {
     /// until the change is settled. A new task is pending until its enqueue is
     /// durable.
     pub(crate) pending: bool,
+    /// New, and its enqueue not yet durable: not counted among the tasks held.
+    pub(crate) fresh: bool,
     pub(crate) keyed: bool,
 }
 

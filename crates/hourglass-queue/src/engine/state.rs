@@ -47,6 +47,8 @@ pub(crate) struct State {
     /// Never reused: persisted with every enqueue, so acked ids stay retired
     /// across restarts.
     pub(crate) next_id: u64,
+    /// Tasks whose enqueue is not yet durable (see [`Slot::fresh`]).
+    pub(crate) fresh: usize,
     pub(crate) totals: Totals,
 }
 
@@ -63,6 +65,7 @@ impl State {
             keys: HashMap::new(),
             wheel,
             next_id: 1,
+            fresh: 0,
             totals: Totals::default(),
         }
     }
@@ -90,6 +93,12 @@ impl State {
     /// such task.
     pub(crate) fn pending(&self, id: u64) -> Option<bool> {
         self.tasks.get(&id).map(|slot| slot.pending)
+    }
+
+    /// Tasks held, as others may see them: without those whose enqueue is
+    /// still being written.
+    pub(crate) fn held(&self) -> usize {
+        self.tasks.len() - self.fresh
     }
 
     /// The task without its payload, put back together from its slot and the
@@ -124,8 +133,9 @@ impl State {
         TaskInfo { task, payload: self.tasks[&id].payload.clone(), status }
     }
 
-    /// Stores a new task, pending: filed nowhere until [`reveal`](State::reveal).
-    /// Its key is taken at once, so that a second enqueue with it waits.
+    /// Stores a new task, pending and fresh: filed nowhere and not counted
+    /// until [`reveal`](State::reveal). Its key is taken at once, so that a
+    /// second enqueue with it waits.
     pub(crate) fn insert(&mut self, task: &Task, payload: Box<str>, queue: u32) {
         let id = task.id;
         self.next_id = self.next_id.max(id + 1);
@@ -143,8 +153,10 @@ impl State {
             max_attempts: 0,
             phase: Phase::Scheduled,
             pending: true,
+            fresh: true,
             keyed: task.key.is_some(),
         };
+        self.fresh += 1;
         self.tasks.insert(id, slot);
         self.write_back(task);
     }
@@ -160,6 +172,9 @@ impl State {
         let slot = self.tasks.get_mut(&id).expect("revealing a known task");
         debug_assert!(slot.pending, "task {id} revealed but not hidden");
         slot.pending = false;
+        if std::mem::take(&mut slot.fresh) {
+            self.fresh -= 1;
+        }
         self.file(id, now_ms);
     }
 
@@ -196,6 +211,9 @@ impl State {
             self.unfile(id);
         }
         let slot = self.tasks.remove(&id).expect("a known task");
+        if slot.fresh {
+            self.fresh -= 1;
+        }
         self.leases.remove(&id);
         self.repeats.remove(&id);
         if let Some(key) = self.keys.remove(&id) {

@@ -33,7 +33,7 @@ use rand::{Rng, SeedableRng};
 pub use store::CrashStore;
 
 /// Seeds CI runs.
-const SEEDS_CI: u64 = 2_000;
+const SEEDS_CI: u64 = 3_000;
 /// Concurrent callers per seed.
 const CALLERS: usize = 4;
 /// Operations per caller, at most, before the crash stops them.

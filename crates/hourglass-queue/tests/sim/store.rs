@@ -79,6 +79,8 @@ pub enum Crash {
 struct Inner {
     /// While closed, writes wait (the writer thread blocks in `apply`).
     gate_closed: bool,
+    /// Writes waiting at the gate.
+    at_gate: usize,
     durable: Image,
     /// Applied without fsync, in order: lost by a crash.
     unsynced: Vec<Vec<Mutation>>,
@@ -103,6 +105,7 @@ impl CrashStore {
         CrashStore {
             inner: Arc::new(Mutex::new(Inner {
                 gate_closed: false,
+                at_gate: 0,
                 durable: Image::default(),
                 unsynced: Vec::new(),
                 crash: Crash::No,
@@ -119,6 +122,11 @@ impl CrashStore {
     /// that is on its way, for as long as a test needs.
     pub fn close_gate(&self) {
         self.inner.lock().gate_closed = true;
+    }
+
+    /// Whether a write is held at the gate.
+    pub fn held_at_gate(&self) -> bool {
+        self.inner.lock().at_gate > 0
     }
 
     pub fn open_gate(&self) {
@@ -184,9 +192,11 @@ impl Store for CrashStore {
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         let mut inner = self.inner.lock();
+        inner.at_gate += 1;
         while inner.gate_closed {
             self.gate.wait(&mut inner);
         }
+        inner.at_gate -= 1;
         let inner = &mut *inner;
         match inner.crash {
             Crash::Dead => return Err(refused("crashed")),
