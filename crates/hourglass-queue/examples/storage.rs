@@ -111,10 +111,10 @@ async fn churn(n: usize, rounds: usize) {
     let engine = open(dir.path());
     let mut ids = fill(&engine, n).await;
     let live_bytes = dir_bytes(dir.path());
-    // What the live tasks need: their encoded records (see store/record.rs:
-    // 22 fixed bytes, the queue name and the key with their lengths) and
-    // their payloads, stored apart.
-    let record_bytes = (n * (22 + 2 + "storage".len() + 2 + PAYLOAD.len())) as f64;
+    // What the live tasks need: their encoded bodies (see store/record.rs:
+    // 22 fixed bytes, the queue name, the key and the payload with their
+    // lengths); these tasks never change, so they have no state records.
+    let record_bytes = (n * (22 + 2 + "storage".len() + 2 + 4 + PAYLOAD.len())) as f64;
     println!(
         "churn: {n} live tasks: records {:.1} MB, data dir {:.1} MB ({:.2}x the records)",
         record_bytes / 1e6,

@@ -15,6 +15,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use hourglass::{Key, Wheel};
+use rustc_hash::FxHashMap;
 
 use super::queue::QueueState;
 use super::settle::{Settlement, Why};
@@ -36,13 +37,14 @@ pub(crate) struct Leased {
 
 pub(crate) struct State {
     pub(crate) tasks: Tasks<Slot>,
-    /// The period of each repeating task.
-    pub(crate) repeats: HashMap<u64, u64>,
+    /// The period of each repeating task. (Tables keyed by task id use the
+    /// Fx hash: ids are the engine's, not a client's.)
+    pub(crate) repeats: FxHashMap<u64, u64>,
     pub(crate) queues: Vec<QueueState>,
     pub(crate) queue_index: HashMap<Arc<str>, u32>,
-    pub(crate) leases: HashMap<u64, Leased>,
+    pub(crate) leases: FxHashMap<u64, Leased>,
     /// The key of each task that has one.
-    pub(crate) keys: HashMap<u64, Box<str>>,
+    pub(crate) keys: FxHashMap<u64, Box<str>>,
     pub(crate) wheel: Wheel<NonZeroU64>,
     /// Never reused: persisted with every enqueue, so acked ids stay retired
     /// across restarts.
@@ -58,11 +60,11 @@ impl State {
         wheel.advance(now_ms);
         State {
             tasks: Tasks::new(),
-            repeats: HashMap::new(),
+            repeats: FxHashMap::default(),
             queues: Vec::new(),
             queue_index: HashMap::new(),
-            leases: HashMap::new(),
-            keys: HashMap::new(),
+            leases: FxHashMap::default(),
+            keys: FxHashMap::default(),
             wheel,
             next_id: 1,
             fresh: 0,

@@ -1,7 +1,10 @@
-//! The on-disk encoding of a task: one record per task, keyed by id. The
-//! payload is stored apart, under the same id, so that the changes of a task's
-//! life (a claim, a nack, a lease expiry) rewrite these few dozen bytes and
-//! never the payload.
+//! The on-disk encoding of a task: a *body*, written once when the task is
+//! enqueued and holding its payload, and, once the task has changed (a claim,
+//! a nack, a lease expiry, a reschedule), a small *state* record under the
+//! same id in a second table. A change rewrites the 12-byte state, never the
+//! body or the payload; a task that never changes costs one entry, as before.
+//!
+//! Body (table `tasks`):
 //!
 //! ```text
 //! offset size  field
@@ -15,12 +18,22 @@
 //!     22   (8) every_ms         u64 LE, not 0; only if the task repeats
 //!           2  queue length q   u16 LE, then q bytes of UTF-8
 //!           2  key length k     u16 LE, 0xFFFF = no key, then k bytes of UTF-8
+//!           4  payload length p u32 LE, then p bytes of UTF-8
 //! ```
 //!
-//! Version 1 records, written before payloads had a table of their own, have
-//! a state byte (0 scheduled, 1 dead) in place of the flags, `u32` attempts, an
-//! `every_ms` that is always there (0 = does not repeat), and end with the
-//! payload (`u32 LE` length, then the bytes). They are still read.
+//! Version 1 bodies have a state byte (0 scheduled, 1 dead) in place of the
+//! flags, `u32` attempts, and an `every_ms` that is always there (0 = does not
+//! repeat); they are still read.
+//!
+//! State (table `states`), which overrides the body's first three fields:
+//!
+//! ```text
+//! offset size  field
+//!      0    1  format version (1)
+//!      1    1  flags: bit 0 dead; no other bit is set
+//!      2    8  run_at_ms        u64 LE
+//!     10    2  attempt          u16 LE
+//! ```
 //!
 //! Integrity of the bytes is the database's job (redb checksums its pages and
 //! commits atomically); this layer checks every length and every string, and a
@@ -33,26 +46,40 @@ use crate::model::Lease;
 use crate::model::{Task, TaskState};
 
 const VERSION: u8 = 2;
-/// Records that carry their payload at the end.
-const VERSION_WITH_PAYLOAD: u8 = 1;
+/// Bodies with a state byte, `u32` attempts and an `every_ms` always there.
+const VERSION_1: u8 = 1;
+const STATE_VERSION: u8 = 1;
 const NO_KEY: u16 = u16::MAX;
 const FIXED_BYTES: usize = 22;
+/// The size of a state record.
+pub(crate) const STATE_BYTES: usize = 12;
 const FLAG_DEAD: u8 = 1;
 const FLAG_REPEATS: u8 = 2;
 const _: () = assert!(crate::limits::MAX_ATTEMPTS_MAX <= u16::MAX as u32, "attempts fit in a u16");
 
-pub(crate) fn encode(task: &Task) -> Vec<u8> {
+/// Attempts, bounded by `MAX_ATTEMPTS_MAX` (asserted above), so never saturated.
+fn attempts(n: u32) -> [u8; 2] {
+    u16::try_from(n).unwrap_or(u16::MAX).to_le_bytes()
+}
+
+fn dead_flag(task: &Task) -> u8 {
+    if task.state == TaskState::Dead {
+        FLAG_DEAD
+    } else {
+        0
+    }
+}
+
+/// The body of a new task, with its payload.
+pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     let key = task.key.as_deref();
-    let mut out = Vec::with_capacity(FIXED_BYTES + 8 + 4 + task.queue.len() + key.map_or(0, str::len));
+    let mut out = Vec::with_capacity(FIXED_BYTES + 8 + 8 + task.queue.len() + key.map_or(0, str::len) + payload.len());
     out.push(VERSION);
-    let dead = if task.state == TaskState::Dead { FLAG_DEAD } else { 0 };
-    let repeats = if task.every_ms.is_some() { FLAG_REPEATS } else { 0 };
-    out.push(dead | repeats);
+    out.push(dead_flag(task) | if task.every_ms.is_some() { FLAG_REPEATS } else { 0 });
     out.extend_from_slice(&task.run_at_ms.to_le_bytes());
     out.extend_from_slice(&task.created_ms.to_le_bytes());
-    // Bounded by MAX_ATTEMPTS_MAX (asserted above), so these never saturate.
-    out.extend_from_slice(&u16::try_from(task.attempt).unwrap_or(u16::MAX).to_le_bytes());
-    out.extend_from_slice(&u16::try_from(task.max_attempts).unwrap_or(u16::MAX).to_le_bytes());
+    out.extend_from_slice(&attempts(task.attempt));
+    out.extend_from_slice(&attempts(task.max_attempts));
     if let Some(every_ms) = task.every_ms {
         out.extend_from_slice(&every_ms.to_le_bytes());
     }
@@ -66,11 +93,13 @@ pub(crate) fn encode(task: &Task) -> Vec<u8> {
             out.extend_from_slice(key.as_bytes());
         }
     }
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(payload.as_bytes());
     out
 }
 
-/// A task, and its payload if the record is of the version that held it.
-pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, Option<Box<str>>), String> {
+/// A task and its payload, from its body.
+pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, Box<str>), String> {
     let mut reader = Reader { bytes, at: 0 };
     let version = reader.u8()?;
     let (dead, repeats) = match (version, reader.u8()?) {
@@ -78,8 +107,8 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, Option<Box<str>>), 
             (flags & FLAG_DEAD != 0, Some(flags & FLAG_REPEATS != 0))
         }
         (VERSION, flags) => return Err(format!("unknown flags {flags:#04x}")),
-        (VERSION_WITH_PAYLOAD, state @ (0 | 1)) => (state == 1, None),
-        (VERSION_WITH_PAYLOAD, state) => return Err(format!("unknown state {state}")),
+        (VERSION_1, state @ (0 | 1)) => (state == 1, None),
+        (VERSION_1, state) => return Err(format!("unknown state {state}")),
         (version, _) => return Err(format!("unknown record version {version}")),
     };
     let state = if dead { TaskState::Dead } else { TaskState::Scheduled };
@@ -91,7 +120,7 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, Option<Box<str>>), 
     };
     let every_ms = match repeats {
         Some(false) => None,
-        Some(true) => Some(reader.u64()?).filter(|&every| every != 0).ok_or("a repeat period of 0")?.into(),
+        Some(true) => Some(Some(reader.u64()?).filter(|&every| every != 0).ok_or("a repeat period of 0")?),
         None => Some(reader.u64()?).filter(|&every| every != 0),
     };
     let queue_len = reader.u16()? as usize;
@@ -100,21 +129,38 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, Option<Box<str>>), 
         NO_KEY => None,
         len => Some(reader.str(len as usize)?.into()),
     };
-    let payload = if version == VERSION_WITH_PAYLOAD {
-        let payload_len = reader.u32()? as usize;
-        Some(reader.str(payload_len)?.into())
-    } else {
-        None
-    };
-    if reader.at != bytes.len() {
-        return Err(format!("{} trailing bytes", bytes.len() - reader.at));
-    }
+    let payload_len = reader.u32()? as usize;
+    let payload = reader.str(payload_len)?.into();
+    reader.end()?;
     Ok((Task { id, queue, run_at_ms, attempt, max_attempts, key, every_ms, state, created_ms }, payload))
 }
 
-/// A stored payload: text, checked to be UTF-8.
-pub(crate) fn decode_payload(id: u64, bytes: &[u8]) -> Result<Box<str>, String> {
-    std::str::from_utf8(bytes).map(Box::from).map_err(|error| format!("payload of task {id}: invalid UTF-8: {error}"))
+/// What changes in a task's life: its due time, attempts and whether it is
+/// dead.
+pub(crate) fn encode_state(task: &Task) -> [u8; STATE_BYTES] {
+    let mut out = [0; STATE_BYTES];
+    out[0] = STATE_VERSION;
+    out[1] = dead_flag(task);
+    out[2..10].copy_from_slice(&task.run_at_ms.to_le_bytes());
+    out[10..12].copy_from_slice(&attempts(task.attempt));
+    out
+}
+
+/// Applies a state record to the task its body describes.
+pub(crate) fn apply_state(task: &mut Task, bytes: &[u8]) -> Result<(), String> {
+    let mut reader = Reader { bytes, at: 0 };
+    match reader.u8()? {
+        STATE_VERSION => {}
+        version => return Err(format!("unknown state record version {version}")),
+    }
+    task.state = match reader.u8()? {
+        0 => TaskState::Scheduled,
+        FLAG_DEAD => TaskState::Dead,
+        flags => return Err(format!("unknown state flags {flags:#04x}")),
+    };
+    task.run_at_ms = reader.u64()?;
+    task.attempt = u32::from(reader.u16()?);
+    reader.end()
 }
 
 struct Reader<'a> {
@@ -148,11 +194,20 @@ impl<'a> Reader<'a> {
     fn str(&mut self, len: usize) -> Result<&'a str, String> {
         std::str::from_utf8(self.take(len)?).map_err(|error| format!("invalid UTF-8: {error}"))
     }
+    fn end(&self) -> Result<(), String> {
+        if self.at == self.bytes.len() {
+            Ok(())
+        } else {
+            Err(format!("{} trailing bytes", self.bytes.len() - self.at))
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const PAYLOAD: &str = r#"{"to":"a@b.c"}"#;
 
     fn task() -> Task {
         Task {
@@ -171,14 +226,14 @@ mod tests {
     #[test]
     fn round_trips() {
         let task = task();
-        assert_eq!(decode(7, &encode(&task)).unwrap(), (task.clone(), None));
+        assert_eq!(decode(7, &encode(&task, PAYLOAD)).unwrap(), (task.clone(), PAYLOAD.into()));
         let plain = Task { key: None, every_ms: None, state: TaskState::Dead, ..task };
-        assert_eq!(decode(7, &encode(&plain)).unwrap(), (plain, None));
+        assert_eq!(decode(7, &encode(&plain, "")).unwrap(), (plain, "".into()));
     }
 
-    /// A record as version 1 wrote it.
+    /// A body as version 1 wrote it.
     fn encode_v1(task: &Task, payload: &str) -> Vec<u8> {
-        let mut out = vec![VERSION_WITH_PAYLOAD, u8::from(task.state == TaskState::Dead)];
+        let mut out = vec![VERSION_1, u8::from(task.state == TaskState::Dead)];
         out.extend_from_slice(&task.run_at_ms.to_le_bytes());
         out.extend_from_slice(&task.created_ms.to_le_bytes());
         out.extend_from_slice(&task.attempt.to_le_bytes());
@@ -199,56 +254,84 @@ mod tests {
     }
 
     #[test]
-    fn version_1_records_with_their_payload_are_still_read() {
-        let payload = r#"{"to":"a@b.c"}"#;
+    fn version_1_bodies_are_still_read() {
         for task in [task(), Task { key: None, every_ms: None, state: TaskState::Dead, ..task() }] {
-            let mut bytes = encode_v1(&task, payload);
-            assert_eq!(decode(7, &bytes).unwrap(), (task, Some(payload.into())));
+            let mut bytes = encode_v1(&task, PAYLOAD);
+            assert_eq!(decode(7, &bytes).unwrap(), (task, PAYLOAD.into()));
             bytes.pop();
             assert!(decode(7, &bytes).is_err(), "a cut payload is refused");
         }
     }
 
     #[test]
-    fn a_task_that_does_not_repeat_takes_22_bytes_and_its_names() {
+    fn a_body_is_22_bytes_its_names_and_payload_and_a_state_12() {
         let plain = Task { key: None, every_ms: None, ..task() };
-        assert_eq!(encode(&plain).len(), FIXED_BYTES + 2 + "emails".len() + 2);
-        assert_eq!(encode(&task()).len(), FIXED_BYTES + 8 + 2 + "emails".len() + 2 + "order-42".len());
+        assert_eq!(encode(&plain, PAYLOAD).len(), FIXED_BYTES + 2 + "emails".len() + 2 + 4 + PAYLOAD.len());
+        assert_eq!(encode(&task(), "").len(), FIXED_BYTES + 8 + 2 + "emails".len() + 2 + "order-42".len() + 4);
+        assert_eq!(encode_state(&task()).len(), STATE_BYTES);
+    }
+
+    #[test]
+    fn a_state_overrides_what_changes_and_nothing_else() {
+        let changed = Task { run_at_ms: 5, attempt: 3, state: TaskState::Dead, ..task() };
+        let mut read = task();
+        apply_state(&mut read, &encode_state(&changed)).unwrap();
+        assert_eq!(read, changed);
+        let mut bytes = encode_state(&changed).to_vec();
+        bytes[1] = 4;
+        assert!(apply_state(&mut task(), &bytes).is_err(), "unknown flags");
+        for len in 0..STATE_BYTES {
+            assert!(apply_state(&mut task(), &bytes[..len]).is_err());
+        }
+        bytes[1] = 0;
+        bytes.push(0);
+        assert!(apply_state(&mut task(), &bytes).is_err(), "trailing bytes");
     }
 
     #[test]
     fn a_lease_is_stored_as_scheduled() {
         let leased = Task { state: TaskState::Leased { lease: Lease(9), until_ms: 5 }, ..task() };
-        assert_eq!(decode(7, &encode(&leased)).unwrap().0.state, TaskState::Scheduled);
+        assert_eq!(decode(7, &encode(&leased, PAYLOAD)).unwrap().0.state, TaskState::Scheduled);
+        let mut read = Task { state: TaskState::Dead, ..task() };
+        apply_state(&mut read, &encode_state(&leased)).unwrap();
+        assert_eq!(read.state, TaskState::Scheduled);
     }
 
     proptest::proptest! {
         /// Whatever a damaged disk hands back, decoding answers with a task or
-        /// an error, never a panic; and a task that decodes encodes back to the
-        /// same bytes, so nothing is silently misread.
+        /// an error, never a panic; and a version 2 body that decodes encodes
+        /// back to the same bytes, so nothing is silently misread.
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
-            if let Ok((task, None)) = decode(1, &bytes) {
-                proptest::prop_assert_eq!(encode(&task), bytes);
+            if let Ok((task, payload)) = decode(1, &bytes) {
+                if bytes[0] == VERSION {
+                    proptest::prop_assert_eq!(encode(&task, &payload), bytes.clone());
+                }
+            }
+            let mut target = task();
+            if apply_state(&mut target, &bytes).is_ok() {
+                proptest::prop_assert_eq!(encode_state(&target).to_vec(), bytes);
             }
         }
 
-        /// Records of real tasks, mutated in one byte, are refused or decode to
+        /// Bodies of real tasks, mutated in one byte, are refused or decode to
         /// a task that re-encodes to the mutated bytes.
         #[test]
         fn one_changed_byte_is_caught_or_faithful(at in 0usize..200, value in proptest::prelude::any::<u8>()) {
-            let mut bytes = encode(&task());
+            let mut bytes = encode(&task(), PAYLOAD);
             let at = at % bytes.len();
             bytes[at] = value;
-            if let Ok((decoded, None)) = decode(7, &bytes) {
-                proptest::prop_assert_eq!(encode(&decoded), bytes);
+            if let Ok((decoded, payload)) = decode(7, &bytes) {
+                if bytes[0] == VERSION {
+                    proptest::prop_assert_eq!(encode(&decoded, &payload), bytes);
+                }
             }
         }
     }
 
     #[test]
     fn every_truncation_and_extension_is_refused() {
-        let bytes = encode(&task());
+        let bytes = encode(&task(), PAYLOAD);
         for len in 0..bytes.len() {
             assert!(decode(7, &bytes[..len]).is_err(), "accepted a record cut at {len}");
         }

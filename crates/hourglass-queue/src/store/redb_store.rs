@@ -15,10 +15,11 @@ use super::{Mutation, Store};
 use crate::error::StoreError;
 use crate::model::Task;
 
-/// Task id to encoded task (see [`record`]).
+/// Task id to the task's body and payload, written once (see [`record`]).
 const TASKS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("tasks");
-/// Task id to payload, written once when the task is inserted.
-const PAYLOADS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("payloads");
+/// Task id to what changed since (due time, attempts, dead), for tasks that
+/// changed: a change rewrites these 12 bytes, never the body.
+const STATES: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("states");
 /// Counters that outlive tasks; one for now, `next_id`.
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 const NEXT_ID: &str = "next_id";
@@ -58,7 +59,7 @@ impl RedbStore {
             .map_err(|error| StoreError::Database(format!("cannot open {}: {error}", path.display())))?;
         let txn = db.begin_write().map_err(db_error)?;
         txn.open_table(TASKS).map_err(db_error)?;
-        txn.open_table(PAYLOADS).map_err(db_error)?;
+        txn.open_table(STATES).map_err(db_error)?;
         txn.open_table(META).map_err(db_error)?;
         txn.commit().map_err(db_error)?;
         Ok(RedbStore { db, path })
@@ -69,7 +70,7 @@ impl RedbStore {
         &self.path
     }
 
-    /// Bytes of live data (records, payloads and their B-tree pages), as redb
+    /// Bytes of live data (bodies, states and their B-tree pages), as redb
     /// counts them; the file is larger by what redb has allocated ahead.
     ///
     /// # Errors
@@ -86,36 +87,24 @@ impl Store for RedbStore {
     fn load(&self, visit: &mut dyn FnMut(Task, Box<str>)) -> Result<u64, StoreError> {
         let txn = self.db.begin_read().map_err(db_error)?;
         let table = txn.open_table(TASKS).map_err(db_error)?;
-        let payloads = txn.open_table(PAYLOADS).map_err(db_error)?;
+        let states = txn.open_table(STATES).map_err(db_error)?;
         // Both tables are in id order: walk them side by side.
-        let mut payloads = payloads.iter().map_err(db_error)?.peekable();
-        let mut old_format = Vec::new();
+        let mut states = states.iter().map_err(db_error)?.peekable();
         for item in table.iter().map_err(db_error)? {
             let (id, bytes) = item.map_err(db_error)?;
             let id = id.value();
             let corrupt = |reason| StoreError::Corrupt { id, reason };
-            let (task, inline) = record::decode(id, bytes.value()).map_err(corrupt)?;
-            let mut stored = None;
-            while let Some(entry) = payloads.next_if(|entry| entry.as_ref().is_ok_and(|(key, _)| key.value() <= id)) {
+            let (mut task, payload) = record::decode(id, bytes.value()).map_err(corrupt)?;
+            while let Some(entry) = states.next_if(|entry| entry.as_ref().is_ok_and(|(key, _)| key.value() <= id)) {
                 let (key, bytes) = entry.map_err(db_error)?;
                 if key.value() == id {
-                    stored = Some(record::decode_payload(id, bytes.value()).map_err(corrupt)?);
+                    record::apply_state(&mut task, bytes.value()).map_err(corrupt)?;
                 }
             }
-            if let Some(payload) = &inline {
-                old_format.push(Mutation::Insert { task: task.clone(), payload: payload.clone() });
-            }
-            let payload = inline.or(stored).ok_or_else(|| corrupt("no payload".into()))?;
             visit(task, payload);
         }
         let meta = txn.open_table(META).map_err(db_error)?;
         let next_id = meta.get(NEXT_ID).map_err(db_error)?.map_or(0, |value| value.value());
-        drop((meta, table, txn));
-        // Records of version 1 held their payload: move it to its own table
-        // now, or the first change of such a task would drop it.
-        if !old_format.is_empty() {
-            self.apply(&old_format, true)?;
-        }
         Ok(next_id)
     }
 
@@ -124,20 +113,19 @@ impl Store for RedbStore {
         txn.set_durability(if durable { Durability::Immediate } else { Durability::None }).map_err(db_error)?;
         {
             let mut table = txn.open_table(TASKS).map_err(db_error)?;
-            let mut payloads = txn.open_table(PAYLOADS).map_err(db_error)?;
+            let mut states = txn.open_table(STATES).map_err(db_error)?;
             let mut next_id = None;
             for mutation in batch {
                 match mutation {
                     Mutation::Insert { task, payload } => {
-                        table.insert(task.id, record::encode(task).as_slice()).map_err(db_error)?;
-                        payloads.insert(task.id, payload.as_bytes()).map_err(db_error)?;
+                        table.insert(task.id, record::encode(task, payload).as_slice()).map_err(db_error)?;
                     }
                     Mutation::Update(task) => {
-                        table.insert(task.id, record::encode(task).as_slice()).map_err(db_error)?;
+                        states.insert(task.id, record::encode_state(task).as_slice()).map_err(db_error)?;
                     }
                     Mutation::Delete(id) => {
                         table.remove(*id).map_err(db_error)?;
-                        payloads.remove(*id).map_err(db_error)?;
+                        states.remove(*id).map_err(db_error)?;
                     }
                     Mutation::NextId(id) => next_id = next_id.max(Some(*id)),
                 }
