@@ -9,13 +9,9 @@
 //!
 //! **Visibility.** A request may carry a settlement: what the engine must do
 //! once the write is as durable as the [`Fsync`] mode promises (make a new task
-//! visible, say), or once it failed (forget it). A second thread runs the
-//! [`Settler`] with every settlement of a batch, in the order the batches were
-//! written, then replies to the waiting callers: a client hears "done" only
-//! after other requests can see it. Settling on a thread of its own lets the
-//! writer start the next transaction at once; no write depends on an earlier
-//! one's settlement, since a task whose change is not settled is touched by
-//! nobody.
+//! visible, say), or once it failed (forget it). The writer runs the
+//! [`Settler`] with every settlement of a batch, then replies to the waiting
+//! callers: a client hears "done" only after other requests can see it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -58,38 +54,32 @@ struct Request<S> {
     reply: Option<oneshot::Sender<Result<(), StoreError>>>,
 }
 
-/// A batch the writer is done with, on its way to the settling thread.
-struct Written<S> {
-    settlements: Vec<S>,
-    result: Result<(), StoreError>,
-    replies: Vec<oneshot::Sender<Result<(), StoreError>>>,
-    mutations: usize,
-}
-
-/// The handle to the writer and settling threads.
+/// The handle to the writer thread.
 pub(crate) struct Committer<S> {
     requests: Option<mpsc::Sender<Request<S>>>,
-    /// Mutations sent and not yet settled.
+    /// Mutations sent and not yet applied.
     queued: Arc<AtomicUsize>,
     /// Notified after every batch.
     drained: Arc<Notify>,
-    threads: Vec<thread::JoinHandle<()>>,
+    writer: Option<thread::JoinHandle<()>>,
 }
 
 impl<S: Send + 'static> Committer<S> {
     /// Starts the writer thread over `store`.
     pub(crate) fn start(store: Box<dyn Store>, fsync: Fsync, settler: impl Settler<S>) -> std::io::Result<Self> {
         let (requests, receiver) = mpsc::channel();
-        let (written, settle) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let drained = Arc::new(Notify::new());
-        let writer = Writer { store, fsync, written };
+        let writer = Writer::<S, _> {
+            _settlements: std::marker::PhantomData,
+            store,
+            fsync,
+            settler,
+            queued: queued.clone(),
+            drained: drained.clone(),
+        };
         let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || writer.run(&receiver))?;
-        let (count, notify) = (queued.clone(), drained.clone());
-        let settling = thread::Builder::new()
-            .name("hourglass-settle".into())
-            .spawn(move || settle_batches(settler, &settle, &count, &notify))?;
-        Ok(Committer { requests: Some(requests), queued, drained, threads: vec![writer, settling] })
+        Ok(Committer { requests: Some(requests), queued, drained, writer: Some(writer) })
     }
 
     /// Waits while the writer is behind by more than [`QUEUED_MUTATIONS_MAX`].
@@ -134,44 +124,25 @@ impl<S: Send + 'static> Committer<S> {
 }
 
 impl<S> Drop for Committer<S> {
-    /// Finishes every queued write, syncs, settles, and stops both threads.
+    /// Finishes every queued write, syncs, and stops the writer.
     fn drop(&mut self) {
-        // Dropping our sender lets the writer drain the queue and exit, which
-        // in turn lets the settling thread finish and exit.
         self.requests = None;
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
         }
     }
 }
 
-/// The settling thread: each written batch, in order, is settled, then its
-/// callers hear back.
-fn settle_batches<S>(
-    mut settler: impl Settler<S>,
-    written: &mpsc::Receiver<Written<S>>,
-    queued: &AtomicUsize,
-    drained: &Notify,
-) {
-    for batch in written {
-        if !batch.settlements.is_empty() {
-            settler.settle(batch.settlements, batch.result.as_ref().map(|_| ()));
-        }
-        queued.fetch_sub(batch.mutations, Ordering::AcqRel);
-        drained.notify_waiters();
-        for reply in batch.replies {
-            let _ = reply.send(batch.result.clone());
-        }
-    }
-}
-
-struct Writer<S> {
+struct Writer<S, T> {
+    _settlements: std::marker::PhantomData<fn(S)>,
     store: Box<dyn Store>,
     fsync: Fsync,
-    written: mpsc::Sender<Written<S>>,
+    settler: T,
+    queued: Arc<AtomicUsize>,
+    drained: Arc<Notify>,
 }
 
-impl<S> Writer<S> {
+impl<S, T: Settler<S>> Writer<S, T> {
     fn run(mut self, requests: &mpsc::Receiver<Request<S>>) {
         let sync_every = match self.fsync {
             Fsync::Always => None,
@@ -221,8 +192,8 @@ impl<S> Writer<S> {
         }
     }
 
-    /// Applies one batch, in the order its requests were sent, and hands it
-    /// to the settling thread.
+    /// Applies one batch, in the order its requests were sent, settles it and
+    /// replies.
     fn commit(&mut self, mut batch: Vec<Request<S>>, count: usize, durable: bool) {
         let all: Vec<Mutation> = if batch.len() == 1 {
             std::mem::take(&mut batch[0].mutations)
@@ -239,8 +210,13 @@ impl<S> Writer<S> {
             settlements.extend(request.settlement);
             replies.extend(request.reply);
         }
-        // The settling thread outlives the writer (it stops when this sender
-        // is dropped), so the send cannot fail.
-        let _ = self.written.send(Written { settlements, result, replies, mutations: count });
+        if !settlements.is_empty() {
+            self.settler.settle(settlements, result.as_ref().map(|_| ()));
+        }
+        self.queued.fetch_sub(count, Ordering::AcqRel);
+        self.drained.notify_waiters();
+        for reply in replies {
+            let _ = reply.send(result.clone());
+        }
     }
 }
