@@ -77,10 +77,26 @@ struct ManualState {
 pub(crate) struct Sleepers(Vec<Thread>);
 
 impl Sleepers {
-    /// Registers the calling thread; call under the clock's lock, then
-    /// [`thread::park`] after releasing it. An advance either happened before
-    /// (and the caller saw the new time under the lock) or will wake it.
-    pub(crate) fn add_current(&mut self) {
+    /// Parks the calling thread on a manual clock guarded by `lock`, unless
+    /// `reached` says its deadline has passed. Checked under the lock that
+    /// advancing the clock takes: an advance either happened before (and we
+    /// return) or will find us among the sleepers and wake us.
+    pub(crate) fn park_unless<S>(
+        lock: &Mutex<S>,
+        reached: impl FnOnce(&mut S) -> bool,
+        sleepers: fn(&mut S) -> &mut Sleepers,
+    ) {
+        {
+            let mut state = lock.lock();
+            if reached(&mut state) {
+                return;
+            }
+            sleepers(&mut state).add_current();
+        }
+        thread::park();
+    }
+
+    fn add_current(&mut self) {
         let current = thread::current();
         if !self.0.iter().any(|t| t.id() == current.id()) {
             self.0.push(current);
@@ -142,16 +158,11 @@ impl Clock for ManualClock {
     }
 
     fn park_until(&self, deadline: Option<Instant>) {
-        {
-            let mut state = self.inner.lock();
-            // Checked under the lock that `advance` takes: an advance either
-            // happened before (and we return) or will see us in `parked`.
-            if deadline.is_some_and(|deadline| state.now() >= deadline) {
-                return;
-            }
-            state.parked.add_current();
-        }
-        thread::park();
+        Sleepers::park_unless(
+            &self.inner,
+            |state| deadline.is_some_and(|deadline| state.now() >= deadline),
+            |state| &mut state.parked,
+        );
     }
 }
 

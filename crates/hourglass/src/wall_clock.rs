@@ -114,14 +114,11 @@ impl WallClock for ManualWallClock {
     }
 
     fn park_until_us(&self, deadline_us: Option<u64>) {
-        {
-            let mut inner = self.inner.lock();
-            if deadline_us.is_some_and(|deadline_us| inner.now_us >= deadline_us) {
-                return;
-            }
-            inner.parked.add_current();
-        }
-        thread::park();
+        Sleepers::park_unless(
+            &self.inner,
+            |inner| deadline_us.is_some_and(|deadline_us| inner.now_us >= deadline_us),
+            |inner| &mut inner.parked,
+        );
     }
 }
 

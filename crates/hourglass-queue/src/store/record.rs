@@ -83,10 +83,17 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     if let Some(every_ms) = task.every_ms {
         out.extend_from_slice(&every_ms.to_le_bytes());
     }
-    // Lengths are bounded by the engine's limits, far below these fields' ranges.
+    put_names_and_payload(&mut out, task, payload);
+    out
+}
+
+/// The variable part every body version ends with: queue, key and payload,
+/// each after its length. Lengths are bounded by the engine's limits, far
+/// below these fields' ranges.
+fn put_names_and_payload(out: &mut Vec<u8>, task: &Task, payload: &str) {
     out.extend_from_slice(&(task.queue.len() as u16).to_le_bytes());
     out.extend_from_slice(task.queue.as_bytes());
-    match key {
+    match task.key.as_deref() {
         None => out.extend_from_slice(&NO_KEY.to_le_bytes()),
         Some(key) => {
             out.extend_from_slice(&(key.len() as u16).to_le_bytes());
@@ -95,7 +102,6 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     }
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(payload.as_bytes());
-    out
 }
 
 /// A task and its payload, from its body.
@@ -239,17 +245,7 @@ mod tests {
         out.extend_from_slice(&task.attempt.to_le_bytes());
         out.extend_from_slice(&task.max_attempts.to_le_bytes());
         out.extend_from_slice(&task.every_ms.unwrap_or(0).to_le_bytes());
-        out.extend_from_slice(&(task.queue.len() as u16).to_le_bytes());
-        out.extend_from_slice(task.queue.as_bytes());
-        match task.key.as_deref() {
-            None => out.extend_from_slice(&NO_KEY.to_le_bytes()),
-            Some(key) => {
-                out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-                out.extend_from_slice(key.as_bytes());
-            }
-        }
-        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        out.extend_from_slice(payload.as_bytes());
+        put_names_and_payload(&mut out, task, payload);
         out
     }
 
