@@ -98,9 +98,10 @@ impl Settler<Settlement> for EngineSettler {
                             if matches!(why, Why::Nack | Why::Expire) && task.state == TaskState::Dead {
                                 state.totals.died += 1;
                             }
-                            timers = true;
                         }
+                        // Filed again, new or old: its timer may be due already.
                         state.reveal(task.id, now_ms);
+                        timers = true;
                     }
                     Settlement::Remove { id, why } => {
                         if durable {
