@@ -64,6 +64,12 @@ async fn pages_cover_each_state_once_in_order() {
     assert_eq!(all.iter().collect::<HashSet<_>>().len(), all.len(), "no task twice");
     assert!(all.windows(2).all(|w| w[0] < w[1]), "by id");
     assert_eq!(pages(&engine, "never-used", None, 7).await, [Vec::<u64>::new()]);
+    // A cursor comes from a client: the largest one lists nothing, and panics nowhere.
+    let end = Some(hourglass_queue::Cursor { run_at_ms: u64::MAX, id: u64::MAX });
+    for status in [None, Some(Status::Due), Some(Status::Dead), Some(Status::Scheduled)] {
+        let page = engine.list("q", ListRequest { status, after: end, limit: 10 }).await.unwrap();
+        assert_eq!((page.tasks.len(), page.next), (0, None), "{status:?}");
+    }
     let too_many = ListRequest { status: None, after: None, limit: hourglass_queue::limits::LIST_MAX + 1 };
     assert!(matches!(engine.list("q", too_many).await, Err(QueueError::Invalid(_))));
 }

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
+use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::Arc;
 
 use hourglass::{Key, Wheel};
@@ -366,43 +367,41 @@ impl State {
     /// ids upward, at most [`LIST_SCAN_MAX`] of them a page.
     pub(crate) fn list(&self, queue: u32, request: ListRequest, now_ms: u64) -> Page {
         let q = &self.queues[queue as usize];
+        // A cursor comes from a client: whatever it says, nothing overflows.
         let after = request.after.unwrap_or_default();
+        let first_id = after.id.saturating_add(1);
         let mut tasks = Vec::new();
-        let full = |tasks: &Vec<TaskInfo>| tasks.len() >= request.limit;
+        // Takes tasks from `ids` until the page is full; whether any are left.
+        let mut fill = |ids: &mut dyn Iterator<Item = u64>| {
+            for id in &mut *ids {
+                tasks.push(self.info(id, now_ms));
+                if tasks.len() >= request.limit {
+                    break;
+                }
+            }
+            ids.next().is_some()
+        };
         let next = match request.status {
             Some(Status::Due) => {
-                let mut range =
-                    q.ready.range((std::ops::Bound::Excluded((after.run_at_ms, after.id)), std::ops::Bound::Unbounded));
-                for &(_, id) in range.by_ref() {
-                    tasks.push(self.info(id, now_ms));
-                    if full(&tasks) {
-                        break;
-                    }
-                }
-                tasks
-                    .last()
-                    .filter(|_| range.next().is_some())
-                    .map(|t| Cursor { run_at_ms: t.task.run_at_ms, id: t.task.id })
+                let from = (after.run_at_ms, after.id);
+                let more = fill(&mut q.ready.range((Excluded(from), Unbounded)).map(|&(_, id)| id));
+                more.then(|| tasks.last().map(|t| Cursor { run_at_ms: t.task.run_at_ms, id: t.task.id })).flatten()
             }
             Some(Status::Dead) => {
-                let mut range = q.dead.range(after.id + 1..);
-                for &id in range.by_ref() {
-                    tasks.push(self.info(id, now_ms));
-                    if full(&tasks) {
-                        break;
-                    }
-                }
-                tasks.last().filter(|_| range.next().is_some()).map(|t| Cursor { run_at_ms: 0, id: t.task.id })
+                let more = fill(&mut q.dead.range(first_id..).copied());
+                more.then(|| tasks.last().map(|t| Cursor { run_at_ms: 0, id: t.task.id })).flatten()
             }
             status => {
-                let mut id = after.id + 1;
-                let end = (id + LIST_SCAN_MAX as u64).min(self.next_id);
-                while id < end && !full(&tasks) {
-                    if self.tasks.get(&id).is_some_and(|slot| !slot.pending && slot.queue == queue) {
-                        let info = self.info(id, now_ms);
-                        if status.is_none_or(|status| status == info.status) {
-                            tasks.push(info);
-                        }
+                let end = first_id.saturating_add(LIST_SCAN_MAX as u64).min(self.next_id);
+                let mut id = first_id;
+                while id < end && tasks.len() < request.limit {
+                    let listed = self.tasks.get(&id).is_some_and(|slot| {
+                        !slot.pending
+                            && slot.queue == queue
+                            && status.is_none_or(|status| status == slot_status(slot, now_ms))
+                    });
+                    if listed {
+                        tasks.push(self.info(id, now_ms));
                     }
                     id += 1;
                 }
@@ -410,6 +409,16 @@ impl State {
             }
         };
         Page { tasks, next }
+    }
+}
+
+/// The status of a filed task's slot at `now_ms`, without putting the task together.
+fn slot_status(slot: &Slot, now_ms: u64) -> Status {
+    match slot.phase {
+        Phase::Scheduled if slot.run_at_ms <= now_ms => Status::Due,
+        Phase::Scheduled => Status::Scheduled,
+        Phase::Leased => Status::Leased,
+        Phase::Dead => Status::Dead,
     }
 }
 
