@@ -81,6 +81,14 @@ pub struct Engine {
 /// whose settlement the request waits for.
 type Step<R> = Result<(R, Option<(Vec<Mutation>, Settlement)>), QueueError>;
 
+/// Whether a request may write: only those wait for room at the writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    /// May send a change to the writer.
+    Write,
+}
+
 /// What one try of a request under the lock came to.
 enum Attempt<R> {
     /// Answered, with nothing to write.
@@ -151,13 +159,20 @@ impl Engine {
         }
     }
 
-    /// The loop every request that may write runs: wait for room at the
-    /// writer, then try under the lock; a try that finds a task it needs
-    /// pending waits for the next settlement and tries again. A write sent
-    /// under the lock is answered once the writer has settled it.
-    async fn when_settled<R>(&self, mut attempt: impl FnMut(&mut State) -> Attempt<R>) -> Result<R, QueueError> {
+    /// The loop every request on tasks runs: wait for room at the writer
+    /// (only a request that may write), then try under the lock; a try that
+    /// finds a task it needs pending waits for the next settlement and tries
+    /// again. A write sent under the lock is answered once the writer has
+    /// settled it.
+    async fn when_settled<R>(
+        &self,
+        access: Access,
+        mut attempt: impl FnMut(&mut State) -> Attempt<R>,
+    ) -> Result<R, QueueError> {
         loop {
-            self.committer.admit().await;
+            if access == Access::Write {
+                self.committer.admit().await;
+            }
             let settled = self.shared.settled.notified();
             let mut settled = pin!(settled);
             settled.as_mut().enable();
@@ -182,10 +197,11 @@ impl Engine {
     /// `Ok(None)` if `find` names no task.
     async fn settled<R>(
         &self,
+        access: Access,
         find: impl Fn(&State) -> Option<u64>,
         mut step: impl FnMut(&mut State, u64) -> Step<R>,
     ) -> Result<Option<R>, QueueError> {
-        self.when_settled(|state| {
+        self.when_settled(access, |state| {
             let Some(id) = find(state) else { return Attempt::Done(Ok(None)) };
             if state.pending(id) == Some(true) {
                 return Attempt::Wait;
@@ -212,8 +228,13 @@ impl Engine {
     }
 
     /// [`settled`](Engine::settled) on task `id`.
-    async fn on_task<R>(&self, id: u64, step: impl FnMut(&mut State, u64) -> Step<R>) -> Result<R, QueueError> {
-        self.settled(|state| state.pending(id).map(|_| id), step).await?.ok_or(QueueError::NotFound(id))
+    async fn on_task<R>(
+        &self,
+        access: Access,
+        id: u64,
+        step: impl FnMut(&mut State, u64) -> Step<R>,
+    ) -> Result<R, QueueError> {
+        self.settled(access, |state| state.pending(id).map(|_| id), step).await?.ok_or(QueueError::NotFound(id))
     }
 
     /// A change of task `id` that the client waits for: `change` edits the
@@ -224,7 +245,7 @@ impl Engine {
         why: Why,
         change: impl Fn(&State, &mut Task) -> Result<(), QueueError>,
     ) -> Result<TaskInfo, QueueError> {
-        self.on_task(id, |state, id| {
+        self.on_task(Access::Write, id, |state, id| {
             let mut task = state.task(id);
             change(state, &mut task)?;
             let now_ms = self.clock.now_ms();
@@ -273,7 +294,7 @@ impl Backend for Engine {
         validate::queue_name(queue)?;
         let now_ms = self.clock.now_ms();
         let mut checked = validate::batch(batch, self.limits.payload_bytes_max, now_ms)?;
-        self.when_settled(|state| {
+        self.when_settled(Access::Write, |state| {
             if let Err(closed) = self.check_open() {
                 return Attempt::Done(Err(closed));
             }
@@ -344,18 +365,18 @@ impl Backend for Engine {
     }
 
     async fn get(&self, id: u64) -> Result<TaskInfo, QueueError> {
-        self.on_task(id, |state, id| Ok((state.info(id, self.clock.now_ms()), None))).await
+        self.on_task(Access::Read, id, |state, id| Ok((state.info(id, self.clock.now_ms()), None))).await
     }
 
     async fn find_by_key(&self, queue: &str, key: &str) -> Result<Option<TaskInfo>, QueueError> {
         validate::queue_name(queue)?;
         validate::key(key)?;
         let find = |state: &State| state.queue(queue).and_then(|q| q.keys.get(key).copied());
-        self.settled(find, |state, id| Ok((state.info(id, self.clock.now_ms()), None))).await
+        self.settled(Access::Read, find, |state, id| Ok((state.info(id, self.clock.now_ms()), None))).await
     }
 
     async fn cancel(&self, id: u64) -> Result<(), QueueError> {
-        self.on_task(id, |_, id| {
+        self.on_task(Access::Write, id, |_, id| {
             Ok(((), Some((vec![Mutation::Delete(id)], Settlement::Remove { id, why: Why::Cancel }))))
         })
         .await
@@ -440,7 +461,7 @@ impl Backend for Engine {
 
     async fn ack(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
         let now_ms = self.clock.now_ms();
-        self.on_task(id, |state, id| {
+        self.on_task(Access::Write, id, |state, id| {
             state.check_lease(id, lease)?;
             let write = match state.repeats.get(&id).copied() {
                 Some(every_ms) => {
@@ -470,7 +491,7 @@ impl Backend for Engine {
 
     async fn extend(&self, id: u64, lease: Lease, lease_ms: u64) -> Result<u64, QueueError> {
         validate::lease(lease_ms)?;
-        self.on_task(id, |state, id| {
+        self.on_task(Access::Read, id, |state, id| {
             state.check_lease(id, lease)?;
             let now_ms = self.clock.now_ms();
             let until_ms = now_ms + lease_ms;
