@@ -26,12 +26,14 @@
 #![warn(rust_2018_idioms)]
 
 mod clock;
+mod pages;
 mod repeat;
 mod scheduler;
 mod wall_clock;
 mod wheel;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use pages::{Pages, PAGE_LEN};
 pub use repeat::{next_occurrence, MissedRuns};
 pub use scheduler::{
     BuildError, Builder, Handle, Lateness, OverloadPolicy, ScheduleError, Scheduler, ShutdownReport, Stats, TaskId,

@@ -1,4 +1,4 @@
-//! Where the engine keeps its tasks: compact slots in fixed-size pages, found
+//! Where the engine keeps its tasks: compact slots in [`hourglass::Pages`], found
 //! by id through an index of 16-byte entries.
 //!
 //! A `HashMap<u64, Slot>` stored every slot in its table, which is up to half
@@ -7,62 +7,52 @@
 //! Ids are made by the engine, not by clients, so the index hashes them with
 //! the fast, non-keyed Fx hash (SipHash was 3 % of a batch enqueue's profile).
 
-use rustc_hash::FxHashMap;
 use std::ops::Index;
 
-/// Slots per page.
-const PAGE_LEN: usize = 4096;
+use hourglass::{Pages, PAGE_LEN};
+use rustc_hash::FxHashMap;
 
 /// Tasks by id.
 pub(crate) struct Tasks<S> {
     index: FxHashMap<u64, u32>,
-    pages: Vec<Box<[Option<S>]>>,
+    pages: Pages<Option<S>>,
     /// Vacant slots, reused first.
     free: Vec<u32>,
 }
 
 impl<S> Tasks<S> {
     pub(crate) fn new() -> Self {
-        Tasks { index: FxHashMap::default(), pages: Vec::new(), free: Vec::new() }
+        Tasks { index: FxHashMap::default(), pages: Pages::new(), free: Vec::new() }
     }
 
     pub(crate) fn len(&self) -> usize {
         self.index.len()
     }
 
-    fn at(&self, at: u32) -> &Option<S> {
-        &self.pages[at as usize / PAGE_LEN][at as usize % PAGE_LEN]
-    }
-
-    fn at_mut(&mut self, at: u32) -> &mut Option<S> {
-        &mut self.pages[at as usize / PAGE_LEN][at as usize % PAGE_LEN]
-    }
-
     pub(crate) fn get(&self, id: &u64) -> Option<&S> {
-        self.at(*self.index.get(id)?).as_ref()
+        self.pages[*self.index.get(id)?].as_ref()
     }
 
     pub(crate) fn get_mut(&mut self, id: &u64) -> Option<&mut S> {
         let at = *self.index.get(id)?;
-        self.at_mut(at).as_mut()
+        self.pages[at].as_mut()
     }
 
     /// Stores `slot` under `id`, replacing any slot it had.
     pub(crate) fn insert(&mut self, id: u64, slot: S) {
         if let Some(&at) = self.index.get(&id) {
-            *self.at_mut(at) = Some(slot);
+            self.pages[at] = Some(slot);
             return;
         }
         let at = match self.free.pop() {
             Some(at) => at,
             None => {
-                let at = u32::try_from(self.pages.len() * PAGE_LEN).expect("fewer than 4 billion task slots");
-                self.pages.push((0..PAGE_LEN).map(|_| None).collect());
+                let at = self.pages.grow(|| None);
                 self.free.extend((at + 1..at + PAGE_LEN as u32).rev());
                 at
             }
         };
-        *self.at_mut(at) = Some(slot);
+        self.pages[at] = Some(slot);
         self.index.insert(id, at);
     }
 
@@ -74,7 +64,7 @@ impl<S> Tasks<S> {
     pub(crate) fn remove(&mut self, id: &u64) -> Option<S> {
         let at = self.index.remove(id)?;
         self.free.push(at);
-        self.at_mut(at).take()
+        self.pages[at].take()
     }
 }
 
@@ -102,7 +92,7 @@ mod tests {
         assert_eq!(tasks.remove(&7), None);
         assert!(tasks.get(&7).is_none());
         tasks.insert(20_000, 1);
-        assert_eq!(tasks.pages.len(), 3, "the vacated slot was reused, no new page");
+        assert_eq!(tasks.pages.capacity(), 3 * PAGE_LEN, "the vacated slot was reused, no new page");
         *tasks.get_mut(&20_000).unwrap() += 1;
         assert_eq!(tasks[&20_000], 2);
         tasks.insert(20_000, 5);

@@ -1,22 +1,12 @@
-//! Paged, generation-checked storage for wheel entries.
-//!
-//! Entries live in fixed-size pages rather than one growing `Vec`, for two
-//! reasons: growth never copies existing entries (no latency spike at 10 M
-//! timers), and the memory held is the live entries plus at most one partly used
-//! page, instead of up to twice the live set after a doubling. A page is a boxed
-//! array, so finding an entry is one load of a (hot) page pointer and a masked
-//! index that needs no bounds check.
+//! Generation-checked storage for wheel entries, in [`Pages`]: growth never
+//! copies existing entries (no latency spike at 10 M timers), and the memory
+//! held is the live entries plus at most one partly used page.
 
 use super::key::Key;
+use crate::pages::{Pages, PAGE_LEN};
 
 /// Marks the end of a list, and "no entry".
 pub(crate) const NIL: u32 = u32::MAX;
-
-/// `log2` of the entries per page.
-const PAGE_BITS: u32 = 12;
-/// Entries per page: 4096, i.e. 128 KiB pages for a 32-byte entry.
-const PAGE_LEN: usize = 1 << PAGE_BITS;
-const PAGE_MASK: u32 = (PAGE_LEN as u32) - 1;
 
 /// The most entries a slab can hold: indices are `u32` and [`NIL`] is reserved.
 pub(crate) const MAX_ENTRIES: usize = NIL as usize;
@@ -54,11 +44,10 @@ pub(crate) struct Entry<T> {
     pub(crate) value: Option<T>,
 }
 
-type Page<T> = Box<[Entry<T>; PAGE_LEN]>;
-
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
-    pages: Vec<Page<T>>,
+    /// 4096 entries a page: 128 KiB pages for a 32-byte entry.
+    pages: Pages<Entry<T>>,
     /// Head of the list of vacant slots, linked through `Entry::next`.
     free_head: u32,
     /// Slots ever handed out (the high-water mark of indices).
@@ -68,15 +57,15 @@ pub(crate) struct Slab<T> {
 
 impl<T> Slab<T> {
     pub(crate) const fn new() -> Self {
-        Slab { pages: Vec::new(), free_head: NIL, allocated: 0, len: 0 }
+        Slab { pages: Pages::new(), free_head: NIL, allocated: 0, len: 0 }
     }
 
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         let mut slab = Slab::new();
         let pages = capacity.min(MAX_ENTRIES).div_ceil(PAGE_LEN);
-        slab.pages.reserve(pages);
+        slab.pages.reserve_pages(pages);
         for _ in 0..pages {
-            slab.pages.push(vacant_page());
+            slab.pages.grow(vacant);
         }
         slab
     }
@@ -88,25 +77,23 @@ impl<T> Slab<T> {
 
     /// Bytes of entry storage held, live or vacant.
     pub(crate) fn bytes_reserved(&self) -> usize {
-        self.pages.len() * std::mem::size_of::<[Entry<T>; PAGE_LEN]>()
-            + self.pages.capacity() * std::mem::size_of::<Page<T>>()
+        self.pages.bytes_reserved()
     }
 
     #[inline]
     pub(crate) fn entry(&self, index: u32) -> &Entry<T> {
-        &self.pages[(index >> PAGE_BITS) as usize][(index & PAGE_MASK) as usize]
+        &self.pages[index]
     }
 
     #[inline]
     pub(crate) fn entry_mut(&mut self, index: u32) -> &mut Entry<T> {
-        &mut self.pages[(index >> PAGE_BITS) as usize][(index & PAGE_MASK) as usize]
+        &mut self.pages[index]
     }
 
     /// The live entry named by `key`, if it is still live.
     #[inline]
     pub(crate) fn live(&self, key: Key) -> Option<&Entry<T>> {
-        let page = self.pages.get((key.index >> PAGE_BITS) as usize)?;
-        let entry = &page[(key.index & PAGE_MASK) as usize];
+        let entry = self.pages.get(key.index)?;
         // An odd generation in a key was never handed out: refuse it before it
         // can match a vacant slot.
         (is_occupied(key.generation) && entry.generation == key.generation).then(|| {
@@ -118,8 +105,7 @@ impl<T> Slab<T> {
     /// As [`live`](Slab::live), mutably.
     #[inline]
     pub(crate) fn live_mut(&mut self, key: Key) -> Option<&mut Entry<T>> {
-        let page = self.pages.get_mut((key.index >> PAGE_BITS) as usize)?;
-        let entry = &mut page[(key.index & PAGE_MASK) as usize];
+        let entry = self.pages.get_mut(key.index)?;
         (is_occupied(key.generation) && entry.generation == key.generation).then_some(entry)
     }
 
@@ -145,8 +131,8 @@ impl<T> Slab<T> {
             return Err(value);
         }
         let index = self.allocated as u32;
-        if (index >> PAGE_BITS) as usize == self.pages.len() {
-            self.pages.push(vacant_page());
+        if self.allocated == self.pages.capacity() {
+            self.pages.grow(vacant);
         }
         let entry = self.entry_mut(index);
         entry.deadline = deadline;
@@ -177,12 +163,10 @@ impl<T> Slab<T> {
 
     /// Iterates over the keys of live entries, in storage order.
     pub(crate) fn keys(&self) -> impl Iterator<Item = Key> + '_ {
-        self.pages.iter().enumerate().flat_map(|(page, entries)| {
-            entries.iter().enumerate().filter(|(_, entry)| entry.value.is_some()).map(move |(slot, entry)| Key {
-                index: ((page as u32) << PAGE_BITS) | slot as u32,
-                generation: entry.generation,
-            })
-        })
+        self.pages
+            .iter()
+            .filter(|(_, entry)| entry.value.is_some())
+            .map(|(index, entry)| Key { index, generation: entry.generation })
     }
 
     #[cfg(test)]
@@ -191,11 +175,9 @@ impl<T> Slab<T> {
     }
 }
 
-fn vacant_page<T>() -> Page<T> {
-    let entries: Box<[Entry<T>]> = (0..PAGE_LEN)
-        .map(|_| Entry { deadline: 0, seq: 0, prev: NIL, next: NIL, generation: 1, location: 0, value: None })
-        .collect();
-    entries.try_into().unwrap_or_else(|_| unreachable!("a page has PAGE_LEN entries"))
+/// A slot never used: vacant (odd generation), linked nowhere.
+fn vacant<T>() -> Entry<T> {
+    Entry { deadline: 0, seq: 0, prev: NIL, next: NIL, generation: 1, location: 0, value: None }
 }
 
 #[cfg(test)]
