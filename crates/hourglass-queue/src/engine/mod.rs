@@ -152,7 +152,7 @@ impl Engine {
     }
 
     fn check_open(&self) -> Result<(), QueueError> {
-        if self.closed.load(Ordering::SeqCst) {
+        if self.is_closed() {
             Err(QueueError::ShuttingDown)
         } else {
             Ok(())
@@ -421,7 +421,7 @@ impl Backend for Engine {
             self.committer.admit().await;
             let notify = {
                 let mut state = self.shared.state.lock();
-                if self.closed.load(Ordering::SeqCst) {
+                if self.is_closed() {
                     return Ok(Vec::new());
                 }
                 // A claim that will not wait needs no state for a queue never used.
