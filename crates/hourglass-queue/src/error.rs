@@ -26,6 +26,26 @@ pub enum QueueError {
         /// The limit.
         max: usize,
     },
+    /// Admitting the tasks would take the engine past its memory budget.
+    OverMemoryBudget {
+        /// Bytes held now.
+        held: u64,
+        /// Bytes the request would add.
+        adding: u64,
+        /// The budget.
+        max: u64,
+    },
+    /// Admitting the tasks would take the store past its disk budget.
+    OverDiskBudget {
+        /// Bytes stored now, as the store estimates them.
+        stored: u64,
+        /// Bytes the request would add.
+        adding: u64,
+        /// The budget.
+        max: u64,
+    },
+    /// The disk is full: the write failed and the request changed nothing.
+    DiskFull(String),
     /// The store failed to write; the request changed nothing.
     Storage(String),
     /// The engine is shutting down.
@@ -42,6 +62,9 @@ impl QueueError {
             QueueError::StaleLease(_) => "stale_lease",
             QueueError::Conflict(_) => "conflict",
             QueueError::TooManyTasks { .. } => "too_many_tasks",
+            QueueError::OverMemoryBudget { .. } => "over_memory_budget",
+            QueueError::OverDiskBudget { .. } => "over_disk_budget",
+            QueueError::DiskFull(_) => "disk_full",
             QueueError::Storage(_) => "storage",
             QueueError::ShuttingDown => "shutting_down",
         }
@@ -59,6 +82,15 @@ impl fmt::Display for QueueError {
             QueueError::StaleLease(id) => write!(f, "the lease on task {id} is not current"),
             QueueError::Conflict(message) => f.write_str(message),
             QueueError::TooManyTasks { max } => write!(f, "the server holds its maximum of {max} tasks"),
+            QueueError::OverMemoryBudget { held, adding, max } => write!(
+                f,
+                "the server holds {held} bytes of tasks in memory; {adding} more would pass its budget of {max} (--max-memory)"
+            ),
+            QueueError::OverDiskBudget { stored, adding, max } => write!(
+                f,
+                "the store holds {stored} bytes of tasks; {adding} more would pass its budget of {max} (--max-disk)"
+            ),
+            QueueError::DiskFull(message) => write!(f, "the disk is full, nothing was changed: {message}"),
             QueueError::Storage(message) => write!(f, "storage failed: {message}"),
             QueueError::ShuttingDown => f.write_str("the server is shutting down"),
         }
@@ -70,7 +102,10 @@ impl std::error::Error for QueueError {}
 impl QueueError {
     /// A storage failure as a client sees it: the request changed nothing.
     pub(crate) fn storage(error: &StoreError) -> QueueError {
-        QueueError::Storage(error.to_string())
+        match error {
+            StoreError::Full(message) => QueueError::DiskFull(message.clone()),
+            _ => QueueError::Storage(error.to_string()),
+        }
     }
 }
 
@@ -81,6 +116,8 @@ impl QueueError {
 pub enum StoreError {
     /// The underlying database failed.
     Database(String),
+    /// The device (or the user's quota) is full: nothing was written.
+    Full(String),
     /// A record could not be decoded: the data directory is damaged. The
     /// server refuses to start rather than misread it.
     Corrupt {
@@ -95,6 +132,7 @@ impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreError::Database(message) => write!(f, "database error: {message}"),
+            StoreError::Full(message) => write!(f, "no space left: {message}"),
             StoreError::Corrupt { id, reason } => {
                 write!(f, "corrupt record for task {id}: {reason}; the data directory is damaged, refusing to start")
             }

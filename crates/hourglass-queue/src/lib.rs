@@ -39,4 +39,4 @@ pub use hourglass::{ManualWallClock, SystemWallClock, WallClock};
 pub use limits::Limits;
 pub use model::{Claimed, Enqueued, Lease, NewTask, RunAt, Status, Task, TaskInfo, TaskState};
 pub use stats::{LatenessMs, QueueStats, Totals};
-pub use store::{Fsync, Mutation, RedbStore, Store};
+pub use store::{Fsync, Loaded, Mutation, RedbStore, Snapshot, Store};

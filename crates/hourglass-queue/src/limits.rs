@@ -7,6 +7,15 @@ pub struct Limits {
     pub payload_bytes_max: usize,
     /// Tasks held at once (scheduled, due, leased and dead); past it, 429.
     pub tasks_max: usize,
+    /// Bytes the engine may hold in memory for its tasks, as
+    /// [`task_memory_bytes`] counts them; past it, an enqueue is refused with
+    /// `over_memory_budget` and changes nothing.
+    pub memory_bytes_max: u64,
+    /// Bytes the store may hold for the tasks, as estimated from their
+    /// encoded size and a measured overhead per task; past it, an enqueue is
+    /// refused with `over_disk_budget`. `None`: bounded by the disk alone, and
+    /// a full disk is answered with `disk_full`.
+    pub disk_bytes_max: Option<u64>,
 }
 
 impl Limits {
@@ -14,11 +23,19 @@ impl Limits {
     pub const DEFAULT_PAYLOAD_BYTES_MAX: usize = 1 << 20;
     /// The default cap on tasks held: 10 million.
     pub const DEFAULT_TASKS_MAX: usize = 10_000_000;
+    /// The default memory budget: 4 GiB, room for the default number of
+    /// tasks with short keys and small payloads.
+    pub const DEFAULT_MEMORY_BYTES_MAX: u64 = 4 << 30;
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { payload_bytes_max: Self::DEFAULT_PAYLOAD_BYTES_MAX, tasks_max: Self::DEFAULT_TASKS_MAX }
+        Limits {
+            payload_bytes_max: Self::DEFAULT_PAYLOAD_BYTES_MAX,
+            tasks_max: Self::DEFAULT_TASKS_MAX,
+            memory_bytes_max: Self::DEFAULT_MEMORY_BYTES_MAX,
+            disk_bytes_max: None,
+        }
     }
 }
 
@@ -61,3 +78,31 @@ pub const QUEUES_MAX: usize = 1_000;
 /// bound: each request already admitted may add its own, at most a batch or a
 /// claim's worth).
 pub const QUEUED_MUTATIONS_MAX: usize = 65_536;
+/// Payloads up to this many bytes are kept in memory beside their task, so a
+/// claim hands them out without reading the store; larger ones live only in
+/// the store and are read when a claim or a read hands them out. See
+/// `BENCHMARKS.md` ("Payloads on disk") for the measurement behind it.
+pub const PAYLOAD_INLINE_MAX: usize = 128;
+/// Payload bytes one claim or listing page hands out, at most: it stops
+/// before the task that would pass it (a claim always hands out at least one).
+pub const ANSWER_PAYLOAD_BYTES_MAX: usize = 16 << 20;
+/// Payload bytes waiting for the writer; past it, new writes wait for room,
+/// like [`QUEUED_MUTATIONS_MAX`]. Bounds what large payloads in flight cost.
+pub const QUEUED_PAYLOAD_BYTES_MAX: usize = 64 << 20;
+
+/// Memory the engine counts for one task held: its slot, its index entries
+/// and its timer, measured (`BENCHMARKS.md`, "Payloads on disk"), plus its
+/// payload if kept in memory and its idempotency key (held twice, in the
+/// task's side table and in its queue's index).
+pub const fn task_memory_bytes(inline_payload_bytes: usize, key_bytes: Option<usize>) -> u64 {
+    let key = match key_bytes {
+        Some(bytes) => KEY_OVERHEAD_BYTES + 2 * bytes as u64,
+        None => 0,
+    };
+    TASK_OVERHEAD_BYTES + inline_payload_bytes as u64 + key
+}
+
+/// Resident memory per task without key or payload, measured on a million.
+pub const TASK_OVERHEAD_BYTES: u64 = 128;
+/// Two hash table entries and two allocations for a key.
+pub const KEY_OVERHEAD_BYTES: u64 = 96;

@@ -53,4 +53,12 @@ pub struct Totals {
     pub cancelled: u64,
     /// Tasks held now.
     pub tasks: usize,
+    /// Bytes of tasks held in memory, as the memory budget counts them.
+    pub memory_bytes: u64,
+    /// The memory budget, if the backend has one.
+    pub memory_bytes_max: Option<u64>,
+    /// Bytes of tasks in the store, as the disk budget counts them.
+    pub disk_bytes: u64,
+    /// The disk budget, if any.
+    pub disk_bytes_max: Option<u64>,
 }

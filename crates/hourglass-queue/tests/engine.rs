@@ -197,7 +197,7 @@ async fn a_batch_is_all_or_nothing() {
 
 #[tokio::test]
 async fn bad_input_is_refused_and_changes_nothing() {
-    let h = Harness::with_limits(Limits { payload_bytes_max: 64, tasks_max: 3 });
+    let h = Harness::with_limits(Limits { payload_bytes_max: 64, tasks_max: 3, ..Limits::default() });
     let too_big = task(&format!(r#""{}""#, "x".repeat(100)), RunAt::Delay(0));
     assert!(matches!(h.engine.enqueue("q", too_big).await, Err(QueueError::PayloadTooLarge { max: 64, .. })));
     assert!(matches!(h.engine.enqueue("bad name", later(0)).await, Err(QueueError::Invalid(_))));
@@ -292,6 +292,54 @@ async fn a_damaged_data_file_refuses_to_open_with_a_clear_error() {
             assert!(result.is_err() || loaded == 100, "loaded {loaded} of 100 without an error");
         }
     }
+}
+
+/// Flips one byte of the value stored under `id` in `table`, through redb
+/// itself, so that its page checksums stay valid: only the record's own
+/// checksum can tell.
+fn damage(dir: &Path, table: &str, id: u64) {
+    use redb::ReadableTable;
+    let db = redb::Database::create(dir.join("tasks.redb")).unwrap();
+    let table = redb::TableDefinition::<u64, &[u8]>::new(table);
+    let txn = db.begin_write().unwrap();
+    {
+        let mut table = txn.open_table(table).unwrap();
+        let mut bytes = table.get(id).unwrap().expect("the record is there").value().to_vec();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x04;
+        table.insert(id, bytes.as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+#[tokio::test]
+async fn a_damaged_record_is_refused_never_trusted() {
+    let h = Harness::new();
+    let small = h.engine.enqueue("q", later(1_000)).await.unwrap().id;
+    let payload = format!(r#"{{"blob":"{}"}}"#, "z".repeat(limits::PAYLOAD_INLINE_MAX));
+    let large = h.engine.enqueue("q", task(&payload, RunAt::Delay(0))).await.unwrap().id;
+    let Harness { dir, engine, timers, .. } = h;
+    engine.close();
+    timers.join().unwrap();
+    drop(engine);
+
+    // A payload kept apart is checked when it is handed out.
+    damage(dir.path(), "payloads", large);
+    let clock = Arc::new(ManualWallClock::at_ms(T0_MS));
+    let engine = open(dir.path(), &clock, Limits::default());
+    let error = engine.get(large).await.unwrap_err();
+    assert!(error.to_string().contains(&format!("corrupt record for task {large}")), "{error}");
+    let error = engine.claim("q", 10, 30_000, 0).await.unwrap_err();
+    assert!(error.to_string().contains("checksum mismatch"), "{error}");
+    assert_eq!(engine.get(small).await.unwrap().task.id, small, "the rest is served");
+    engine.close();
+    drop(engine);
+
+    // A body is checked at start: the start is refused, naming the task.
+    damage(dir.path(), "tasks", small);
+    let store = RedbStore::open(dir.path()).unwrap();
+    let error = Engine::open(Box::new(store), Options::default(), clock).err().expect("the start is refused");
+    assert!(error.to_string().contains(&format!("corrupt record for task {small}")), "{error}");
 }
 
 #[tokio::test]

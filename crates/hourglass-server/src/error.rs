@@ -46,6 +46,9 @@ impl From<QueueError> for ApiError {
             QueueError::NotFound(_) => StatusCode::NOT_FOUND,
             QueueError::StaleLease(_) | QueueError::Conflict(_) => StatusCode::CONFLICT,
             QueueError::TooManyTasks { .. } => StatusCode::TOO_MANY_REQUESTS,
+            QueueError::OverMemoryBudget { .. } | QueueError::OverDiskBudget { .. } | QueueError::DiskFull(_) => {
+                StatusCode::INSUFFICIENT_STORAGE
+            }
             QueueError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             QueueError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::INTERNAL_SERVER_ERROR,

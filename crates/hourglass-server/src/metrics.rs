@@ -22,6 +22,18 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     counter("leases_expired_total", "Leases that expired since start.", totals.lease_expired);
     counter("tasks_died_total", "Tasks that ran out of attempts since start.", totals.died);
     counter("tasks_cancelled_total", "Tasks cancelled since start.", totals.cancelled);
+    let mut gauge = |name: &str, help: &str, value: u64| {
+        let _ =
+            writeln!(out, "# HELP hourglass_{name} {help}\n# TYPE hourglass_{name} gauge\nhourglass_{name} {value}");
+    };
+    gauge("memory_bytes", "Bytes of tasks held in memory, as the memory budget counts them.", totals.memory_bytes);
+    if let Some(max) = totals.memory_bytes_max {
+        gauge("memory_budget_bytes", "The memory budget (--max-memory).", max);
+    }
+    gauge("disk_bytes", "Bytes of tasks in the store, as the disk budget counts them.", totals.disk_bytes);
+    if let Some(max) = totals.disk_bytes_max {
+        gauge("disk_budget_bytes", "The disk budget (--max-disk).", max);
+    }
     let queues = app.backend.queues().await;
     out.push_str("# HELP hourglass_tasks Tasks held, by queue and state.\n# TYPE hourglass_tasks gauge\n");
     for q in &queues {

@@ -203,6 +203,10 @@ pub(crate) struct TotalsBody {
     died: u64,
     cancelled: u64,
     tasks: usize,
+    memory_bytes: u64,
+    memory_bytes_max: Option<u64>,
+    disk_bytes: u64,
+    disk_bytes_max: Option<u64>,
 }
 
 impl From<Totals> for TotalsBody {
@@ -216,6 +220,10 @@ impl From<Totals> for TotalsBody {
             died: t.died,
             cancelled: t.cancelled,
             tasks: t.tasks,
+            memory_bytes: t.memory_bytes,
+            memory_bytes_max: t.memory_bytes_max,
+            disk_bytes: t.disk_bytes,
+            disk_bytes_max: t.disk_bytes_max,
         }
     }
 }

@@ -167,7 +167,7 @@ async fn the_batch_endpoint_is_all_or_nothing() {
 
 #[tokio::test]
 async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
-    let api = api_with(Limits { payload_bytes_max: 100, tasks_max: 2 }, None);
+    let api = api_with(Limits { payload_bytes_max: 100, tasks_max: 2, ..Limits::default() }, None);
     let cases: &[(&str, &str, StatusCode, &str)] = &[
         ("/v1/queues/q/tasks", "{not json", StatusCode::BAD_REQUEST, "invalid_json"),
         ("/v1/queues/q/tasks", r#"{"payload":1,"surprise":true}"#, StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"),
@@ -303,4 +303,28 @@ async fn listings_page_with_a_cursor_and_tasks_are_found_by_key() {
     assert_eq!((status, error_code(&body)), (StatusCode::BAD_REQUEST, "invalid"));
     let (status, dead) = api.call(Method::GET, "/v1/queues/q/dead", None).await;
     assert_eq!((status, dead["tasks"].as_array().unwrap().len()), (StatusCode::OK, 0));
+}
+
+#[tokio::test]
+async fn past_a_budget_an_enqueue_gets_507_and_the_totals_show_the_budgets() {
+    let one_task = hourglass_queue::limits::task_memory_bytes(1, None);
+    let limits = Limits { memory_bytes_max: 2 * one_task, disk_bytes_max: Some(1 << 20), ..Limits::default() };
+    let api = api_with(limits, None);
+    for _ in 0..2 {
+        let (status, _) = api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload":1}"#)).await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload":1}"#)).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::INSUFFICIENT_STORAGE, "over_memory_budget"), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("--max-memory"), "{body}");
+    let (_, queues) = api.call(Method::GET, "/v1/queues", None).await;
+    let totals = &queues["totals"];
+    assert_eq!(totals["tasks"], 2);
+    assert_eq!(totals["memory_bytes"].as_u64(), Some(2 * one_task));
+    assert_eq!(totals["memory_bytes_max"].as_u64(), Some(2 * one_task));
+    assert!(totals["disk_bytes"].as_u64().is_some_and(|bytes| bytes > 0), "{totals}");
+    assert_eq!(totals["disk_bytes_max"].as_u64(), Some(1 << 20));
+    let (_, metrics) = api.call(Method::GET, "/metrics", None).await;
+    let metrics = metrics.as_str().unwrap_or_default().to_owned();
+    assert!(metrics.contains(&format!("hourglass_memory_budget_bytes {}", 2 * one_task)), "{metrics}");
 }

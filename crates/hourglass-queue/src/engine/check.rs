@@ -8,6 +8,7 @@ use hourglass::Key;
 
 use super::slot::{Phase, NO_TIMER};
 use super::state::State;
+use crate::limits::PAYLOAD_INLINE_MAX;
 
 /// Above this many tasks, debug builds stop walking the whole state after
 /// every operation (the simulator still does).
@@ -20,8 +21,21 @@ impl State {
         let mut counts: HashMap<u32, (usize, usize, usize, usize)> = HashMap::new();
         let mut timers = 0;
         let mut fresh = 0;
+        let (mut memory, mut disk) = (0, 0);
         for id in self.tasks.ids() {
             let slot = &self.tasks[&id];
+            let (task_memory, task_disk) = State::charges(&self.task(id), slot.payload_bytes as usize);
+            memory += task_memory;
+            disk += task_disk;
+            let held = slot.payload.as_ref().map(|payload| payload.len());
+            if held.is_some() != (slot.payload_bytes as usize <= PAYLOAD_INLINE_MAX)
+                || held.is_some_and(|len| len != slot.payload_bytes as usize)
+            {
+                return Err(format!(
+                    "task {id}: payload of {} bytes, {held:?} held in memory (inline up to {PAYLOAD_INLINE_MAX})",
+                    slot.payload_bytes
+                ));
+            }
             let queue =
                 self.queues.get(slot.queue as usize).ok_or_else(|| format!("task {id}: no queue {}", slot.queue))?;
             if id >= self.next_id {
@@ -98,6 +112,12 @@ impl State {
         }
         if fresh != self.fresh {
             return Err(format!("{fresh} fresh tasks, {} counted", self.fresh));
+        }
+        if (memory, disk) != (self.memory_bytes, self.disk_bytes) {
+            return Err(format!(
+                "tasks charge {memory} bytes of memory and {disk} of disk; counted {} and {}",
+                self.memory_bytes, self.disk_bytes
+            ));
         }
         if timers != self.wheel.len() {
             return Err(format!("{} wheel entries for {timers} task timers", self.wheel.len()));

@@ -26,6 +26,7 @@
 
 mod check;
 mod queue;
+mod reads;
 mod settle;
 mod slot;
 mod state;
@@ -44,12 +45,13 @@ use tokio::sync::Notify;
 
 use crate::backend::{Backend, ListRequest, Page};
 use crate::error::{QueueError, StoreError};
-use crate::limits::Limits;
+use crate::limits::{Limits, PAYLOAD_INLINE_MAX};
 use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
 use crate::stats::{QueueStats, Totals};
-use crate::store::{Committer, Fsync, Mutation, Reply, Store};
+use crate::store::{Committer, Fsync, Loaded, Mutation, Reply, Store};
 use crate::validate;
+use reads::Reads;
 use settle::{EngineSettler, Settlement, Shared, Why};
 use state::State;
 
@@ -72,6 +74,8 @@ impl Default for Options {
 pub struct Engine {
     shared: Arc<Shared>,
     committer: Committer<Settlement>,
+    /// Read directly for payloads kept apart; written only by the committer.
+    store: Arc<dyn Store>,
     limits: Limits,
     clock: Arc<dyn WallClock>,
     closed: AtomicBool,
@@ -108,6 +112,7 @@ impl Engine {
     /// [`StoreError`] if the store cannot be read; a corrupt record refuses the
     /// start with its id.
     pub fn open(store: Box<dyn Store>, options: Options, clock: Arc<dyn WallClock>) -> Result<Arc<Engine>, StoreError> {
+        let store: Arc<dyn Store> = Arc::from(store);
         let now_ms = clock.now_ms();
         let mut state = State::new(now_ms);
         let mut too_many_queues = None;
@@ -115,7 +120,14 @@ impl Engine {
             let id = task.id;
             match state.queue_id(&task.queue) {
                 Ok(queue) => {
-                    state.insert(&task, payload, queue);
+                    match payload {
+                        Loaded::Inline(payload) if payload.len() <= PAYLOAD_INLINE_MAX => {
+                            let bytes = payload.len();
+                            state.insert(&task, Some(payload), bytes, queue);
+                        }
+                        Loaded::Inline(payload) => state.insert(&task, None, payload.len(), queue),
+                        Loaded::Apart(bytes) => state.insert(&task, None, bytes, queue),
+                    }
                     state.reveal(id, now_ms);
                 }
                 Err(error) => too_many_queues = Some(error),
@@ -132,9 +144,9 @@ impl Engine {
             timer_thread: std::sync::OnceLock::new(),
         });
         let settler = EngineSettler { shared: shared.clone(), clock: clock.clone() };
-        let committer = Committer::start(store, options.fsync, settler)
+        let committer = Committer::start(store.clone(), options.fsync, settler)
             .map_err(|error| StoreError::Database(format!("cannot start the writer thread: {error}")))?;
-        Ok(Arc::new(Engine { shared, committer, limits: options.limits, clock, closed: AtomicBool::new(false) }))
+        Ok(Arc::new(Engine { shared, committer, store, limits: options.limits, clock, closed: AtomicBool::new(false) }))
     }
 
     /// The engine's clock.
@@ -245,15 +257,25 @@ impl Engine {
         why: Why,
         change: impl Fn(&State, &mut Task) -> Result<(), QueueError>,
     ) -> Result<TaskInfo, QueueError> {
-        self.on_task(Access::Write, id, |state, id| {
-            let mut task = state.task(id);
-            change(state, &mut task)?;
-            let now_ms = self.clock.now_ms();
-            let status = state::status(&task, now_ms);
-            let info = TaskInfo { task: task.clone(), payload: state.tasks[&id].payload.clone(), status };
-            Ok((info, Some((vec![Mutation::Update(task.clone())], Settlement::Change { task, why }))))
-        })
-        .await
+        let (info, reads) = self
+            .on_task(Access::Write, id, |state, id| {
+                let mut task = state.task(id);
+                change(state, &mut task)?;
+                let answer = self.answer(state, task.clone())?;
+                Ok((answer, Some((vec![Mutation::Update(task.clone())], Settlement::Change { task, why }))))
+            })
+            .await?;
+        read_one(info, reads)
+    }
+
+    /// Under the lock: the answer about a task, as `task` says it is, with its
+    /// payload copied or noted to read after the lock.
+    fn answer(&self, state: &State, task: Task) -> Result<(TaskInfo, Reads), QueueError> {
+        let status = state::status(&task, self.clock.now_ms());
+        let mut reads = Reads::new();
+        let payload = reads.payload(&state.tasks[&task.id], task.id, 0);
+        reads.snapshot(&*self.store)?;
+        Ok((TaskInfo { task, payload, status }, reads))
     }
 
     /// Moves the wheel to now: files tasks that came due, expires leases.
@@ -314,6 +336,7 @@ impl Backend for Engine {
                 Err(error) => return Attempt::Done(Err(error)),
             };
             let name = state.queues[queue_id as usize].name.clone();
+            let (memory_before, disk_before) = (state.memory_bytes, state.disk_bytes);
             let mut results = Vec::with_capacity(checked.len());
             let mut mutations = Vec::with_capacity(checked.len() + 1);
             let mut ids = Vec::with_capacity(checked.len());
@@ -338,14 +361,22 @@ impl Backend for Engine {
                 results.push(Enqueued { id: task.id, run_at_ms: task.run_at_ms, created: true });
                 ids.push(task.id);
                 // Inserted once: a later try of this closure never gets here
-                // again for this task, so the payload can move into its slot.
+                // again for this task, so the payload can move into its slot
+                // (if small) and to the writer.
                 let payload = std::mem::take(&mut new.payload);
-                let stored = payload.clone();
-                state.insert(&task, payload, queue_id);
-                mutations.push(Mutation::Insert { task, payload: stored });
+                let bytes = payload.len();
+                let held = (bytes <= PAYLOAD_INLINE_MAX).then(|| payload.clone());
+                state.insert(&task, held, bytes, queue_id);
+                mutations.push(Mutation::Insert { task, payload });
             }
             if ids.is_empty() {
                 return Attempt::Done(Ok(results));
+            }
+            if let Err(over) = self.within_budgets(state, memory_before, disk_before) {
+                for id in ids {
+                    state.forget(id);
+                }
+                return Attempt::Done(Err(over));
             }
             // Written with the tasks: ids stay retired across restarts even
             // when the newest tasks are gone by then.
@@ -365,14 +396,20 @@ impl Backend for Engine {
     }
 
     async fn get(&self, id: u64) -> Result<TaskInfo, QueueError> {
-        self.on_task(Access::Read, id, |state, id| Ok((state.info(id, self.clock.now_ms()), None))).await
+        let (info, reads) =
+            self.on_task(Access::Read, id, |state, id| Ok((self.answer(state, state.task(id))?, None))).await?;
+        read_one(info, reads)
     }
 
     async fn find_by_key(&self, queue: &str, key: &str) -> Result<Option<TaskInfo>, QueueError> {
         validate::queue_name(queue)?;
         validate::key(key)?;
         let find = |state: &State| state.queue(queue).and_then(|q| q.keys.get(key).copied());
-        self.settled(Access::Read, find, |state, id| Ok((state.info(id, self.clock.now_ms()), None))).await
+        let answer = |state: &mut State, id| Ok((self.answer(state, state.task(id))?, None));
+        match self.settled(Access::Read, find, answer).await? {
+            Some((info, reads)) => read_one(info, reads).map(Some),
+            None => Ok(None),
+        }
     }
 
     async fn cancel(&self, id: u64) -> Result<(), QueueError> {
@@ -429,15 +466,21 @@ impl Backend for Engine {
                     return Ok(Vec::new());
                 }
                 let queue_id = state.queue_id(queue)?;
-                let (claimed, updates) = state.claim(queue_id, max, self.clock.now_us(), lease_ms);
+                let mut reads = Reads::new();
+                let (mut claimed, updates) = state.claim(queue_id, max, self.clock.now_us(), lease_ms, &mut reads);
                 if !claimed.is_empty() {
                     // The leases and attempt counts are recorded without
                     // waiting: if a crash loses them, the tasks are simply
                     // delivered again. Sent under the lock, in order.
                     self.committer.send(updates, None);
                     state.debug_check();
+                    // If the payloads cannot be read, the tasks stay leased
+                    // and are delivered again when the lease runs out.
+                    let snapshot = reads.snapshot(&*self.store);
                     drop(state);
                     self.shared.wake_timers();
+                    snapshot?;
+                    reads.read(|at, payload| claimed[at].payload = payload)?;
                     return Ok(claimed);
                 }
                 state.queues[queue_id as usize].notify.clone()
@@ -506,11 +549,18 @@ impl Backend for Engine {
     async fn list(&self, queue: &str, request: ListRequest) -> Result<Page, QueueError> {
         validate::queue_name(queue)?;
         validate::list_limit(request.limit)?;
-        let state = self.shared.state.lock();
-        let Some(&queue_id) = state.queue_index.get(queue) else {
-            return Ok(Page { tasks: Vec::new(), next: None });
+        let mut reads = Reads::new();
+        let mut page = {
+            let state = self.shared.state.lock();
+            let Some(&queue_id) = state.queue_index.get(queue) else {
+                return Ok(Page { tasks: Vec::new(), next: None });
+            };
+            let page = state.list(queue_id, request, self.clock.now_ms(), &mut reads);
+            reads.snapshot(&*self.store)?;
+            page
         };
-        Ok(state.list(queue_id, request, self.clock.now_ms()))
+        reads.read(|at, payload| page.tasks[at].payload = payload)?;
+        Ok(page)
     }
 
     async fn queues(&self) -> Vec<QueueStats> {
@@ -526,7 +576,14 @@ impl Backend for Engine {
 
     async fn totals(&self) -> Totals {
         let state = self.shared.state.lock();
-        Totals { tasks: state.held(), ..state.totals }
+        Totals {
+            tasks: state.held(),
+            memory_bytes: state.memory_bytes,
+            memory_bytes_max: Some(self.limits.memory_bytes_max),
+            disk_bytes: state.disk_bytes,
+            disk_bytes_max: self.limits.disk_bytes_max,
+            ..state.totals
+        }
     }
 
     fn close(&self) {
@@ -543,4 +600,28 @@ impl Engine {
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
+
+    /// `Ok` if what the state holds, grown from `memory_before` and
+    /// `disk_before` by one request, is within the budgets.
+    fn within_budgets(&self, state: &State, memory_before: u64, disk_before: u64) -> Result<(), QueueError> {
+        let max = self.limits.memory_bytes_max;
+        if state.memory_bytes > max {
+            let adding = state.memory_bytes - memory_before;
+            return Err(QueueError::OverMemoryBudget { held: memory_before, adding, max });
+        }
+        match self.limits.disk_bytes_max {
+            Some(max) if state.disk_bytes > max => {
+                let adding = state.disk_bytes - disk_before;
+                Err(QueueError::OverDiskBudget { stored: disk_before, adding, max })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One task read under the lock, with its payload read from the store if it
+/// is kept there.
+fn read_one(mut info: TaskInfo, reads: Reads) -> Result<TaskInfo, QueueError> {
+    reads.read(|_, payload| info.payload = payload)?;
+    Ok(info)
 }

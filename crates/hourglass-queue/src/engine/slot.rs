@@ -1,6 +1,7 @@
 //! A task as the engine keeps it in memory: 56 bytes. The queue is an index,
-//! the counters are small, and the rarer parts (a lease, an idempotency key, a
-//! repeat period) live in side tables of [`State`](super::state::State).
+//! the counters are small, a large payload stays in the store, and the rarer
+//! parts (a lease, an idempotency key, a repeat period) live in side tables of
+//! [`State`](super::state::State).
 
 /// One task's record.
 pub(crate) struct Slot {
@@ -8,9 +9,14 @@ pub(crate) struct Slot {
     pub(crate) created_ms: u64,
     /// The raw wheel key of the due time or lease expiry; [`NO_TIMER`] if none.
     pub(crate) timer: u64,
-    /// A plain box: an `Arc` would add 16 bytes of counts to every task.
-    pub(crate) payload: Box<str>,
+    /// The payload if it is kept in memory (at most
+    /// [`PAYLOAD_INLINE_MAX`](crate::limits::PAYLOAD_INLINE_MAX) bytes), else
+    /// `None`: it is read from the store when handed out. A plain box: an
+    /// `Arc` would add 16 bytes of counts to every task.
+    pub(crate) payload: Option<Box<str>>,
     pub(crate) queue: u32,
+    /// The payload's size, wherever it is.
+    pub(crate) payload_bytes: u32,
     pub(crate) attempt: u16,
     pub(crate) max_attempts: u16,
     pub(crate) phase: Phase,

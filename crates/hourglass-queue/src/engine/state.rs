@@ -19,16 +19,17 @@ use hourglass::{Key, Wheel};
 use rustc_hash::FxHashMap;
 
 use super::queue::QueueState;
+use super::reads::Reads;
 use super::settle::{Settlement, Why};
 use super::slot::{Phase, Slot, NO_TIMER};
 use super::tasks::Tasks;
 use crate::backend::{Cursor, ListRequest, Page};
 use crate::error::QueueError;
-use crate::limits::{LIST_SCAN_MAX, QUEUES_MAX};
+use crate::limits::{task_memory_bytes, ANSWER_PAYLOAD_BYTES_MAX, LIST_SCAN_MAX, QUEUES_MAX};
 use crate::model::{Claimed, Lease, Status, Task, TaskInfo, TaskState};
 use crate::retry::backoff_ms;
 use crate::stats::Totals;
-use crate::store::Mutation;
+use crate::store::{footprint, Mutation};
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Leased {
@@ -52,6 +53,10 @@ pub(crate) struct State {
     pub(crate) next_id: u64,
     /// Tasks whose enqueue is not yet durable (see [`Slot::fresh`]).
     pub(crate) fresh: usize,
+    /// What the memory budget counts: [`task_memory_bytes`] of every task.
+    pub(crate) memory_bytes: u64,
+    /// What the disk budget counts: the [`footprint`] of every task.
+    pub(crate) disk_bytes: u64,
     pub(crate) totals: Totals,
 }
 
@@ -69,6 +74,8 @@ impl State {
             wheel,
             next_id: 1,
             fresh: 0,
+            memory_bytes: 0,
+            disk_bytes: 0,
             totals: Totals::default(),
         }
     }
@@ -129,18 +136,32 @@ impl State {
         }
     }
 
-    /// The task with a copy of its payload, as a read shows it.
-    pub(crate) fn info(&self, id: u64, now_ms: u64) -> TaskInfo {
+    /// The task as a read shows it, as item `at` of an answer: its payload
+    /// copied, or noted in `reads` if it is in the store.
+    pub(crate) fn info(&self, id: u64, now_ms: u64, reads: &mut Reads, at: usize) -> TaskInfo {
         let task = self.task(id);
         let status = status(&task, now_ms);
-        TaskInfo { task, payload: self.tasks[&id].payload.clone(), status }
+        TaskInfo { task, payload: reads.payload(&self.tasks[&id], id, at), status }
+    }
+
+    /// What a task costs the budgets: (memory, disk) bytes.
+    pub(crate) fn charges(task: &Task, payload_bytes: usize) -> (u64, u64) {
+        let inline = if payload_bytes <= crate::limits::PAYLOAD_INLINE_MAX { payload_bytes } else { 0 };
+        let memory = task_memory_bytes(inline, task.key.as_deref().map(str::len));
+        (memory, footprint(task, payload_bytes))
     }
 
     /// Stores a new task, pending and fresh: filed nowhere and not counted
     /// until [`reveal`](State::reveal). Its key is taken at once, so that a
-    /// second enqueue with it waits.
-    pub(crate) fn insert(&mut self, task: &Task, payload: Box<str>, queue: u32) {
+    /// second enqueue with it waits. `payload` is `None` for a payload kept
+    /// only in the store: one larger than
+    /// [`PAYLOAD_INLINE_MAX`](crate::limits::PAYLOAD_INLINE_MAX) bytes.
+    pub(crate) fn insert(&mut self, task: &Task, payload: Option<Box<str>>, payload_bytes: usize, queue: u32) {
         let id = task.id;
+        debug_assert_eq!(payload.is_some(), payload_bytes <= crate::limits::PAYLOAD_INLINE_MAX);
+        let (memory, disk) = Self::charges(task, payload_bytes);
+        self.memory_bytes += memory;
+        self.disk_bytes += disk;
         self.next_id = self.next_id.max(id + 1);
         if let Some(key) = task.key.clone() {
             self.queues[queue as usize].keys.insert(key.clone(), id);
@@ -152,6 +173,7 @@ impl State {
             timer: NO_TIMER,
             payload,
             queue,
+            payload_bytes: u32::try_from(payload_bytes).unwrap_or(u32::MAX),
             attempt: 0,
             max_attempts: 0,
             phase: Phase::Scheduled,
@@ -213,6 +235,9 @@ impl State {
         if !pending {
             self.unfile(id);
         }
+        let (memory, disk) = Self::charges(&self.task(id), self.tasks[&id].payload_bytes as usize);
+        self.memory_bytes -= memory;
+        self.disk_bytes -= disk;
         let slot = self.tasks.remove(&id).expect("a known task");
         if slot.fresh {
             self.fresh -= 1;
@@ -286,21 +311,29 @@ impl State {
         }
     }
 
-    /// Leases up to `max` due tasks of `queue`; returns them and what must be
-    /// recorded (the new attempt counts, never the payloads).
+    /// Leases up to `max` due tasks of `queue`, with at most
+    /// [`ANSWER_PAYLOAD_BYTES_MAX`] of payloads among them (at least one
+    /// task); returns them, their payloads still to read noted in `reads`,
+    /// and what must be recorded (the new attempt counts, never the payloads).
     pub(crate) fn claim(
         &mut self,
         queue: u32,
         max: usize,
         now_us: u64,
         lease_ms: u64,
+        reads: &mut Reads,
     ) -> (Vec<Claimed>, Vec<Mutation>) {
         let now_ms = now_us / 1_000;
         let until_ms = now_ms + lease_ms;
         let mut claimed = Vec::new();
         let mut updates = Vec::new();
+        let mut bytes = 0;
         while claimed.len() < max {
             let Some((run_at_ms, id)) = self.queues[queue as usize].ready.first().copied() else { break };
+            bytes += self.tasks[&id].payload_bytes as usize;
+            if bytes > ANSWER_PAYLOAD_BYTES_MAX && !claimed.is_empty() {
+                break;
+            }
             let lease = Lease(rand::random());
             let task = self.transition(id, now_ms, |task| {
                 task.attempt += 1;
@@ -310,7 +343,7 @@ impl State {
             claimed.push(Claimed {
                 id,
                 queue: task.queue.clone(),
-                payload: self.tasks[&id].payload.clone(),
+                payload: reads.payload(&self.tasks[&id], id, claimed.len()),
                 attempt: task.attempt,
                 lease,
                 lease_until_ms: until_ms,
@@ -365,21 +398,30 @@ impl State {
     /// A page of `queue`'s tasks. Due tasks are listed from the ready set in
     /// claim order, dead ones from the dead set by id; the others by walking
     /// ids upward, at most [`LIST_SCAN_MAX`] of them a page.
-    pub(crate) fn list(&self, queue: u32, request: ListRequest, now_ms: u64) -> Page {
+    pub(crate) fn list(&self, queue: u32, request: ListRequest, now_ms: u64, reads: &mut Reads) -> Page {
         let q = &self.queues[queue as usize];
         // A cursor comes from a client: whatever it says, nothing overflows.
         let after = request.after.unwrap_or_default();
         let first_id = after.id.saturating_add(1);
         let mut tasks = Vec::new();
+        let mut bytes = 0;
+        // Whether the page has room for task `id`, counting it in if so.
+        let mut room = |id: u64, tasks: &Vec<TaskInfo>| {
+            bytes += self.tasks[&id].payload_bytes as usize;
+            tasks.len() < request.limit && (tasks.is_empty() || bytes <= ANSWER_PAYLOAD_BYTES_MAX)
+        };
         // Takes tasks from `ids` until the page is full; whether any are left.
         let mut fill = |ids: &mut dyn Iterator<Item = u64>| {
-            for id in &mut *ids {
-                tasks.push(self.info(id, now_ms));
-                if tasks.len() >= request.limit {
+            let mut ids = ids.peekable();
+            while let Some(&id) = ids.peek() {
+                if !room(id, &tasks) {
                     break;
                 }
+                let at = tasks.len();
+                tasks.push(self.info(id, now_ms, reads, at));
+                ids.next();
             }
-            ids.next().is_some()
+            ids.peek().is_some()
         };
         let next = match request.status {
             Some(Status::Due) => {
@@ -401,7 +443,11 @@ impl State {
                             && status.is_none_or(|status| status == slot_status(slot, now_ms))
                     });
                     if listed {
-                        tasks.push(self.info(id, now_ms));
+                        if !room(id, &tasks) {
+                            break;
+                        }
+                        let at = tasks.len();
+                        tasks.push(self.info(id, now_ms, reads, at));
                     }
                     id += 1;
                 }

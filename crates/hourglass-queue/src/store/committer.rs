@@ -22,10 +22,12 @@ use tokio::sync::{oneshot, Notify};
 
 use super::{Mutation, Store};
 use crate::error::StoreError;
-use crate::limits::QUEUED_MUTATIONS_MAX;
+use crate::limits::{QUEUED_MUTATIONS_MAX, QUEUED_PAYLOAD_BYTES_MAX};
 
 /// The most mutations one transaction gathers.
 const BATCH_MUTATIONS_MAX: usize = 8_192;
+/// The most payload bytes one transaction gathers (a request may take it past).
+const BATCH_PAYLOAD_BYTES_MAX: usize = 16 << 20;
 
 /// When acknowledged writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,15 +52,41 @@ pub(crate) type Reply = oneshot::Receiver<Result<(), StoreError>>;
 
 struct Request<S> {
     mutations: Vec<Mutation>,
+    /// Payload bytes in `mutations`.
+    bytes: usize,
     settlement: Option<S>,
     reply: Option<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+/// Mutations and payload bytes sent and not yet applied.
+#[derive(Default)]
+struct Queued {
+    mutations: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+impl Queued {
+    fn full(&self) -> bool {
+        self.mutations.load(Ordering::Acquire) > QUEUED_MUTATIONS_MAX
+            || self.bytes.load(Ordering::Acquire) > QUEUED_PAYLOAD_BYTES_MAX
+    }
+
+    fn add(&self, mutations: usize, bytes: usize) {
+        self.mutations.fetch_add(mutations, Ordering::AcqRel);
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    fn sub(&self, mutations: usize, bytes: usize) {
+        self.mutations.fetch_sub(mutations, Ordering::AcqRel);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
 }
 
 /// The handle to the writer thread.
 pub(crate) struct Committer<S> {
     requests: Option<mpsc::Sender<Request<S>>>,
-    /// Mutations sent and not yet applied.
-    queued: Arc<AtomicUsize>,
+    /// What was sent and not yet applied.
+    queued: Arc<Queued>,
     /// Notified after every batch.
     drained: Arc<Notify>,
     writer: Option<thread::JoinHandle<()>>,
@@ -66,9 +94,9 @@ pub(crate) struct Committer<S> {
 
 impl<S: Send + 'static> Committer<S> {
     /// Starts the writer thread over `store`.
-    pub(crate) fn start(store: Box<dyn Store>, fsync: Fsync, settler: impl Settler<S>) -> std::io::Result<Self> {
+    pub(crate) fn start(store: Arc<dyn Store>, fsync: Fsync, settler: impl Settler<S>) -> std::io::Result<Self> {
         let (requests, receiver) = mpsc::channel();
-        let queued = Arc::new(AtomicUsize::new(0));
+        let queued = Arc::new(Queued::default());
         let drained = Arc::new(Notify::new());
         let writer = Writer::<S, _> {
             _settlements: std::marker::PhantomData,
@@ -82,14 +110,15 @@ impl<S: Send + 'static> Committer<S> {
         Ok(Committer { requests: Some(requests), queued, drained, writer: Some(writer) })
     }
 
-    /// Waits while the writer is behind by more than [`QUEUED_MUTATIONS_MAX`].
-    /// Call before taking the lock under which the request will be sent.
+    /// Waits while the writer is behind by more than [`QUEUED_MUTATIONS_MAX`]
+    /// or [`QUEUED_PAYLOAD_BYTES_MAX`]. Call before taking the lock under
+    /// which the request will be sent.
     pub(crate) async fn admit(&self) {
-        while self.queued.load(Ordering::Acquire) > QUEUED_MUTATIONS_MAX {
+        while self.queued.full() {
             let drained = self.drained.notified();
             let mut drained = std::pin::pin!(drained);
             drained.as_mut().enable();
-            if self.queued.load(Ordering::Acquire) <= QUEUED_MUTATIONS_MAX {
+            if !self.queued.full() {
                 break;
             }
             drained.await;
@@ -113,10 +142,11 @@ impl<S: Send + 'static> Committer<S> {
             return replied;
         }
         let count = mutations.len();
-        self.queued.fetch_add(count, Ordering::AcqRel);
-        let sent = self.requests.as_ref()?.send(Request { mutations, settlement, reply });
+        let bytes = mutations.iter().map(Mutation::payload_bytes).sum();
+        self.queued.add(count, bytes);
+        let sent = self.requests.as_ref()?.send(Request { mutations, bytes, settlement, reply });
         if sent.is_err() {
-            self.queued.fetch_sub(count, Ordering::AcqRel);
+            self.queued.sub(count, bytes);
             return None;
         }
         replied
@@ -135,10 +165,10 @@ impl<S> Drop for Committer<S> {
 
 struct Writer<S, T> {
     _settlements: std::marker::PhantomData<fn(S)>,
-    store: Box<dyn Store>,
+    store: Arc<dyn Store>,
     fsync: Fsync,
     settler: T,
-    queued: Arc<AtomicUsize>,
+    queued: Arc<Queued>,
     drained: Arc<Notify>,
 }
 
@@ -166,17 +196,19 @@ impl<S, T: Settler<S>> Writer<S, T> {
             };
             let mut batch: Vec<Request<S>> = first.into_iter().collect();
             let mut count = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
-            while count < BATCH_MUTATIONS_MAX {
+            let mut bytes = batch.iter().map(|r| r.bytes).sum::<usize>();
+            while count < BATCH_MUTATIONS_MAX && bytes < BATCH_PAYLOAD_BYTES_MAX {
                 match requests.try_recv() {
                     Ok(request) => {
                         count += request.mutations.len();
+                        bytes += request.bytes;
                         batch.push(request);
                     }
                     Err(_) => break,
                 }
             }
             if !batch.is_empty() {
-                self.commit(batch, count, durable);
+                self.commit(batch, (count, bytes), durable);
                 unsynced |= !durable;
             }
             if unsynced && sync_every.is_some_and(|every| last_sync.elapsed() >= every) {
@@ -194,7 +226,7 @@ impl<S, T: Settler<S>> Writer<S, T> {
 
     /// Applies one batch, in the order its requests were sent, settles it and
     /// replies.
-    fn commit(&mut self, mut batch: Vec<Request<S>>, count: usize, durable: bool) {
+    fn commit(&mut self, mut batch: Vec<Request<S>>, (count, bytes): (usize, usize), durable: bool) {
         let all: Vec<Mutation> = if batch.len() == 1 {
             std::mem::take(&mut batch[0].mutations)
         } else {
@@ -213,7 +245,7 @@ impl<S, T: Settler<S>> Writer<S, T> {
         if !settlements.is_empty() {
             self.settler.settle(settlements, result.as_ref().map(|_| ()));
         }
-        self.queued.fetch_sub(count, Ordering::AcqRel);
+        self.queued.sub(count, bytes);
         self.drained.notify_waiters();
         for reply in replies {
             let _ = reply.send(result.clone());

@@ -31,16 +31,62 @@ pub enum Mutation {
     NextId(u64),
 }
 
+impl Mutation {
+    /// Payload bytes the mutation carries.
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            Mutation::Insert { payload, .. } => payload.len(),
+            Mutation::Update(_) | Mutation::Delete(_) | Mutation::NextId(_) => 0,
+        }
+    }
+}
+
+/// A stored task's payload as [`Store::load`] hands it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// The payload itself, kept in memory if it is at most
+    /// [`PAYLOAD_INLINE_MAX`](crate::limits::PAYLOAD_INLINE_MAX) bytes (a
+    /// larger one is dropped and read through a [`Snapshot`] when needed).
+    Inline(Box<str>),
+    /// A larger payload, left in the store: only its size, in bytes. It is
+    /// read through a [`Snapshot`] when a claim or a read hands it out.
+    Apart(usize),
+}
+
+impl Loaded {
+    /// What `load` hands over for `payload`: the bytes if small enough to keep
+    /// in memory, else only the size.
+    pub fn of(payload: Box<str>) -> Loaded {
+        if payload.len() <= crate::limits::PAYLOAD_INLINE_MAX {
+            Loaded::Inline(payload)
+        } else {
+            Loaded::Apart(payload.len())
+        }
+    }
+}
+
+/// A consistent view of everything applied to a [`Store`] when the snapshot
+/// was taken, whatever is applied after: payloads are read through it.
+pub trait Snapshot: Send {
+    /// The payload of task `id`.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if it cannot be read, [`StoreError::Corrupt`]
+    /// if the task is not in the snapshot or its payload does not decode.
+    fn payload(&mut self, id: u64) -> Result<Box<str>, StoreError>;
+}
+
 /// A place tasks survive restarts in. Implementations apply a batch
 /// atomically: after a crash, either all of a batch is there or none of it.
 pub trait Store: Send + Sync + 'static {
-    /// Calls `visit` with every stored task and its payload, in id order, and
+    /// Calls `visit` with every stored task and its payload (the bytes of a
+    /// small one, the size of a large one: see [`Loaded`]), in id order, and
     /// returns the largest [`Mutation::NextId`] stored (0 if none).
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] for a record that does not decode; the caller
     /// must refuse to start rather than guess.
-    fn load(&self, visit: &mut dyn FnMut(Task, Box<str>)) -> Result<u64, StoreError>;
+    fn load(&self, visit: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError>;
 
     /// Applies `batch` atomically, in order. With `durable`, it is on stable
     /// storage (fsync) when this returns; without, it may be lost by a crash
@@ -55,4 +101,25 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Database`].
     fn sync(&self) -> Result<(), StoreError>;
+
+    /// A snapshot of everything applied so far. Cheap: the engine takes one
+    /// under its lock when it hands out payloads kept apart, and reads them
+    /// after the lock is released.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`].
+    fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError>;
 }
+
+/// Bytes a task with `payload_bytes` of payload takes in the store, as near
+/// as can be told without writing it: what the disk budget counts. Its body,
+/// its payload, the state record it may get, and its share of redb's B-tree
+/// pages ([`ENTRY_OVERHEAD_BYTES`]).
+pub(crate) fn footprint(task: &Task, payload_bytes: usize) -> u64 {
+    let apart = if record::apart(payload_bytes) { payload_bytes } else { 0 };
+    (record::body_bytes(task, payload_bytes) + apart + record::STATE_BYTES) as u64 + ENTRY_OVERHEAD_BYTES
+}
+
+/// What redb adds to a task's encoded bytes: its share of B-tree pages,
+/// measured as file bytes over encoded bytes (`tests/budgets.rs` prints it).
+const ENTRY_OVERHEAD_BYTES: u64 = 64;

@@ -25,6 +25,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
 use hourglass_queue::{Backend, Engine, Fsync, Lease, Limits, ManualWallClock, NewTask, Options, QueueError, RunAt};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
@@ -79,13 +80,19 @@ fn options() -> Options {
     Options { fsync: Fsync::Always, limits: Limits::default() }
 }
 
+/// Payload `n`: every third one too large to be kept in memory, so that
+/// both homes of a payload are exercised.
 fn payload(n: u64) -> Box<str> {
-    format!("{{\"n\":{n}}}").into()
+    let pad = if n.is_multiple_of(3) { "x".repeat(PAYLOAD_INLINE_MAX) } else { String::new() };
+    format!("{{\"n\":{n},\"pad\":\"{pad}\"}}").into()
 }
 
+/// The number of a payload, which must be exactly as it was sent.
 fn payload_number(raw: &str) -> u64 {
     let value: serde_json::Value = serde_json::from_str(raw).unwrap();
-    value["n"].as_u64().unwrap_or_else(|| panic!("a payload no client sent: {raw}"))
+    let n = value["n"].as_u64().unwrap_or_else(|| panic!("a payload no client sent: {raw}"));
+    assert_eq!(raw, &*payload(n), "payload {n} came back changed");
+    n
 }
 
 impl World {

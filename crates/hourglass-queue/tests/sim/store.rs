@@ -14,10 +14,10 @@
 //! Every state a task ever had durably is kept in a history, so a test can ask
 //! whether something a client saw was ever durable.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use hourglass_queue::{Mutation, Store, StoreError, Task};
+use hourglass_queue::{Loaded, Mutation, Snapshot, Store, StoreError, Task};
 use parking_lot::{Condvar, Mutex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -176,18 +176,47 @@ impl CrashStore {
     }
 }
 
+/// A snapshot's payloads.
+struct Payloads(HashMap<u64, Box<str>>);
+
+impl Snapshot for Payloads {
+    fn payload(&mut self, id: u64) -> Result<Box<str>, StoreError> {
+        self.0.get(&id).cloned().ok_or_else(|| StoreError::Corrupt { id, reason: "not in the snapshot".into() })
+    }
+}
+
 fn refused(why: &str) -> StoreError {
     StoreError::Database(why.into())
 }
 
 impl Store for CrashStore {
-    fn load(&self, visit: &mut dyn FnMut(Task, Box<str>)) -> Result<u64, StoreError> {
+    fn load(&self, visit: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
         let inner = self.inner.lock();
         assert!(inner.unsynced.is_empty(), "loaded from a store with unsynced writes: restart it first");
         for (task, payload) in inner.durable.tasks.values() {
-            visit(task.clone(), payload.clone());
+            visit(task.clone(), Loaded::of(payload.clone()));
         }
         Ok(inner.durable.next_id)
+    }
+
+    /// Everything applied: the durable image, then what is not yet synced.
+    /// A copy, which is fine at the simulator's sizes.
+    fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
+        let inner = self.inner.lock();
+        let mut payloads: HashMap<u64, Box<str>> =
+            inner.durable.tasks.iter().map(|(id, (_, payload))| (*id, payload.clone())).collect();
+        for mutation in inner.unsynced.iter().flatten() {
+            match mutation {
+                Mutation::Insert { task, payload } => {
+                    payloads.insert(task.id, payload.clone());
+                }
+                Mutation::Delete(id) => {
+                    payloads.remove(id);
+                }
+                Mutation::Update(_) | Mutation::NextId(_) => {}
+            }
+        }
+        Ok(Box::new(Payloads(payloads)))
     }
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
