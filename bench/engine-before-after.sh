@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Two builds of the server side by side, in one sitting, on the service
-# workloads of BENCHMARKS.md section 2: to show what an engine change costs.
-# Each round runs every workload against the old build, then the new one, on
-# a fresh data directory; the same client (the new build's `hourglass bench`)
-# drives both. Prints every run, then the median of each and the ratio.
+# Two builds of the server side by side, in one sitting, to show what an
+# engine change costs. Each round runs every workload of the suite against the
+# old build, then the new one, on a fresh data directory; the same client (the
+# new build's `hourglass bench`) drives both. Prints every run, then the
+# median of each and the ratio. Suites:
+# - engine (default): the service workloads of BENCHMARKS.md section 2;
+# - payloads: claim-and-ack throughput and lateness with 64 B, 1 KiB and
+#   64 KiB payloads (BENCHMARKS.md, "Payloads on disk").
 #
-#   bench/engine-before-after.sh OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]   # default 5 rounds
+#   bench/engine-before-after.sh OLD_HOURGLASS NEW_HOURGLASS [ROUNDS] [SUITE]   # 5 rounds, engine
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 old=${1:?usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]}
 new=${2:?usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]}
 rounds=${3:-5}
+suite=${4:-engine}
 addr=127.0.0.1:7498
 work=$(mktemp -d)
 results="$work/results.tsv"
@@ -32,10 +36,37 @@ record() { # build, workload, value
 }
 rate() { grep -o '[0-9]* tasks/s' | head -1 | awk '{print $1}'; }
 percentile() { grep -o "$1 [0-9.]*" | head -1 | awk '{print $2}'; }
+lateness() { # build, label, bench arguments
+  local build=$1 label=$2; shift 2
+  line=$(bench --workload lateness "$@"); echo "round $round $build: $line"
+  record "$build" "$label, p50 (ms)" "$(echo "$line" | percentile p50)"
+  record "$build" "$label, p99 (ms)" "$(echo "$line" | percentile p99)"
+  record "$build" "$label, max (ms)" "$(echo "$line" | percentile max)"
+}
+
+payloads() { # build, binary
+  for bytes in 64 1024 65536; do
+    start "$2"
+    line=$(bench --workload drain --tasks 20000 --batch 100 --consumers 4 --payload-bytes "$bytes")
+    echo "round $round $1: $line"
+    record "$1" "claim + ack, $bytes B payloads (tasks/s)" "$(echo "$line" | rate)"
+    stop
+  done
+  start "$2"
+  lateness "$1" "lateness at 10 k/s, 1 KiB" --rate 10000 --seconds 10 --producers 32 --consumers 4 --payload-bytes 1024
+  stop
+  start "$2"
+  lateness "$1" "lateness at 1 k/s, 64 KiB" --rate 1000 --seconds 10 --producers 32 --consumers 4 --payload-bytes 65536
+  stop
+}
 
 for round in $(seq "$rounds"); do
   for build in old new; do
     bin=$old; [ "$build" = new ] && bin=$new
+    if [ "$suite" = payloads ]; then
+      payloads "$build" "$bin"
+      continue
+    fi
     start "$bin"
     line=$(bench --workload enqueue --producers 64 --tasks 40000); echo "round $round $build: $line"
     record "$build" "durable enqueue, 64 clients (tasks/s)" "$(echo "$line" | rate)"
@@ -49,10 +80,7 @@ for round in $(seq "$rounds"); do
     record "$build" "batch enqueue, 16 x 1000 (tasks/s)" "$(echo "$line" | rate)"
     stop
     start "$bin"
-    line=$(bench --workload lateness --rate 10000 --seconds 10 --producers 32 --consumers 4); echo "round $round $build: $line"
-    record "$build" "lateness at 10 k/s, p50 (ms)" "$(echo "$line" | percentile p50)"
-    record "$build" "lateness at 10 k/s, p99 (ms)" "$(echo "$line" | percentile p99)"
-    record "$build" "lateness at 10 k/s, max (ms)" "$(echo "$line" | percentile max)"
+    lateness "$build" "lateness at 10 k/s" --rate 10000 --seconds 10 --producers 32 --consumers 4
     stop
   done
 done

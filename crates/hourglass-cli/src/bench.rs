@@ -1,13 +1,15 @@
 //! `hourglass bench`: the same workload against a hourglass server and against
 //! beanstalkd, so the two are compared in one run.
 //!
-//! Two workloads:
+//! Three workloads, each with payloads of `--payload-bytes`:
 //! - `enqueue`: producers send `--tasks` tasks as fast as they can (one per
 //!   request, or `--batch` per request), due far in the future; reports tasks
 //!   per second and request latency.
 //! - `lateness`: producers send tasks at `--rate` per second for `--seconds`,
 //!   each due `--delay` later; consumers wait for them and ack; reports how late
 //!   each task reached a consumer, from its due time.
+//! - `drain`: `--tasks` tasks due at once are enqueued first (not timed), then
+//!   consumers claim and ack them as fast as they can; reports tasks per second.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -81,6 +83,7 @@ enum Target {
 enum Workload {
     Enqueue,
     Lateness,
+    Drain,
 }
 
 fn now_us() -> u64 {
@@ -111,6 +114,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.workload {
         Workload::Enqueue => enqueue(&args, &tube).await,
         Workload::Lateness => lateness(&args, &tube).await,
+        Workload::Drain => drain(&args, &tube).await,
     }
 }
 
@@ -181,23 +185,7 @@ async fn lateness(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
     let lateness = Arc::new(Mutex::new(histogram()));
     let bar = progress(total, &format!("lateness on {:?}", args.target));
     let deadline = Instant::now() + Duration::from_secs(args.seconds) + args.delay + Duration::from_secs(30);
-    let mut consumers = Vec::new();
-    for _ in 0..args.consumers {
-        let mut receiver = Receiver::connect(args, tube).await?;
-        let (received, lateness, bar) = (received.clone(), lateness.clone(), bar.clone());
-        consumers.push(tokio::spawn(async move {
-            let mut local = histogram();
-            while received.load(Ordering::Relaxed) < total && Instant::now() < deadline {
-                for due_us in receiver.receive().await? {
-                    local.saturating_record(now_us().saturating_sub(due_us).max(1));
-                    received.fetch_add(1, Ordering::Relaxed);
-                    bar.inc(1);
-                }
-            }
-            lateness.lock().await.add(&local).ok();
-            anyhow::Ok(())
-        }));
-    }
+    let consumers = consume(args, tube, total, deadline, &received, &lateness, &bar).await?;
     let producers = args.producers.min(args.rate as usize).max(1);
     let per_producer = total / producers as u64;
     let interval = Duration::from_secs_f64(producers as f64 / args.rate as f64);
@@ -206,12 +194,13 @@ async fn lateness(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
     for _ in 0..producers {
         let mut sender = Sender::connect(args, tube).await?;
         let delay = args.delay;
+        let filler = filler(args.payload_bytes);
         sends.push(tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
             for _ in 0..per_producer {
                 tick.tick().await;
-                sender.send_due(delay).await?;
+                sender.send_due(delay, &filler).await?;
             }
             anyhow::Ok(())
         }));
@@ -240,6 +229,76 @@ async fn lateness(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
     );
     if lateness.len() < sent {
         bail!("{} tasks were never received", sent - lateness.len());
+    }
+    Ok(())
+}
+
+/// Starts `args.consumers` consumers that receive until `total` tasks are in
+/// or `deadline` passes, recording lateness into `lateness`.
+async fn consume(
+    args: &BenchArgs,
+    tube: &str,
+    total: u64,
+    deadline: Instant,
+    received: &Arc<AtomicU64>,
+    lateness: &Arc<Mutex<Histogram<u64>>>,
+    bar: &ProgressBar,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<anyhow::Result<()>>>> {
+    let mut consumers = Vec::new();
+    for _ in 0..args.consumers {
+        let mut receiver = Receiver::connect(args, tube).await?;
+        let (received, lateness, bar) = (received.clone(), lateness.clone(), bar.clone());
+        consumers.push(tokio::spawn(async move {
+            let mut local = histogram();
+            while received.load(Ordering::Relaxed) < total && Instant::now() < deadline {
+                for due_us in receiver.receive().await? {
+                    local.saturating_record(now_us().saturating_sub(due_us).max(1));
+                    received.fetch_add(1, Ordering::Relaxed);
+                    bar.inc(1);
+                }
+            }
+            lateness.lock().await.add(&local).ok();
+            anyhow::Ok(())
+        }));
+    }
+    Ok(consumers)
+}
+
+/// Enqueues `args.tasks` tasks due at once (untimed), then has the consumers
+/// claim and ack them as fast as they go.
+async fn drain(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
+    let total = args.tasks;
+    let mut sender = Sender::connect(args, tube).await?;
+    let filler = filler(args.payload_bytes);
+    let fill = progress(total, "fill");
+    let mut sent = 0;
+    while sent < total {
+        let count = (total - sent).min(args.batch as u64);
+        sender.send(count as usize, Duration::ZERO, &filler).await?;
+        sent += count;
+        fill.inc(count);
+    }
+    fill.finish_and_clear();
+    let received = Arc::new(AtomicU64::new(0));
+    let lateness = Arc::new(Mutex::new(histogram()));
+    let bar = progress(total, &format!("drain {:?}", args.target));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(600);
+    for consumer in consume(args, tube, total, deadline, &received, &lateness, &bar).await? {
+        consumer.await??;
+    }
+    let elapsed = started.elapsed();
+    bar.finish_and_clear();
+    let got = received.load(Ordering::Relaxed);
+    println!(
+        "{:?} drain: {got} tasks of {} B claimed and acked by {} consumers in {elapsed:.2?}: {:.0} tasks/s",
+        args.target,
+        args.payload_bytes,
+        args.consumers,
+        got as f64 / elapsed.as_secs_f64(),
+    );
+    if got < total {
+        bail!("{} tasks were never received", total - got);
     }
     Ok(())
 }
@@ -281,20 +340,20 @@ impl Sender {
         Ok(())
     }
 
-    /// Sends one task due `delay` from now, carrying its due time.
-    async fn send_due(&mut self, delay: Duration) -> anyhow::Result<()> {
+    /// Sends one task due `delay` from now, carrying its due time and `filler`.
+    async fn send_due(&mut self, delay: Duration, filler: &str) -> anyhow::Result<()> {
         match self {
             Sender::Hourglass { client, path } => {
                 let due_us = now_us() + delay.as_micros() as u64;
                 let run_at_ms = due_us.div_ceil(1_000);
-                let task = json!({ "payload": { "due_us": run_at_ms * 1_000 }, "run_at_ms": run_at_ms });
+                let task = json!({ "payload": { "due_us": run_at_ms * 1_000, "f": filler }, "run_at_ms": run_at_ms });
                 client.post(path, &task).await?;
             }
             Sender::Beanstalkd(conn) => {
                 // beanstalkd counts delays in whole seconds from its receipt.
                 let seconds = delay.as_secs_f64().round() as u64;
                 let due_us = now_us() + seconds * 1_000_000;
-                conn.put(seconds, due_us.to_string().as_bytes()).await?;
+                conn.put(seconds, format!("{due_us} {filler}").as_bytes()).await?;
             }
         }
         Ok(())
@@ -356,7 +415,10 @@ impl Receiver {
             Receiver::Beanstalkd(conn) => match conn.reserve(1).await? {
                 None => Ok(Vec::new()),
                 Some((id, body)) => {
-                    let due_us = std::str::from_utf8(&body).ok().and_then(|s| s.parse().ok()).unwrap_or_else(now_us);
+                    let due_us = std::str::from_utf8(&body)
+                        .ok()
+                        .and_then(|s| s.split(' ').next()?.parse().ok())
+                        .unwrap_or_else(now_us);
                     conn.command(&format!("delete {id}"), "DELETED").await?;
                     Ok(vec![due_us])
                 }
