@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo run --release -p hourglass-queue --example storage -- restart 5000000
 //! cargo run --release -p hourglass-queue --example storage -- churn 1000000 10
+//! cargo run --release -p hourglass-queue --example storage -- claim 100000 129
 //! ```
 //!
 //! - `restart N`: enqueues N pending tasks (64-byte payloads), stops, and opens
@@ -12,6 +13,9 @@
 //! - `churn N ROUNDS`: keeps N tasks live and replaces all of them ROUNDS
 //!   times (cancel N, enqueue N); prints the data directory's size against the
 //!   bytes the live tasks need.
+//! - `claim N BYTES`: enqueues N tasks due now with payloads of BYTES, then
+//!   claims them 100 at a time, without acks: what handing out payloads costs,
+//!   without HTTP (payloads over 128 bytes are read from the store).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -49,6 +53,10 @@ fn new_task() -> NewTask {
 }
 
 async fn fill(engine: &Engine, n: usize) -> Vec<u64> {
+    fill_with(engine, n, new_task).await
+}
+
+async fn fill_with(engine: &Engine, n: usize, new_task: impl Fn() -> NewTask) -> Vec<u64> {
     let mut ids = Vec::with_capacity(n);
     let mut left = n;
     while left > 0 {
@@ -113,8 +121,8 @@ async fn churn(n: usize, rounds: usize) {
     let live_bytes = dir_bytes(dir.path());
     // What the live tasks need: their encoded bodies (see store/record.rs:
     // 22 fixed bytes, the queue name, the key and the payload with their
-    // lengths); these tasks never change, so they have no state records.
-    let record_bytes = (n * (22 + 2 + "storage".len() + 2 + 4 + PAYLOAD.len())) as f64;
+    // lengths, a CRC); these tasks never change, so they have no state records.
+    let record_bytes = (n * (22 + 2 + "storage".len() + 2 + 4 + PAYLOAD.len() + 4)) as f64;
     println!(
         "churn: {n} live tasks: records {:.1} MB, data dir {:.1} MB ({:.2}x the records)",
         record_bytes / 1e6,
@@ -139,6 +147,29 @@ async fn churn(n: usize, rounds: usize) {
     println!("churn: {rounds} rounds in {:.1?}", started.elapsed());
 }
 
+/// Claims `n` tasks due now with payloads of `bytes`, 100 a claim.
+async fn claim(n: usize, bytes: usize) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let engine = open(dir.path());
+    let payload = format!("\"{}\"", "x".repeat(bytes.saturating_sub(2)));
+    fill_with(&engine, n, || NewTask::new(payload.as_str(), RunAt::Delay(0))).await;
+    let started = Instant::now();
+    let mut claimed = 0;
+    while claimed < n {
+        let tasks = engine.claim("storage", 100, 600_000, 0).await.expect("claim");
+        assert!(!tasks.is_empty() && tasks.iter().all(|task| *task.payload == *payload), "claimed what was sent");
+        claimed += tasks.len();
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "claim: {n} tasks of {} B claimed, 100 a claim, in {elapsed:.2?}: {:.0} tasks/s, {:.0} ns a task",
+        payload.len(),
+        n as f64 / elapsed.as_secs_f64(),
+        elapsed.as_nanos() as f64 / n as f64
+    );
+    engine.close();
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -148,11 +179,12 @@ async fn main() {
         Some("restart") => restart(number(1, 1_000_000)).await,
         Some("reopen") => reopen(Path::new(args.get(1).map(String::as_str).unwrap_or_else(|| usage()))).await,
         Some("churn") => churn(number(1, 1_000_000), number(2, 10)).await,
+        Some("claim") => claim(number(1, 100_000), number(2, 129)).await,
         _ => usage(),
     }
 }
 
 fn usage() -> ! {
-    eprintln!("usage: storage restart [TASKS] | storage churn [TASKS] [ROUNDS]");
+    eprintln!("usage: storage restart [TASKS] | storage churn [TASKS] [ROUNDS] | storage claim [TASKS] [BYTES]");
     std::process::exit(2)
 }

@@ -102,7 +102,9 @@ pub const fn task_memory_bytes(inline_payload_bytes: usize, key_bytes: Option<us
     TASK_OVERHEAD_BYTES + inline_payload_bytes as u64 + key
 }
 
-/// Resident memory per task without key or payload, measured on a million.
-pub const TASK_OVERHEAD_BYTES: u64 = 128;
+/// Resident memory per task without key or payload, measured: a server with
+/// 1 M tasks whose 4 KiB payloads are all on disk had 174 B of resident memory
+/// per task, of which 33 B were redb's page cache and 7 B the empty process.
+pub const TASK_OVERHEAD_BYTES: u64 = 136;
 /// Two hash table entries and two allocations for a key.
 pub const KEY_OVERHEAD_BYTES: u64 = 96;

@@ -98,6 +98,12 @@ pub(crate) fn apart(payload_bytes: usize) -> bool {
     payload_bytes > PAYLOAD_INLINE_MAX
 }
 
+/// Whether `body` says its payload is kept apart; no other part of it is
+/// read (a delete asks, to know whether there is a payload to delete too).
+pub(crate) fn keeps_payload_apart(body: &[u8]) -> bool {
+    body.first() == Some(&VERSION) && body.get(1).is_some_and(|flags| flags & FLAG_APART != 0)
+}
+
 /// Where a body says its task's payload is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PayloadIn<'a> {
@@ -343,6 +349,7 @@ mod tests {
         let body = encode(&task(), &over);
         assert_eq!(decode(7, &body).unwrap(), (task(), PayloadIn::Apart(over.len())));
         assert_eq!(body.len(), encode(&task(), "").len(), "a body with its payload apart holds only the length");
+        assert!(keeps_payload_apart(&body) && !keeps_payload_apart(&encode(&task(), &at_most)));
     }
 
     /// A body as version 1 wrote it.
