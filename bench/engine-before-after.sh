@@ -45,18 +45,22 @@ lateness() { # build, label, bench arguments
 }
 
 payloads() { # build, binary
-  for bytes in 64 1024 65536; do
+  # Filler sizes; the payload is 8 bytes more ({"f":"..."}): 128 B is the
+  # largest payload kept in memory, 129 B the smallest kept on disk.
+  for filler in 56 120 121 1016 65528; do
+    # Batches of up to 100, within the 1 MiB request body limit.
+    batch=$(( 900000 / (filler + 64) )); [ "$batch" -gt 100 ] && batch=100
     start "$2"
-    line=$(bench --workload drain --tasks 20000 --batch 100 --consumers 4 --payload-bytes "$bytes")
+    line=$(bench --workload drain --tasks 20000 --batch "$batch" --consumers 4 --payload-bytes "$filler")
     echo "round $round $1: $line"
-    record "$1" "claim + ack, $bytes B payloads (tasks/s)" "$(echo "$line" | rate)"
+    record "$1" "claim + ack, $((filler + 8)) B payloads (tasks/s)" "$(echo "$line" | rate)"
     stop
   done
   start "$2"
-  lateness "$1" "lateness at 10 k/s, 1 KiB" --rate 10000 --seconds 10 --producers 32 --consumers 4 --payload-bytes 1024
+  lateness "$1" "lateness at 10 k/s, 1 KiB" --rate 10000 --seconds 10 --producers 32 --consumers 4 --payload-bytes 1016
   stop
   start "$2"
-  lateness "$1" "lateness at 1 k/s, 64 KiB" --rate 1000 --seconds 10 --producers 32 --consumers 4 --payload-bytes 65536
+  lateness "$1" "lateness at 1 k/s, 64 KiB" --rate 1000 --seconds 10 --producers 32 --consumers 4 --payload-bytes 65528
   stop
 }
 

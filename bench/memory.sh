@@ -5,7 +5,8 @@
 #   before and after, and the size of its data file;
 # - a restart with 1 M tasks of 4 KiB (and, for reference, of 64 B): resident
 #   memory once serving, and the time from the start of the process to the
-#   first answered request, the median of ROUNDS restarts.
+#   first answered request, the median of ROUNDS restarts, with the page
+#   cache dropped first (cold) and not (warm).
 #
 #   bench/memory.sh OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]   # default 3 restarts
 set -euo pipefail
@@ -62,16 +63,20 @@ for bytes in 64 4096; do
     batch=1000; [ "$bytes" -gt 512 ] && batch=200
     "$new" bench --server "http://$addr" --workload enqueue --producers 8 --batch "$batch" --tasks 1000000 --payload-bytes "$bytes" >/dev/null
     stop
-    times=(); rss=
-    for _ in $(seq "$rounds"); do
-      sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
-      start "$bin" "$work/data"
-      times+=("$ready_ms")
-      rss=$(rss_kib "$pid")
-      stop
-    done
-    median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
     file=$(stat -c %s "$work/data/tasks.redb")
-    echo "$build: serving after ${times[*]} ms (median $median ms); RSS $((rss / 1024)) MiB = $((rss * 1024 / 1000000)) B/task; data file $((file / 1048576)) MiB"
+    # Cold: the page cache dropped first, as after a reboot. Warm: a restart
+    # of the process alone, the file still in the page cache.
+    for cache in cold warm; do
+      times=(); rss=
+      for _ in $(seq "$rounds"); do
+        [ "$cache" = cold ] && { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
+        start "$bin" "$work/data"
+        times+=("$ready_ms")
+        rss=$(rss_kib "$pid")
+        stop
+      done
+      median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+      echo "$build, $cache: serving after ${times[*]} ms (median $median ms); RSS $((rss / 1024)) MiB = $((rss * 1024 / 1000000)) B/task; data file $((file / 1048576)) MiB"
+    done
   done
 done
