@@ -17,8 +17,10 @@
 //! panics on a file damaged outside redb is reported as an error.
 //!
 //! A failed write (a full disk, say) leaves redb refusing every later
-//! operation until the database is opened again: the store then reopens it
-//! before its next write, so that the server serves again once there is room.
+//! operation until the database is opened again, and redb may report a commit
+//! failing after it reached the file. So the store reopens the database at
+//! once and reads the batch back ([`landed`]): the answer is what the disk
+//! holds, and the server serves again once there is room.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -266,14 +268,31 @@ impl Store for RedbStore {
             self.reopen()?;
             self.failed_io.store(false, Ordering::Release);
         }
-        self.with_db(|db| {
-            Self::try_apply(db, batch, durable).map_err(|error| {
-                if matches!(error, redb::Error::Io(_) | redb::Error::PreviousIo) {
-                    self.failed_io.store(true, Ordering::Release);
+        let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable))) {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(error)) => error,
+            Err(reopening) => return Err(reopening),
+        };
+        if !matches!(error, redb::Error::Io(_) | redb::Error::PreviousIo) {
+            return Err(db_error(error));
+        }
+        // redb may fail a commit on I/O after its pages and header reached
+        // the file. Reopen now and read the batch back, so that the answer
+        // is what the disk holds, not a guess.
+        self.failed_io.store(true, Ordering::Release);
+        for _ in 0..REOPEN_TRIES {
+            if self.reopen().is_ok() {
+                self.failed_io.store(false, Ordering::Release);
+                if self.with_db(|db| landed(db, batch)).unwrap_or(false) {
+                    tracing::warn!(%error, "a commit reported failing but reached the disk: it counts as done");
+                    return Ok(());
                 }
-                db_error(error)
-            })
-        })
+                break;
+            }
+            // A snapshot still holds the old database; they last microseconds.
+            std::thread::sleep(REOPEN_PAUSE);
+        }
+        Err(db_error(error))
     }
 
     fn sync(&self) -> Result<(), StoreError> {
@@ -292,6 +311,46 @@ impl Store for RedbStore {
         let txn = db.as_ref().ok_or_else(|| self.reopening())?.begin_read().map_err(db_error)?;
         Ok(Box::new(RedbSnapshot { txn, tables: None }))
     }
+}
+
+/// Tries to reopen the database after a failed commit, to learn what became
+/// of it, and the pause between tries (while a snapshot holds the old one).
+const REOPEN_TRIES: usize = 100;
+const REOPEN_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Whether `batch`, whose commit was reported failing, is in the database
+/// anyway. A batch lands whole or not at all, so its first mutation whose
+/// effect differs from what was there before tells: an insert's body is there
+/// byte for byte, a deleted task is gone (the engine deletes only tasks it has
+/// stored). Updates and the next id, which may equal what was there, only
+/// tell when they differ. A batch with nothing that tells left the database
+/// as the batch would have: it counts as landed.
+fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
+    let txn = db.begin_read().map_err(db_error)?;
+    let tasks = txn.open_table(TASKS).map_err(db_error)?;
+    let states = txn.open_table(STATES).map_err(db_error)?;
+    let meta = txn.open_table(META).map_err(db_error)?;
+    for mutation in batch {
+        match mutation {
+            Mutation::Insert { task, payload } => {
+                let body = tasks.get(task.id).map_err(db_error)?;
+                return Ok(body.is_some_and(|body| body.value() == record::encode(task, payload).as_slice()));
+            }
+            Mutation::Delete(id) => return Ok(tasks.get(*id).map_err(db_error)?.is_none()),
+            Mutation::Update(task) => {
+                let state = states.get(task.id).map_err(db_error)?;
+                if state.is_none_or(|state| state.value() != record::encode_state(task).as_slice()) {
+                    return Ok(false);
+                }
+            }
+            Mutation::NextId(next_id) => {
+                if meta.get(NEXT_ID).map_err(db_error)?.map_or(0, |value| value.value()) < *next_id {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// A table of bytes by task id, read-only.
@@ -324,5 +383,58 @@ impl Snapshot for RedbSnapshot {
             PayloadIn::Body(payload) => Ok(payload.into()),
             PayloadIn::Apart(_) => Err(corrupt("its payload is kept apart but missing".into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TaskState;
+
+    fn task(id: u64, run_at_ms: u64) -> Task {
+        Task {
+            id,
+            queue: "q".into(),
+            run_at_ms,
+            attempt: 0,
+            max_attempts: 5,
+            key: None,
+            every_ms: None,
+            state: TaskState::Scheduled,
+            created_ms: 1,
+        }
+    }
+
+    /// What a commit reported failing became is read back from the file.
+    #[test]
+    fn a_batch_is_known_to_have_landed_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(dir.path()).unwrap();
+        let landed = |batch: &[Mutation]| store.with_db(|db| landed(db, batch)).unwrap();
+        let big = "b".repeat(crate::limits::PAYLOAD_INLINE_MAX + 1);
+        let first = vec![
+            Mutation::Insert { task: task(1, 10), payload: "{}".into() },
+            Mutation::Insert { task: task(2, 10), payload: big.as_str().into() },
+            Mutation::NextId(3),
+        ];
+        assert!(!landed(&first), "not yet written");
+        store.apply(&first, true).unwrap();
+        assert!(landed(&first));
+        let other_body = [Mutation::Insert { task: task(1, 11), payload: "{}".into() }];
+        assert!(!landed(&other_body), "a body that differs is not this batch's");
+
+        let update = [Mutation::Update(task(1, 20))];
+        assert!(!landed(&update));
+        store.apply(&update, true).unwrap();
+        assert!(landed(&update));
+        assert!(!landed(&[Mutation::NextId(4)]));
+        assert!(landed(&[Mutation::NextId(3)]), "the next id is there already: nothing tells it apart");
+
+        let delete = [Mutation::Delete(2)];
+        assert!(!landed(&delete));
+        store.apply(&delete, true).unwrap();
+        assert!(landed(&delete));
+        // The payload went with the task.
+        assert!(store.snapshot().unwrap().payload(2).is_err());
     }
 }
