@@ -273,3 +273,68 @@ async fn a_real_full_disk_is_survived() {
     engine.close();
     drop(engine);
 }
+
+/// One claim or listing page hands out at most `ANSWER_PAYLOAD_BYTES_MAX` of
+/// payloads, the rest going to the next; a claim always hands out one task,
+/// however large.
+#[tokio::test]
+async fn a_claim_or_a_page_hands_out_a_bounded_number_of_payload_bytes() {
+    use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let payload_bytes_max = ANSWER_PAYLOAD_BYTES_MAX + 1024;
+    let engine = open(dir.path(), Limits { payload_bytes_max, ..Limits::default() });
+    let per_answer = 8;
+    let bytes = ANSWER_PAYLOAD_BYTES_MAX / per_answer;
+    for n in 0..per_answer as u64 + 2 {
+        engine.enqueue("q", due_now(payload(n, bytes))).await.unwrap();
+    }
+    let page = engine.list("q", ListRequest { status: Some(Status::Due), after: None, limit: 100 }).await.unwrap();
+    assert_eq!(page.tasks.len(), per_answer, "a page stops at {ANSWER_PAYLOAD_BYTES_MAX} bytes of payloads");
+    let rest = engine.list("q", ListRequest { status: Some(Status::Due), after: page.next, limit: 100 }).await.unwrap();
+    assert_eq!((rest.tasks.len(), rest.next), (2, None), "the next page has the rest");
+    let claimed = engine.claim("q", 100, 30_000, 0).await.unwrap();
+    assert_eq!(claimed.len(), per_answer);
+    assert_eq!(engine.claim("q", 100, 30_000, 0).await.unwrap().len(), 2);
+
+    let huge = payload(99, ANSWER_PAYLOAD_BYTES_MAX + 1);
+    engine.enqueue("q", due_now(huge.clone())).await.unwrap();
+    let claimed = engine.claim("q", 100, 30_000, 0).await.unwrap();
+    assert_eq!(claimed.len(), 1, "a claim hands out one task whatever its size");
+    assert_eq!(*claimed[0].payload, huge);
+}
+
+/// The writer's queue holds a bounded number of payload bytes: past
+/// `QUEUED_PAYLOAD_BYTES_MAX`, a new write waits for room before it takes the
+/// lock, so it has not even been inserted while the writer is behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payload_bytes_waiting_for_the_writer_are_bounded() {
+    use hourglass_queue::limits::QUEUED_PAYLOAD_BYTES_MAX;
+    let store = crate::sim::CrashStore::new(7, 0.0);
+    let limits = Limits { payload_bytes_max: QUEUED_PAYLOAD_BYTES_MAX + 1024, ..Limits::default() };
+    let engine = open_with(store.clone(), limits);
+    store.close_gate();
+    let big = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.enqueue("q", due_now(payload(1, QUEUED_PAYLOAD_BYTES_MAX + 1))).await }
+    });
+    while !store.held_at_gate() {
+        tokio::task::yield_now().await;
+    }
+    let held = engine.totals().await.memory_bytes;
+    let small = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.enqueue("q", due_now(payload(2, 100))).await }
+    });
+    for _ in 0..10_000 {
+        tokio::task::yield_now().await;
+    }
+    // Looked at with the gate closed, asserted once it is open: a failing
+    // assertion must not leave the writer stuck at the gate.
+    let inserted = engine.totals().await.memory_bytes - held;
+    let finished = small.is_finished();
+    store.open_gate();
+    big.await.unwrap().unwrap();
+    small.await.unwrap().unwrap();
+    assert_eq!((inserted, finished), (0, false), "the second write waited for room, not yet inserted");
+    assert_eq!(engine.totals().await.tasks, 2);
+}
