@@ -83,6 +83,12 @@ pub const QUEUED_MUTATIONS_MAX: usize = 65_536;
 /// the store and are read when a claim or a read hands them out. See
 /// `BENCHMARKS.md` ("Payloads on disk") for the measurement behind it.
 pub const PAYLOAD_INLINE_MAX: usize = 128;
+
+/// Whether a payload of this size is kept in memory ([`PAYLOAD_INLINE_MAX`]);
+/// else it lives only in the store. The one place that rule is written.
+pub const fn payload_inline(payload_bytes: usize) -> bool {
+    payload_bytes <= PAYLOAD_INLINE_MAX
+}
 /// Payload bytes one claim or listing page hands out, at most: it stops
 /// before the task that would pass it (a claim always hands out at least one).
 pub const ANSWER_PAYLOAD_BYTES_MAX: usize = 16 << 20;
@@ -92,14 +98,16 @@ pub const QUEUED_PAYLOAD_BYTES_MAX: usize = 64 << 20;
 
 /// Memory the engine counts for one task held: its slot, its index entries
 /// and its timer, measured (`BENCHMARKS.md`, "Payloads on disk"), plus its
-/// payload if kept in memory and its idempotency key (held twice, in the
-/// task's side table and in its queue's index).
-pub const fn task_memory_bytes(inline_payload_bytes: usize, key_bytes: Option<usize>) -> u64 {
+/// payload of `payload_bytes` if kept in memory ([`payload_inline`]) and its
+/// idempotency key (held twice, in the task's side table and in its queue's
+/// index).
+pub const fn task_memory_bytes(payload_bytes: usize, key_bytes: Option<usize>) -> u64 {
     let key = match key_bytes {
         Some(bytes) => KEY_OVERHEAD_BYTES + 2 * bytes as u64,
         None => 0,
     };
-    TASK_OVERHEAD_BYTES + inline_payload_bytes as u64 + key
+    let payload = if payload_inline(payload_bytes) { payload_bytes as u64 } else { 0 };
+    TASK_OVERHEAD_BYTES + payload + key
 }
 
 /// Resident memory per task without key or payload, measured: a server with

@@ -8,7 +8,8 @@ use hourglass::Key;
 
 use super::slot::{Phase, NO_TIMER};
 use super::state::State;
-use crate::limits::PAYLOAD_INLINE_MAX;
+use crate::limits::{payload_inline, PAYLOAD_INLINE_MAX};
+use crate::store::Sizes;
 
 /// Above this many tasks, debug builds stop walking the whole state after
 /// every operation (the simulator still does).
@@ -24,11 +25,15 @@ impl State {
         let (mut memory, mut disk) = (0, 0);
         for id in self.tasks.ids() {
             let slot = &self.tasks[&id];
-            let (task_memory, task_disk) = State::charges(&self.task(id), slot.payload_bytes as usize);
+            let sizes = self.sizes(id);
+            if sizes != Sizes::of(&self.task(id), sizes.payload) {
+                return Err(format!("task {id}: its sizes {sizes:?} disagree with the task"));
+            }
+            let (task_memory, task_disk) = State::charges(sizes);
             memory += task_memory;
             disk += task_disk;
             let held = slot.payload.as_ref().map(|payload| payload.len());
-            if held.is_some() != (slot.payload_bytes as usize <= PAYLOAD_INLINE_MAX)
+            if held.is_some() != payload_inline(slot.payload_bytes as usize)
                 || held.is_some_and(|len| len != slot.payload_bytes as usize)
             {
                 return Err(format!(

@@ -45,7 +45,7 @@ use tokio::sync::Notify;
 
 use crate::backend::{Backend, ListRequest, Page};
 use crate::error::{QueueError, StoreError};
-use crate::limits::{Limits, PAYLOAD_INLINE_MAX};
+use crate::limits::{payload_inline, Limits};
 use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
 use crate::stats::{QueueStats, Totals};
@@ -121,7 +121,7 @@ impl Engine {
             match state.queue_id(&task.queue) {
                 Ok(queue) => {
                     match payload {
-                        Loaded::Inline(payload) if payload.len() <= PAYLOAD_INLINE_MAX => {
+                        Loaded::Inline(payload) if payload_inline(payload.len()) => {
                             let bytes = payload.len();
                             state.insert(&task, Some(payload), bytes, queue);
                         }
@@ -271,11 +271,10 @@ impl Engine {
     /// Under the lock: the answer about a task, as `task` says it is, with its
     /// payload copied or noted to read after the lock.
     fn answer(&self, state: &State, task: Task) -> Result<(TaskInfo, Reads), QueueError> {
-        let status = state::status(&task, self.clock.now_ms());
         let mut reads = Reads::new();
-        let payload = reads.payload(&state.tasks[&task.id], task.id, 0);
+        let info = state.info(task, self.clock.now_ms(), &mut reads, 0);
         reads.snapshot(&*self.store)?;
-        Ok((TaskInfo { task, payload, status }, reads))
+        Ok((info, reads))
     }
 
     /// Moves the wheel to now: files tasks that came due, expires leases.
@@ -365,7 +364,7 @@ impl Backend for Engine {
                 // (if small) and to the writer.
                 let payload = std::mem::take(&mut new.payload);
                 let bytes = payload.len();
-                let held = (bytes <= PAYLOAD_INLINE_MAX).then(|| payload.clone());
+                let held = payload_inline(bytes).then(|| payload.clone());
                 state.insert(&task, held, bytes, queue_id);
                 mutations.push(Mutation::Insert { task, payload });
             }

@@ -25,11 +25,11 @@ use super::slot::{Phase, Slot, NO_TIMER};
 use super::tasks::Tasks;
 use crate::backend::{Cursor, ListRequest, Page};
 use crate::error::QueueError;
-use crate::limits::{task_memory_bytes, ANSWER_PAYLOAD_BYTES_MAX, LIST_SCAN_MAX, QUEUES_MAX};
+use crate::limits::{payload_inline, task_memory_bytes, ANSWER_PAYLOAD_BYTES_MAX, LIST_SCAN_MAX, QUEUES_MAX};
 use crate::model::{Claimed, Lease, Status, Task, TaskInfo, TaskState};
 use crate::retry::backoff_ms;
 use crate::stats::Totals;
-use crate::store::{footprint, Mutation};
+use crate::store::{footprint, Mutation, Sizes};
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Leased {
@@ -136,19 +136,30 @@ impl State {
         }
     }
 
-    /// The task as a read shows it, as item `at` of an answer: its payload
-    /// copied, or noted in `reads` if it is in the store.
-    pub(crate) fn info(&self, id: u64, now_ms: u64, reads: &mut Reads, at: usize) -> TaskInfo {
-        let task = self.task(id);
+    /// `task` (as stored, or as a change will make it) as a read shows it,
+    /// as item `at` of an answer: its payload copied, or noted in `reads` if
+    /// it is in the store.
+    pub(crate) fn info(&self, task: Task, now_ms: u64, reads: &mut Reads, at: usize) -> TaskInfo {
         let status = status(&task, now_ms);
-        TaskInfo { task, payload: reads.payload(&self.tasks[&id], id, at), status }
+        let payload = reads.payload(&self.tasks[&task.id], task.id, at);
+        TaskInfo { task, payload, status }
     }
 
-    /// What a task costs the budgets: (memory, disk) bytes.
-    pub(crate) fn charges(task: &Task, payload_bytes: usize) -> (u64, u64) {
-        let inline = if payload_bytes <= crate::limits::PAYLOAD_INLINE_MAX { payload_bytes } else { 0 };
-        let memory = task_memory_bytes(inline, task.key.as_deref().map(str::len));
-        (memory, footprint(task, payload_bytes))
+    /// What a task of these sizes costs the budgets: (memory, disk) bytes.
+    pub(crate) fn charges(sizes: Sizes) -> (u64, u64) {
+        (task_memory_bytes(sizes.payload, sizes.key), footprint(sizes))
+    }
+
+    /// The sizes of a stored task, read off its slot and the side tables
+    /// without putting the task together.
+    pub(crate) fn sizes(&self, id: u64) -> Sizes {
+        let slot = &self.tasks[&id];
+        Sizes {
+            queue: self.queues[slot.queue as usize].name.len(),
+            key: self.keys.get(&id).map(|key| key.len()),
+            repeats: self.repeats.contains_key(&id),
+            payload: slot.payload_bytes as usize,
+        }
     }
 
     /// Stores a new task, pending and fresh: filed nowhere and not counted
@@ -158,8 +169,8 @@ impl State {
     /// [`PAYLOAD_INLINE_MAX`](crate::limits::PAYLOAD_INLINE_MAX) bytes.
     pub(crate) fn insert(&mut self, task: &Task, payload: Option<Box<str>>, payload_bytes: usize, queue: u32) {
         let id = task.id;
-        debug_assert_eq!(payload.is_some(), payload_bytes <= crate::limits::PAYLOAD_INLINE_MAX);
-        let (memory, disk) = Self::charges(task, payload_bytes);
+        debug_assert_eq!(payload.is_some(), payload_inline(payload_bytes));
+        let (memory, disk) = Self::charges(Sizes::of(task, payload_bytes));
         self.memory_bytes += memory;
         self.disk_bytes += disk;
         self.next_id = self.next_id.max(id + 1);
@@ -235,7 +246,7 @@ impl State {
         if !pending {
             self.unfile(id);
         }
-        let (memory, disk) = Self::charges(&self.task(id), self.tasks[&id].payload_bytes as usize);
+        let (memory, disk) = Self::charges(self.sizes(id));
         self.memory_bytes -= memory;
         self.disk_bytes -= disk;
         let slot = self.tasks.remove(&id).expect("a known task");
@@ -418,7 +429,7 @@ impl State {
                     break;
                 }
                 let at = tasks.len();
-                tasks.push(self.info(id, now_ms, reads, at));
+                tasks.push(self.info(self.task(id), now_ms, reads, at));
                 ids.next();
             }
             ids.peek().is_some()
@@ -447,7 +458,7 @@ impl State {
                             break;
                         }
                         let at = tasks.len();
-                        tasks.push(self.info(id, now_ms, reads, at));
+                        tasks.push(self.info(self.task(id), now_ms, reads, at));
                     }
                     id += 1;
                 }

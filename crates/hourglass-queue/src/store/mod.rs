@@ -7,6 +7,7 @@ mod redb_store;
 
 pub use committer::Fsync;
 pub(crate) use committer::{Committer, Reply, Settler};
+pub(crate) use record::Sizes;
 pub use redb_store::RedbStore;
 
 use crate::error::StoreError;
@@ -57,7 +58,7 @@ impl Loaded {
     /// What `load` hands over for `payload`: the bytes if small enough to keep
     /// in memory, else only the size.
     pub fn of(payload: Box<str>) -> Loaded {
-        if payload.len() <= crate::limits::PAYLOAD_INLINE_MAX {
+        if crate::limits::payload_inline(payload.len()) {
             Loaded::Inline(payload)
         } else {
             Loaded::Apart(payload.len())
@@ -111,13 +112,13 @@ pub trait Store: Send + Sync + 'static {
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError>;
 }
 
-/// Bytes a task with `payload_bytes` of payload takes in the store, as near
-/// as can be told without writing it: what the disk budget counts. Its body,
-/// its payload, the state record it may get, and its share of redb's B-tree
-/// pages ([`ENTRY_OVERHEAD_BYTES`]).
-pub(crate) fn footprint(task: &Task, payload_bytes: usize) -> u64 {
-    let apart = if record::apart(payload_bytes) { payload_bytes } else { 0 };
-    (record::body_bytes(task, payload_bytes) + apart + record::STATE_BYTES) as u64 + ENTRY_OVERHEAD_BYTES
+/// Bytes a task of these sizes takes in the store, as near as can be told
+/// without writing it: what the disk budget counts. Its body, its payload,
+/// the state record it may get, and its share of redb's B-tree pages
+/// ([`ENTRY_OVERHEAD_BYTES`]).
+pub(crate) fn footprint(sizes: Sizes) -> u64 {
+    let apart = if record::apart(sizes.payload) { sizes.payload } else { 0 };
+    (record::body_bytes(sizes) + apart + record::STATE_BYTES) as u64 + ENTRY_OVERHEAD_BYTES
 }
 
 /// What redb adds to a task's encoded bytes: its share of B-tree pages,

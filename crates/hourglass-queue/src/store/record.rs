@@ -24,7 +24,7 @@
 //!           4  CRC-32 of every byte before it, u32 LE
 //! ```
 //!
-//! A payload larger than [`PAYLOAD_INLINE_MAX`] is kept apart, in a third
+//! A payload larger than [`PAYLOAD_INLINE_MAX`](crate::limits::PAYLOAD_INLINE_MAX) is kept apart, in a third
 //! table (`payloads`, id to the bytes), so that loading the bodies at a start
 //! reads only what scheduling needs. Bodies written before that flag existed
 //! hold payloads of any size; they are still read. A payload kept apart is its
@@ -56,7 +56,6 @@
 
 use std::sync::Arc;
 
-use crate::limits::PAYLOAD_INLINE_MAX;
 #[cfg(test)]
 use crate::model::Lease;
 use crate::model::{Task, TaskState};
@@ -93,9 +92,30 @@ fn dead_flag(task: &Task) -> u8 {
     }
 }
 
-/// Whether a payload of this size is kept apart from its body.
+/// Whether a payload of this size is kept apart from its body: one too large
+/// to be kept in memory.
 pub(crate) fn apart(payload_bytes: usize) -> bool {
-    payload_bytes > PAYLOAD_INLINE_MAX
+    !crate::limits::payload_inline(payload_bytes)
+}
+
+/// The sizes a task's stored bytes depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sizes {
+    pub(crate) queue: usize,
+    pub(crate) key: Option<usize>,
+    pub(crate) repeats: bool,
+    pub(crate) payload: usize,
+}
+
+impl Sizes {
+    pub(crate) fn of(task: &Task, payload_bytes: usize) -> Sizes {
+        Sizes {
+            queue: task.queue.len(),
+            key: task.key.as_deref().map(str::len),
+            repeats: task.every_ms.is_some(),
+            payload: payload_bytes,
+        }
+    }
 }
 
 /// Whether `body` says its payload is kept apart; no other part of it is
@@ -113,12 +133,11 @@ pub(crate) enum PayloadIn<'a> {
     Apart(usize),
 }
 
-/// The size of the body [`encode`] writes for `task` with a payload of
-/// `payload_bytes`.
-pub(crate) fn body_bytes(task: &Task, payload_bytes: usize) -> usize {
-    let names = task.queue.len() + task.key.as_deref().map_or(0, str::len);
-    let every = if task.every_ms.is_some() { 8 } else { 0 };
-    let inline = if apart(payload_bytes) { 0 } else { payload_bytes };
+/// The size of the body [`encode`] writes for a task of these sizes.
+pub(crate) fn body_bytes(sizes: Sizes) -> usize {
+    let names = sizes.queue + sizes.key.unwrap_or(0);
+    let every = if sizes.repeats { 8 } else { 0 };
+    let inline = if apart(sizes.payload) { 0 } else { sizes.payload };
     FIXED_BYTES + every + 2 + 2 + 4 + names + inline + CRC_BYTES
 }
 
@@ -316,6 +335,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::PAYLOAD_INLINE_MAX;
 
     const PAYLOAD: &str = r#"{"to":"a@b.c"}"#;
 
@@ -432,7 +452,7 @@ mod tests {
         assert_eq!(encode_state(&task()).len(), STATE_BYTES);
         for payload in ["", PAYLOAD, &"z".repeat(PAYLOAD_INLINE_MAX + 9)] {
             for task in [plain.clone(), task()] {
-                assert_eq!(body_bytes(&task, payload.len()), encode(&task, payload).len());
+                assert_eq!(body_bytes(Sizes::of(&task, payload.len())), encode(&task, payload).len());
             }
         }
     }

@@ -199,11 +199,7 @@ impl RedbStore {
                     Mutation::Insert { task, payload } => {
                         table.insert(task.id, record::encode(task, payload).as_slice())?;
                         if record::apart(payload.len()) {
-                            let payloads = match &mut payloads {
-                                Some(payloads) => payloads,
-                                None => payloads.insert(txn.open_table(PAYLOADS)?),
-                            };
-                            payloads.insert(task.id, record::encode_payload(payload).as_slice())?;
+                            opened(&mut payloads, &txn)?.insert(task.id, record::encode_payload(payload).as_slice())?;
                         }
                     }
                     Mutation::Update(task) => {
@@ -213,11 +209,7 @@ impl RedbStore {
                         let apart = table.remove(*id)?.is_some_and(|body| record::keeps_payload_apart(body.value()));
                         states.remove(*id)?;
                         if apart {
-                            let payloads = match &mut payloads {
-                                Some(payloads) => payloads,
-                                None => payloads.insert(txn.open_table(PAYLOADS)?),
-                            };
-                            payloads.remove(*id)?;
+                            opened(&mut payloads, &txn)?.remove(*id)?;
                         }
                     }
                     Mutation::NextId(id) => next_id = next_id.max(Some(*id)),
@@ -351,6 +343,17 @@ fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
         }
     }
     Ok(true)
+}
+
+/// The payloads table of `txn`, opened at the first call.
+fn opened<'s, 'txn>(
+    table: &'s mut Option<redb::Table<'txn, u64, &'static [u8]>>,
+    txn: &'txn redb::WriteTransaction,
+) -> Result<&'s mut redb::Table<'txn, u64, &'static [u8]>, redb::Error> {
+    Ok(match table {
+        Some(table) => table,
+        None => table.insert(txn.open_table(PAYLOADS)?),
+    })
 }
 
 /// A table of bytes by task id, read-only.
