@@ -72,6 +72,31 @@ impl<T> Pages<T> {
         first
     }
 
+    /// Pages held.
+    #[inline]
+    pub fn len_pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Drops the last page and gives its memory back; `false` if there is none.
+    /// Its indices are gone until a later [`grow`](Pages::grow) makes them again.
+    pub fn pop_page(&mut self) -> bool {
+        self.pages.pop().is_some()
+    }
+
+    /// Gives back the page table's unused room.
+    pub fn shrink_to_fit(&mut self) {
+        self.pages.shrink_to_fit();
+    }
+
+    /// The entries of page `page` (`index >> log2(PAGE_LEN)`), with the index of the first.
+    ///
+    /// # Panics
+    /// If there is no such page.
+    pub fn page(&self, page: usize) -> (u32, &[T]) {
+        ((page << PAGE_BITS) as u32, &self.pages[page][..])
+    }
+
     /// The entry at `index`, if its page exists.
     #[inline]
     pub fn get(&self, index: u32) -> Option<&T> {
@@ -133,5 +158,9 @@ mod tests {
         let seen: Vec<(u32, u32)> = pages.iter().filter(|(_, &v)| v != 0).map(|(i, &v)| (i, v)).collect();
         assert_eq!(seen, [(PAGE_LEN as u32, 5), (last, 7)]);
         assert!(pages.bytes_reserved() >= 2 * PAGE_LEN * 4);
+        assert_eq!(pages.page(1).0, PAGE_LEN as u32);
+        assert!(pages.pop_page() && pages.len_pages() == 1 && pages.get(PAGE_LEN as u32).is_none());
+        assert_eq!(pages.grow(|| 0u32), PAGE_LEN as u32, "indices are made again");
+        assert!(pages.pop_page() && pages.pop_page() && !pages.pop_page());
     }
 }

@@ -1,6 +1,7 @@
 //! The wheel against a reference model: every operation is mirrored on a map
 //! of live entries, and what the wheel expires must be exactly what the model
-//! says is due, in deadline order with ties in insertion (or reset) order.
+//! says is due, in deadline order with ties in insertion (or reset) order, and
+//! `peek` must name the entry that comes out next.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +30,8 @@ enum Op {
     AdvanceTo(When),
     /// A key made up from any `u64`: it must be refused, never panic.
     Forged(u64, When),
+    /// Give back what memory can be given back; nothing else may change.
+    ShrinkToFit,
 }
 
 fn when() -> impl Strategy<Value = When> {
@@ -49,6 +52,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..300u64).prop_map(Op::Advance),
         1 => when().prop_map(Op::AdvanceTo),
         1 => (any::<u64>(), when()).prop_map(|(raw, w)| Op::Forged(raw, w)),
+        1 => Just(Op::ShrinkToFit),
     ]
 }
 
@@ -135,8 +139,13 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     model.file(id, deadline);
                 }
             }
+            Op::ShrinkToFit => wheel.shrink_to_fit(),
             Op::Remove(_) | Op::Reset(..) => {}
         }
+        // `peek` names what comes out next: the earliest deadline, ties in
+        // insertion order, whether or not it is due yet.
+        let first = model.live.iter().min_by_key(|(_, &(d, s))| (d, s)).map(|(&id, _)| keys[id]);
+        prop_assert_eq!(wheel.peek(), first);
         let expected = model.expire();
         let mut expired = Vec::new();
         while let Some(e) = wheel.pop_expired() {

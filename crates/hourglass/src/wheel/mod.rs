@@ -116,7 +116,7 @@ struct Lists {
     occupied_levels: u32,
 }
 
-/// An entry taken from the wheel by [`Wheel::pop_expired`].
+/// An entry taken from the wheel by [`Wheel::pop_expired`] or [`Wheel::remove_entry`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expired<T> {
     /// The key the entry had; it is stale now.
@@ -221,6 +221,46 @@ impl<T> Wheel<T> {
         self.slab.bytes_reserved() + std::mem::size_of::<Lists>()
     }
 
+    /// Entries the wheel holds before it allocates again: a whole number of
+    /// pages of 4096 entries.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.slab.capacity()
+    }
+
+    /// Makes room for at least `additional` more entries, kept until
+    /// [`shrink_to_fit`](Wheel::shrink_to_fit).
+    pub fn reserve(&mut self, additional: usize) {
+        self.slab.reserve(additional);
+    }
+
+    /// Gives back the memory of the empty pages at the top of the entry
+    /// storage, reserved ones included.
+    ///
+    /// The wheel also does this by itself as it empties, keeping one spare
+    /// page: new entries go to the lowest page with room, so as the set of
+    /// entries turns over, the top pages empty and are given back. Entries
+    /// never move (their keys stay valid), so an entry that stays put in a
+    /// high page holds its page until it leaves.
+    ///
+    /// # Example
+    /// ```
+    /// use hourglass::Wheel;
+    ///
+    /// let mut wheel = Wheel::new();
+    /// let keys: Vec<_> = (0..100_000).map(|i| wheel.insert(i, ()).unwrap()).collect();
+    /// let full = wheel.allocated_bytes();
+    /// for key in keys {
+    ///     wheel.remove(key);
+    /// }
+    /// assert!(wheel.allocated_bytes() < full / 10, "given back by itself");
+    /// wheel.shrink_to_fit();
+    /// assert_eq!(wheel.capacity(), 0);
+    /// ```
+    pub fn shrink_to_fit(&mut self) {
+        self.slab.shrink_to_fit();
+    }
+
     /// Adds `value`, due at tick `deadline`. A deadline at or before the
     /// current tick expires at once: the entry can be popped without advancing.
     ///
@@ -243,6 +283,15 @@ impl<T> Wheel<T> {
         self.slab.live(key)?;
         self.unlink(key.index);
         Some(self.slab.remove(key.index))
+    }
+
+    /// Removes the entry, expired or not, and returns it with its key and
+    /// deadline; `None` if the key is stale.
+    #[inline]
+    pub fn remove_entry(&mut self, key: Key) -> Option<Expired<T>> {
+        let deadline = self.slab.live(key)?.deadline;
+        self.unlink(key.index);
+        Some(Expired { key, deadline, value: self.slab.remove(key.index) })
     }
 
     /// Moves the entry's deadline, earlier or later; `false` if the key is stale.
@@ -375,6 +424,64 @@ impl<T> Wheel<T> {
         }
         let (location, start) = self.next_slot()?;
         Some(start.max(self.lists.min_deadline[location as usize]))
+    }
+
+    /// The key of the entry that [`pop_expired`](Wheel::pop_expired) will take
+    /// next, once the wheel has advanced far enough: the first expired entry if
+    /// any wait, else the pending entry with the earliest deadline, ties in
+    /// insertion order (a reset counts as an insertion).
+    ///
+    /// Finds it by walking the first occupied slots until no later slot can
+    /// hold an earlier deadline, so it costs the entries of one slot, or a few
+    /// where entries were reset later.
+    ///
+    /// # Example
+    /// ```
+    /// use hourglass::Wheel;
+    ///
+    /// let mut wheel = Wheel::new();
+    /// let _late = wheel.insert(120, "late").unwrap();
+    /// let early = wheel.insert(100, "early").unwrap(); // the same 64-tick slot
+    /// assert_eq!(wheel.peek(), Some(early));
+    /// wheel.advance(1_000);
+    /// assert_eq!(wheel.pop_expired().unwrap().key, early);
+    /// ```
+    pub fn peek(&self) -> Option<Key> {
+        if let Some(key) = self.peek_expired() {
+            return Some(key);
+        }
+        // Slots are processed lowest level first, lowest slot first, and every
+        // entry in a slot is due at or after the slot's start: once the best
+        // entry found is due before a slot's start, nothing later can beat it.
+        let mut best: Option<(u64, u64, u32)> = None;
+        'levels: for level in 0..NUM_LEVELS {
+            let mut occupied = self.lists.occupancy[level];
+            while occupied != 0 {
+                let slot = occupied.trailing_zeros() as usize;
+                occupied &= occupied - 1;
+                let location = location(level, slot);
+                if let Some((deadline, _, _)) = best {
+                    if deadline < slot_start(level, slot, self.elapsed) {
+                        break 'levels;
+                    }
+                    if self.lists.min_deadline[location as usize] > deadline {
+                        continue;
+                    }
+                }
+                for list in 0..SUBLISTS {
+                    let mut index = self.lists.head[location as usize * SUBLISTS + list];
+                    while index != NIL {
+                        let entry = self.slab.entry(index);
+                        let candidate = (entry.deadline, entry.seq, index);
+                        if best.is_none_or(|best| (candidate.0, candidate.1) < (best.0, best.1)) {
+                            best = Some(candidate);
+                        }
+                        index = entry.next;
+                    }
+                }
+            }
+        }
+        best.map(|(_, _, index)| Key { index, generation: self.slab.entry(index).generation })
     }
 
     /// Removes every entry, expired or not, and returns them with their keys,
