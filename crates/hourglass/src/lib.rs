@@ -17,6 +17,9 @@
 //!   deadline and hands due jobs to a bounded pool of workers; time comes from
 //!   a [`Clock`], which tests replace with a [`ManualClock`].
 //!
+//! For tokio programs, `DelayQueue` (feature `tokio`) is a drop-in for
+//! tokio-util's `DelayQueue` on the same wheel.
+//!
 //! Deadlines that must outlive the process (the durable queue's) count in Unix
 //! time from a [`WallClock`]; tests replace it with a [`ManualWallClock`].
 //!
@@ -26,6 +29,8 @@
 #![warn(rust_2018_idioms)]
 
 mod clock;
+#[cfg(feature = "tokio")]
+pub mod delay_queue;
 mod pages;
 mod repeat;
 mod scheduler;
@@ -33,6 +38,8 @@ mod wall_clock;
 mod wheel;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+#[cfg(feature = "tokio")]
+pub use delay_queue::DelayQueue;
 pub use pages::{Pages, PAGE_LEN};
 pub use repeat::{next_occurrence, MissedRuns};
 pub use scheduler::{

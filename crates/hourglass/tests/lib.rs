@@ -1,5 +1,9 @@
 //! Integration tests, compiled into one binary.
 
+#[cfg(feature = "tokio")]
+mod delay_queue;
+#[cfg(feature = "tokio")]
+mod delay_queue_model;
 mod realtime;
 mod scheduler;
 mod wheel_model;
