@@ -28,6 +28,9 @@ const _: () = assert!(MAX_ENTRIES <= NIL as usize, "every index is below NIL");
 const RETIRED_GENERATION: u32 = u32::MAX;
 const _: () = assert!(!is_occupied(RETIRED_GENERATION), "retirement happens at a vacant (odd) generation");
 
+/// `Slab::insert_page` when no page has room.
+const NO_PAGE: usize = usize::MAX;
+
 /// Empty pages kept at the top when the rest are given back by themselves.
 const SPARE_PAGES: usize = 1;
 
@@ -60,19 +63,34 @@ pub(crate) struct Entry<T> {
     pub(crate) value: Option<T>,
 }
 
+/// What a slab knows of one page, kept together so that an insert or a
+/// remove touches one small record besides the entry.
+#[derive(Debug, Clone, Copy)]
+struct PageBook {
+    /// The head of the page's list of vacant slots, linked through
+    /// `Entry::next`; [`NIL`] when the page is full.
+    free_head: u32,
+    /// Entries the page holds.
+    live: u32,
+    /// The highest generation any slot of the page has had: a page made again
+    /// starts above it. Kept as slots are vacated, so giving a page back does
+    /// not read its 4096 entries.
+    generation_max: u32,
+}
+
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
     /// 4096 entries a page: 128 KiB pages for a 32-byte entry.
     pages: Pages<Entry<T>>,
-    /// Per page: the head of its list of vacant slots, linked through
-    /// `Entry::next`; [`NIL`] when the page is full.
-    free_heads: Vec<u32>,
-    /// Per page: the entries it holds.
-    live: Vec<u32>,
+    /// Per page: its free list and how many entries it holds.
+    books: Vec<PageBook>,
     /// Bit `p % 64` of word `p / 64`: page `p` has a vacant slot.
     vacant_pages: Vec<u64>,
     /// No word of `vacant_pages` before this one has a bit set.
     first_vacant_word: usize,
+    /// The lowest page with a vacant slot, or [`NO_PAGE`] if none has one:
+    /// the insert path reads no bitmap.
+    insert_page: usize,
     /// The (odd) generation of the slots of a page made from now on: above
     /// every generation given out in a page that was given back.
     fresh_generation: u32,
@@ -86,10 +104,10 @@ impl<T> Slab<T> {
     pub(crate) const fn new() -> Self {
         Slab {
             pages: Pages::new(),
-            free_heads: Vec::new(),
-            live: Vec::new(),
+            books: Vec::new(),
             vacant_pages: Vec::new(),
             first_vacant_word: 0,
+            insert_page: NO_PAGE,
             fresh_generation: 1,
             reserved_pages: 0,
             len: 0,
@@ -127,7 +145,7 @@ impl<T> Slab<T> {
     /// Bytes of entry storage held, live or vacant, with the per-page books.
     pub(crate) fn bytes_reserved(&self) -> usize {
         self.pages.bytes_reserved()
-            + (self.free_heads.capacity() + self.live.capacity()) * std::mem::size_of::<u32>()
+            + self.books.capacity() * std::mem::size_of::<PageBook>()
             + self.vacant_pages.capacity() * std::mem::size_of::<u64>()
     }
 
@@ -165,13 +183,14 @@ impl<T> Slab<T> {
     /// Gives the value back when full.
     #[inline]
     pub(crate) fn insert(&mut self, deadline: u64, seq: u64, value: T) -> Result<Key, T> {
-        let page = match self.first_vacant_page() {
-            Some(page) => page,
-            None if self.pages.len_pages() < MAX_PAGES => self.add_page(),
-            None => return Err(value),
+        let page = match self.insert_page {
+            NO_PAGE if self.pages.len_pages() < MAX_PAGES => self.add_page(),
+            NO_PAGE => return Err(value),
+            page => page,
         };
-        let index = self.free_heads[page];
-        let entry = self.entry_mut(index);
+        let book = &mut self.books[page];
+        let index = book.free_head;
+        let entry = &mut self.pages[index];
         debug_assert!(entry.value.is_none() && !is_occupied(entry.generation), "free slot {index} is occupied");
         let next_free = entry.next;
         entry.deadline = deadline;
@@ -179,12 +198,12 @@ impl<T> Slab<T> {
         entry.value = Some(value);
         entry.generation += 1; // odd (vacant) to even (occupied)
         let generation = entry.generation;
-        self.free_heads[page] = next_free;
-        if next_free == NIL {
-            self.vacant_pages[page / 64] &= !(1 << (page % 64));
-        }
-        self.live[page] += 1;
+        book.free_head = next_free;
+        book.live += 1;
         self.len += 1;
+        if next_free == NIL {
+            self.page_filled(page);
+        }
         Ok(Key { index, generation })
     }
 
@@ -193,22 +212,51 @@ impl<T> Slab<T> {
     #[inline]
     pub(crate) fn remove(&mut self, index: u32) -> T {
         let page = index as usize / PAGE_LEN;
-        let free_head = self.free_heads[page];
-        let entry = self.entry_mut(index);
+        let book = &mut self.books[page];
+        let entry = &mut self.pages[index];
         let value = entry.value.take().expect("removing a vacant wheel entry");
         entry.generation += 1; // even (occupied) to odd (vacant)
-        if entry.generation != RETIRED_GENERATION {
-            entry.next = free_head;
-            self.free_heads[page] = index;
-            self.vacant_pages[page / 64] |= 1 << (page % 64);
-            self.first_vacant_word = self.first_vacant_word.min(page / 64);
-        }
-        self.live[page] -= 1;
+        let generation = entry.generation;
+        entry.next = book.free_head;
+        let was_full = book.free_head == NIL;
+        book.free_head = index;
+        book.live -= 1;
+        book.generation_max = book.generation_max.max(generation);
+        let now_empty = book.live == 0;
         self.len -= 1;
-        if self.live[page] == 0 && page + SPARE_PAGES + 1 >= self.pages.len_pages() {
-            self.give_back_empty_top(SPARE_PAGES, self.reserved_pages);
+        if was_full | now_empty | (generation == RETIRED_GENERATION) {
+            self.vacated_rarely(page, index, was_full);
         }
         value
+    }
+
+    /// What [`remove`](Slab::remove) leaves for the rare cases: the page was
+    /// full (it has room again, and may now be the lowest that has), the slot
+    /// retired (it leaves the free list), or the page emptied (it may be given
+    /// back).
+    #[cold]
+    fn vacated_rarely(&mut self, page: usize, index: u32, was_full: bool) {
+        let entry = &self.pages[index];
+        if entry.generation == RETIRED_GENERATION {
+            self.books[page].free_head = entry.next;
+        } else if was_full {
+            self.vacant_pages[page / 64] |= 1 << (page % 64);
+            self.first_vacant_word = self.first_vacant_word.min(page / 64);
+            // The lowest page with room had room before: this one is it now
+            // only if it is lower.
+            self.insert_page = self.insert_page.min(page);
+        }
+        if self.books[page].live == 0 && page + SPARE_PAGES + 1 >= self.pages.len_pages() {
+            self.give_back_empty_top(SPARE_PAGES, self.reserved_pages);
+        }
+    }
+
+    /// The page an insert took the last vacant slot of: the next insert goes
+    /// to the lowest page that still has one.
+    #[cold]
+    fn page_filled(&mut self, page: usize) {
+        self.vacant_pages[page / 64] &= !(1 << (page % 64));
+        self.insert_page = self.first_vacant_page().unwrap_or(NO_PAGE);
     }
 
     /// Gives back every empty top page, and the page table's spare room.
@@ -216,8 +264,7 @@ impl<T> Slab<T> {
         self.reserved_pages = 0;
         self.give_back_empty_top(0, 0);
         self.pages.shrink_to_fit();
-        self.free_heads.shrink_to_fit();
-        self.live.shrink_to_fit();
+        self.books.shrink_to_fit();
         self.vacant_pages.shrink_to_fit();
     }
 
@@ -229,8 +276,8 @@ impl<T> Slab<T> {
             .map(|(index, entry)| Key { index, generation: entry.generation })
     }
 
-    /// The lowest page with a vacant slot.
-    #[inline]
+    /// The lowest page with a vacant slot, from the bitmap.
+    #[cold]
     fn first_vacant_page(&mut self) -> Option<usize> {
         while let Some(&word) = self.vacant_pages.get(self.first_vacant_word) {
             if word != 0 {
@@ -254,13 +301,13 @@ impl<T> Slab<T> {
             let next = if made < PAGE_LEN as u32 { first + made } else { NIL };
             Entry { deadline: 0, seq: 0, prev: NIL, next, generation, location: 0, value: None }
         });
-        self.free_heads.push(first);
-        self.live.push(0);
+        self.books.push(PageBook { free_head: first, live: 0, generation_max: generation });
         if page.is_multiple_of(64) {
             self.vacant_pages.push(0);
         }
         self.vacant_pages[page / 64] |= 1 << (page % 64);
         self.first_vacant_word = self.first_vacant_word.min(page / 64);
+        self.insert_page = self.insert_page.min(page);
         page
     }
 
@@ -270,7 +317,7 @@ impl<T> Slab<T> {
     fn give_back_empty_top(&mut self, keep: usize, floor: usize) {
         loop {
             let pages = self.pages.len_pages();
-            let empty_on_top = self.live.iter().rev().take_while(|&&live| live == 0).take(keep + 1).count();
+            let empty_on_top = self.books.iter().rev().take_while(|book| book.live == 0).take(keep + 1).count();
             if empty_on_top <= keep || pages <= floor || !self.give_back_top_page() {
                 return;
             }
@@ -282,9 +329,9 @@ impl<T> Slab<T> {
     /// because its generations are nearly exhausted.
     fn give_back_top_page(&mut self) -> bool {
         let page = self.pages.len_pages() - 1;
-        debug_assert_eq!(self.live[page], 0);
-        let (_, entries) = self.pages.page(page);
-        let highest = entries.iter().map(|entry| entry.generation).max().unwrap_or(0);
+        debug_assert_eq!(self.books[page].live, 0);
+        let highest = self.books[page].generation_max;
+        debug_assert_eq!(Some(highest), self.pages.page(page).1.iter().map(|entry| entry.generation).max());
         // Made again, the page's slots must start above `highest`, and stay
         // below retirement so an insert can still make them even.
         let Some(fresh) = highest.checked_add(2).filter(|&fresh| fresh < RETIRED_GENERATION) else {
@@ -293,14 +340,48 @@ impl<T> Slab<T> {
         debug_assert!(!is_occupied(fresh));
         self.fresh_generation = self.fresh_generation.max(fresh);
         self.pages.pop_page();
-        self.free_heads.pop();
-        self.live.pop();
+        self.books.pop();
         self.vacant_pages[page / 64] &= !(1 << (page % 64));
         if page.is_multiple_of(64) {
             self.vacant_pages.pop();
         }
         self.reserved_pages = self.reserved_pages.min(page);
+        if self.insert_page == page {
+            self.insert_page = self.first_vacant_page().unwrap_or(NO_PAGE);
+        }
         true
+    }
+
+    /// Checks the per-page books against the entries (tests only: it reads
+    /// every entry).
+    #[cfg(test)]
+    pub(crate) fn check(&self) {
+        let mut lowest_with_room = NO_PAGE;
+        for (page, book) in self.books.iter().enumerate() {
+            let (first, entries) = self.pages.page(page);
+            let live = entries.iter().filter(|entry| entry.value.is_some()).count();
+            assert_eq!(book.live as usize, live, "page {page}");
+            let mut free = 0;
+            let mut index = book.free_head;
+            while index != NIL {
+                assert!(index >= first && index < first + PAGE_LEN as u32, "page {page} frees a foreign slot");
+                assert!(self.entry(index).value.is_none());
+                free += 1;
+                index = self.entry(index).next;
+            }
+            let retired = entries.iter().filter(|entry| entry.generation == RETIRED_GENERATION).count();
+            assert_eq!(live + free + retired, PAGE_LEN, "page {page}");
+            let has_room = book.free_head != NIL;
+            assert_eq!(self.vacant_pages[page / 64] >> (page % 64) & 1 == 1, has_room, "page {page}'s bit");
+            if has_room && lowest_with_room == NO_PAGE {
+                lowest_with_room = page;
+            }
+            let highest = entries.iter().map(|entry| entry.generation).max().unwrap();
+            assert!(book.generation_max >= highest - u32::from(is_occupied(highest)), "page {page}");
+        }
+        assert_eq!(self.insert_page, lowest_with_room);
+        assert!(self.vacant_pages[..self.first_vacant_word].iter().all(|&word| word == 0));
+        assert_eq!(self.books.iter().map(|book| book.live as usize).sum::<usize>(), self.len);
     }
 
     #[cfg(test)]
@@ -362,6 +443,44 @@ mod tests {
         let entry_bytes = std::mem::size_of::<Entry<()>>();
         assert!(slab.bytes_reserved() <= (n + PAGE_LEN) * entry_bytes + 1024 + 16 * 8);
         assert_eq!(slab.keys().count(), n);
+    }
+
+    /// Random inserts and removes across many pages, the books checked as
+    /// they go.
+    #[test]
+    fn books_stay_true_under_churn() {
+        let mut slab = Slab::new();
+        let mut live: Vec<Key> = Vec::new();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..40 {
+            // Grow for a while, then shrink for a while, removing at random.
+            let growing = round % 4 < 2;
+            for _ in 0..3000 {
+                if growing || live.is_empty() || next() % 3 == 0 {
+                    live.push(slab.insert(0, 0, 0u64).unwrap());
+                } else {
+                    let at = next() as usize % live.len();
+                    let key = live.swap_remove(at);
+                    slab.remove(key.index);
+                }
+            }
+            slab.check();
+            if round % 10 == 9 {
+                slab.shrink_to_fit();
+                slab.check();
+            }
+        }
+        for key in live.drain(..) {
+            slab.remove(key.index);
+        }
+        slab.check();
+        assert!(slab.capacity() <= PAGE_LEN);
     }
 
     fn fill(slab: &mut Slab<u64>, n: usize) -> Vec<Key> {
