@@ -17,7 +17,7 @@ use std::time::Instant;
 use clap::Parser;
 
 use baselines::{BTree, LazyHeap, SortedVec};
-use queues::{Hhwt, Hourglass, TimerQueue, TokioDelayQueue, TokioSleep};
+use queues::{Hhwt, Hourglass, HourglassDelayQueue, TimerQueue, TokioDelayQueue, TokioSleep};
 use report::Row;
 use scenarios::{contention, e2e, idle, structures};
 
@@ -121,6 +121,14 @@ impl Run {
         }
     }
 
+    /// Scenario 2 with a million pending, for the two DelayQueues: insert and
+    /// remove at the size the other DelayQueue rows use.
+    fn timeouts_at_big_n<Q: TimerQueue>(&mut self) {
+        if self.wants("timeouts") && self.wants_impl(Q::NAME) {
+            self.add(structures::request_timeouts::<Q>(&self.settings, self.settings.big_n));
+        }
+    }
+
     /// Scenarios 1 to 5 for one data structure.
     fn structure<Q: TimerQueue>(&mut self, small_n_only: bool) {
         if !self.wants_impl(Q::NAME) {
@@ -158,7 +166,10 @@ fn main() {
     eprintln!("hourglass-bench: {} mode", if run.args.quick { "quick" } else { "full" });
 
     run.structure::<Hourglass>(false);
+    run.structure::<HourglassDelayQueue>(false);
     run.structure::<TokioDelayQueue>(false);
+    run.timeouts_at_big_n::<HourglassDelayQueue>();
+    run.timeouts_at_big_n::<TokioDelayQueue>();
     run.structure::<LazyHeap>(false);
     run.structure::<BTree>(false);
     run.structure::<Hhwt>(false);

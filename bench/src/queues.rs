@@ -116,6 +116,50 @@ impl TimerQueue for TokioDelayQueue {
     }
 }
 
+/// hourglass's drop-in for tokio-util's `DelayQueue`, driven exactly as
+/// [`TokioDelayQueue`] is: same clock, same calls.
+pub struct HourglassDelayQueue {
+    queue: hourglass::DelayQueue<()>,
+    base: Instant,
+    _guard: tokio::runtime::EnterGuard<'static>,
+}
+
+impl TimerQueue for HourglassDelayQueue {
+    type Key = hourglass::delay_queue::Key;
+    const NAME: &'static str = "hourglass-delayqueue";
+
+    fn with_capacity(capacity: usize) -> Self {
+        let guard = paused_runtime().enter();
+        HourglassDelayQueue {
+            queue: hourglass::DelayQueue::with_capacity(capacity),
+            base: Instant::now(),
+            _guard: guard,
+        }
+    }
+    #[inline]
+    fn insert(&mut self, deadline_ms: u64) -> Self::Key {
+        self.queue.insert_at((), self.base + Duration::from_millis(deadline_ms))
+    }
+    #[inline]
+    fn cancel(&mut self, key: Self::Key) -> bool {
+        self.queue.try_remove(&key).is_some()
+    }
+    #[inline]
+    fn reset(&mut self, key: Self::Key, deadline_ms: u64) -> Self::Key {
+        self.queue.reset_at(&key, self.base + Duration::from_millis(deadline_ms));
+        key
+    }
+    fn advance(&mut self, now_ms: u64) -> usize {
+        tokio_advance_to(self.base, now_ms);
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut fired = 0;
+        while let Poll::Ready(Some(_)) = self.queue.poll_expired(&mut cx) {
+            fired += 1;
+        }
+        fired
+    }
+}
+
 /// tokio's own timer: one registered `Sleep` per timer.
 pub struct TokioSleep {
     sleeps: Vec<Option<Pin<Box<Sleep>>>>,
