@@ -45,6 +45,9 @@ echo "== enqueue, relaxed: fsync every 50 ms (beanstalkd's default -f 50)"
 start_hourglass --fsync-every-ms 50; bench --target hourglass --workload enqueue --producers 64 --tasks 40000
 start_beanstalkd 50;    bench --target beanstalkd --workload enqueue --producers 64 --tasks 40000
 
+echo "== the same, relaxed, with reqwest as the producers' HTTP client (about as costly as the server)"
+start_hourglass --fsync-every-ms 50; bench --target hourglass --workload enqueue --producers 64 --tasks 40000 --http-client reqwest
+
 echo "== batch endpoint, fsync before every reply: 16 clients, 1000 tasks per request"
 start_hourglass;        bench --target hourglass  --workload enqueue --producers 16 --batch 1000 --tasks 400000
 

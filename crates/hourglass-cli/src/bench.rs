@@ -27,6 +27,10 @@ use tokio::sync::Mutex;
 use crate::client::Client;
 use crate::ServerArgs;
 
+mod http1;
+
+use http1::Http1;
+
 /// Most concurrent producers or consumers.
 const CLIENTS_MAX: usize = 1_024;
 /// Largest payload the bench makes.
@@ -69,6 +73,12 @@ pub struct BenchArgs {
     /// Payload size in bytes.
     #[arg(long, default_value_t = 64)]
     payload_bytes: usize,
+    /// The producers' HTTP client: `lean` (one keep-alive connection, the
+    /// request written whole, like the beanstalkd client) measures the server;
+    /// `reqwest` is a general-purpose client, which costs about as much CPU
+    /// as the server it loads. Consumers always use reqwest.
+    #[arg(long, value_enum, default_value = "lean")]
+    http_client: HttpClient,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -77,6 +87,12 @@ pub struct BenchArgs {
 enum Target {
     Hourglass,
     Beanstalkd,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum HttpClient {
+    Lean,
+    Reqwest,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -306,16 +322,20 @@ async fn drain(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
 /// One producer connection.
 enum Sender {
     Hourglass { client: Client, path: String },
+    HourglassLean { conn: Http1, path: String },
     Beanstalkd(Beanstalk),
 }
 
 impl Sender {
     async fn connect(args: &BenchArgs, tube: &str) -> anyhow::Result<Sender> {
-        Ok(match args.target {
-            Target::Hourglass => {
-                Sender::Hourglass { client: Client::new(&args.server)?, path: format!("/v1/queues/{tube}/tasks") }
+        let path = format!("/v1/queues/{tube}/tasks");
+        Ok(match (args.target, args.http_client) {
+            (Target::Hourglass, HttpClient::Reqwest) => Sender::Hourglass { client: Client::new(&args.server)?, path },
+            (Target::Hourglass, HttpClient::Lean) => {
+                let conn = Http1::connect(&args.server.server, args.server.token.as_deref()).await?;
+                Sender::HourglassLean { conn, path }
             }
-            Target::Beanstalkd => {
+            (Target::Beanstalkd, _) => {
                 let mut conn = Beanstalk::connect(&args.beanstalkd).await?;
                 conn.command(&format!("use {tube}"), "USING").await?;
                 Sender::Beanstalkd(conn)
@@ -325,15 +345,16 @@ impl Sender {
 
     /// Sends `count` tasks due after `delay` with `filler` in the payload.
     async fn send(&mut self, count: usize, delay: Duration, filler: &str) -> anyhow::Result<()> {
+        let task = || json!({ "payload": { "f": filler }, "delay_ms": delay.as_millis() as u64 });
+        let batch = || json!({ "tasks": vec![task(); count] });
         match self {
-            Sender::Hourglass { client, path } => {
-                let task = json!({ "payload": { "f": filler }, "delay_ms": delay.as_millis() as u64 });
-                if count == 1 {
-                    client.post(path, &task).await?;
-                } else {
-                    let batch = json!({ "tasks": vec![task; count] });
-                    client.post(&format!("{path}/batch"), &batch).await?;
-                }
+            Sender::Hourglass { client, path } if count == 1 => client.post(path, &task()).await.map(drop)?,
+            Sender::Hourglass { client, path } => client.post(&format!("{path}/batch"), &batch()).await.map(drop)?,
+            Sender::HourglassLean { conn, path } if count == 1 => {
+                conn.post(path, &serde_json::to_vec(&task())?).await?;
+            }
+            Sender::HourglassLean { conn, path } => {
+                conn.post(&format!("{path}/batch"), &serde_json::to_vec(&batch())?).await?;
             }
             Sender::Beanstalkd(conn) => conn.put(delay.as_secs(), filler.as_bytes()).await?,
         }
@@ -342,13 +363,14 @@ impl Sender {
 
     /// Sends one task due `delay` from now, carrying its due time and `filler`.
     async fn send_due(&mut self, delay: Duration, filler: &str) -> anyhow::Result<()> {
+        let task = || {
+            let due_us = now_us() + delay.as_micros() as u64;
+            let run_at_ms = due_us.div_ceil(1_000);
+            json!({ "payload": { "due_us": run_at_ms * 1_000, "f": filler }, "run_at_ms": run_at_ms })
+        };
         match self {
-            Sender::Hourglass { client, path } => {
-                let due_us = now_us() + delay.as_micros() as u64;
-                let run_at_ms = due_us.div_ceil(1_000);
-                let task = json!({ "payload": { "due_us": run_at_ms * 1_000, "f": filler }, "run_at_ms": run_at_ms });
-                client.post(path, &task).await?;
-            }
+            Sender::Hourglass { client, path } => client.post(path, &task()).await.map(drop)?,
+            Sender::HourglassLean { conn, path } => conn.post(path, &serde_json::to_vec(&task())?).await?,
             Sender::Beanstalkd(conn) => {
                 // beanstalkd counts delays in whole seconds from its receipt.
                 let seconds = delay.as_secs_f64().round() as u64;
