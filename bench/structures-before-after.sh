@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Two builds of hourglass-bench side by side: the structure scenarios (churn,
+# cancel, expiry, timeouts, memory) for hourglass, both DelayQueues and the
+# BTreeMap baseline, the builds run alternately ROUNDS times, then the median
+# of each row per build and their ratio.
+#
+#   cargo build --release -p hourglass-bench && cp target/release/hourglass-bench /tmp/new
+#   bench/structures-before-after.sh /tmp/old /tmp/new [ROUNDS]   # default 5
+set -euo pipefail
+old=${1:?usage: $0 OLD_BENCH NEW_BENCH [ROUNDS]}
+new=${2:?usage: $0 OLD_BENCH NEW_BENCH [ROUNDS]}
+rounds=${3:-5}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for round in $(seq "$rounds"); do
+  for side in old new; do
+    bin=$old; [ "$side" = new ] && bin=$new
+    "$bin" --json --only churn --only cancel --only expiry --only timeouts --only memory \
+      --impls hourglass --impls tokio-delayqueue --impls btreemap > "$work/$side-$round.jsonl" 2>/dev/null
+  done
+done
+python3 - "$work" <<'PY'
+import glob, json, statistics, sys
+rows = {}
+for path in glob.glob(f"{sys.argv[1]}/*.jsonl"):
+    side = path.rsplit("/", 1)[1].split("-")[0]
+    for line in open(path):
+        r = json.loads(line)
+        value = r["ns_per_op"] if r["ns_per_op"] is not None else r["bytes_per_timer"]
+        rows.setdefault((r["scenario"], r["impl"]), {}).setdefault(side, []).append(value)
+print(f"{'scenario':28} {'impl':22} {'old':>9} {'new':>9} {'new/old':>8}  new runs")
+for (scenario, imp), sides in sorted(rows.items()):
+    old, new = (statistics.median(sides[s]) if s in sides else None for s in ("old", "new"))
+    ratio = f"{new / old:.2f}" if old and new else "-"
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"
+    print(f"{scenario:28} {imp:22} {fmt(old):>9} {fmt(new):>9} {ratio:>8}  {[round(v, 1) for v in sides.get('new', [])]}")
+PY
