@@ -78,87 +78,65 @@ fn tokio_advance_to(base: Instant, now_ms: u64) {
     }
 }
 
-pub struct TokioDelayQueue {
-    queue: DelayQueue<()>,
-    base: Instant,
-    _guard: tokio::runtime::EnterGuard<'static>,
-}
-
-impl TimerQueue for TokioDelayQueue {
-    type Key = delay_queue::Key;
-    const NAME: &'static str = "tokio-delayqueue";
-
-    fn with_capacity(capacity: usize) -> Self {
-        let guard = paused_runtime().enter();
-        TokioDelayQueue { queue: DelayQueue::with_capacity(capacity), base: Instant::now(), _guard: guard }
-    }
-    #[inline]
-    fn insert(&mut self, deadline_ms: u64) -> Self::Key {
-        self.queue.insert_at((), self.base + Duration::from_millis(deadline_ms))
-    }
-    #[inline]
-    fn cancel(&mut self, key: Self::Key) -> bool {
-        self.queue.try_remove(&key).is_some()
-    }
-    #[inline]
-    fn reset(&mut self, key: Self::Key, deadline_ms: u64) -> Self::Key {
-        self.queue.reset_at(&key, self.base + Duration::from_millis(deadline_ms));
-        key
-    }
-    fn advance(&mut self, now_ms: u64) -> usize {
-        tokio_advance_to(self.base, now_ms);
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut fired = 0;
-        while let Poll::Ready(Some(_)) = self.queue.poll_expired(&mut cx) {
-            fired += 1;
+/// A `DelayQueue` with tokio-util's API, driven on the paused clock: the
+/// same harness for tokio-util's and hourglass's, so they get the same calls.
+macro_rules! delay_queue_harness {
+    ($(#[$doc:meta])* $name:ident, $queue:ty, $key:ty, $label:literal) => {
+        $(#[$doc])*
+        pub struct $name {
+            queue: $queue,
+            base: Instant,
+            _guard: tokio::runtime::EnterGuard<'static>,
         }
-        fired
-    }
-}
 
-/// hourglass's drop-in for tokio-util's `DelayQueue`, driven exactly as
-/// [`TokioDelayQueue`] is: same clock, same calls.
-pub struct HourglassDelayQueue {
-    queue: hourglass::DelayQueue<()>,
-    base: Instant,
-    _guard: tokio::runtime::EnterGuard<'static>,
-}
+        impl TimerQueue for $name {
+            type Key = $key;
+            const NAME: &'static str = $label;
 
-impl TimerQueue for HourglassDelayQueue {
-    type Key = hourglass::delay_queue::Key;
-    const NAME: &'static str = "hourglass-delayqueue";
-
-    fn with_capacity(capacity: usize) -> Self {
-        let guard = paused_runtime().enter();
-        HourglassDelayQueue {
-            queue: hourglass::DelayQueue::with_capacity(capacity),
-            base: Instant::now(),
-            _guard: guard,
+            fn with_capacity(capacity: usize) -> Self {
+                let guard = paused_runtime().enter();
+                $name { queue: <$queue>::with_capacity(capacity), base: Instant::now(), _guard: guard }
+            }
+            #[inline]
+            fn insert(&mut self, deadline_ms: u64) -> Self::Key {
+                self.queue.insert_at((), self.base + Duration::from_millis(deadline_ms))
+            }
+            #[inline]
+            fn cancel(&mut self, key: Self::Key) -> bool {
+                self.queue.try_remove(&key).is_some()
+            }
+            #[inline]
+            fn reset(&mut self, key: Self::Key, deadline_ms: u64) -> Self::Key {
+                self.queue.reset_at(&key, self.base + Duration::from_millis(deadline_ms));
+                key
+            }
+            fn advance(&mut self, now_ms: u64) -> usize {
+                tokio_advance_to(self.base, now_ms);
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut fired = 0;
+                while let Poll::Ready(Some(_)) = self.queue.poll_expired(&mut cx) {
+                    fired += 1;
+                }
+                fired
+            }
         }
-    }
-    #[inline]
-    fn insert(&mut self, deadline_ms: u64) -> Self::Key {
-        self.queue.insert_at((), self.base + Duration::from_millis(deadline_ms))
-    }
-    #[inline]
-    fn cancel(&mut self, key: Self::Key) -> bool {
-        self.queue.try_remove(&key).is_some()
-    }
-    #[inline]
-    fn reset(&mut self, key: Self::Key, deadline_ms: u64) -> Self::Key {
-        self.queue.reset_at(&key, self.base + Duration::from_millis(deadline_ms));
-        key
-    }
-    fn advance(&mut self, now_ms: u64) -> usize {
-        tokio_advance_to(self.base, now_ms);
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut fired = 0;
-        while let Poll::Ready(Some(_)) = self.queue.poll_expired(&mut cx) {
-            fired += 1;
-        }
-        fired
-    }
+    };
 }
+
+delay_queue_harness!(
+    /// tokio-util's `DelayQueue`.
+    TokioDelayQueue,
+    DelayQueue<()>,
+    delay_queue::Key,
+    "tokio-delayqueue"
+);
+delay_queue_harness!(
+    /// hourglass's drop-in for tokio-util's `DelayQueue`.
+    HourglassDelayQueue,
+    hourglass::DelayQueue<()>,
+    hourglass::delay_queue::Key,
+    "hourglass-delayqueue"
+);
 
 /// tokio's own timer: one registered `Sleep` per timer.
 pub struct TokioSleep {

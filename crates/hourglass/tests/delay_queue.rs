@@ -126,36 +126,24 @@ async fn reset_entry() {
     assert!(assert_ready!(poll!(queue)).is_none());
 }
 
-/// tokio#849.
+/// tokio#849: resets while the consumer sleeps, once (from 200 ms to 10) or
+/// twice (to 50 ms, then 40 after 20 ms more).
 #[tokio::test(start_paused = true)]
-async fn reset_much_later_then_earlier() {
-    let mut queue = task::spawn(DelayQueue::new());
-    let now = Instant::now();
-    sleep(ms(1)).await;
-    let key = queue.insert_at("foo", now + ms(200));
-    assert_pending!(poll!(queue));
-    sleep(ms(3)).await;
-    queue.reset_at(&key, now + ms(10));
-    sleep(ms(20)).await;
-    assert!(queue.is_woken());
-    assert_ready_some!(poll!(queue));
-}
-
-/// tokio#849.
-#[tokio::test(start_paused = true)]
-async fn reset_twice() {
-    let mut queue = task::spawn(DelayQueue::new());
-    let now = Instant::now();
-    sleep(ms(1)).await;
-    let key = queue.insert_at("foo", now + ms(200));
-    assert_pending!(poll!(queue));
-    sleep(ms(3)).await;
-    queue.reset_at(&key, now + ms(50));
-    sleep(ms(20)).await;
-    queue.reset_at(&key, now + ms(40));
-    sleep(ms(20)).await;
-    assert!(queue.is_woken());
-    assert_ready_some!(poll!(queue));
+async fn resets_while_waiting_wake_the_consumer_in_time() {
+    for resets in [&[10][..], &[50, 40]] {
+        let mut queue = task::spawn(DelayQueue::new());
+        let now = Instant::now();
+        sleep(ms(1)).await;
+        let key = queue.insert_at("foo", now + ms(200));
+        assert_pending!(poll!(queue));
+        sleep(ms(3)).await;
+        for &to in resets {
+            queue.reset_at(&key, now + ms(to));
+            sleep(ms(20)).await;
+        }
+        assert!(queue.is_woken(), "after resets to {resets:?}");
+        assert_ready_some!(poll!(queue));
+    }
 }
 
 #[tokio::test(start_paused = true)]
