@@ -109,3 +109,67 @@ fn hundred_thousand_jobs_from_several_threads() {
     assert_eq!(stats.pending, 0);
     assert!(stats.lateness.max < GENEROUS_LATENESS, "lateness max {:?}", stats.lateness.max);
 }
+
+/// `DelayQueue` on a real tokio runtime, real time: 20,000 values with random
+/// delays up to 500 ms, inserted while the consumer already waits, every
+/// seventh removed and every eleventh reset. Exactly the right values come
+/// out, in deadline order, none before its deadline; lateness is printed.
+#[cfg(feature = "tokio")]
+#[test]
+fn delay_queue_on_the_real_clock() {
+    use futures_util::StreamExt;
+    use hourglass::DelayQueue;
+    use tokio::time::Instant as TokioInstant;
+
+    const VALUES: usize = 20_000;
+    const DELAY_MS_MAX: u64 = 500;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let (expected, got, mut lateness_us) = runtime.block_on(async {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut queue = DelayQueue::with_capacity(VALUES);
+        let mut expected: Vec<(TokioInstant, usize)> = Vec::new();
+        let mut keys = Vec::new();
+        for value in 0..VALUES {
+            let due = TokioInstant::now() + Duration::from_millis(rng.random_range(1..=DELAY_MS_MAX));
+            keys.push((queue.insert_at(value, due), due));
+        }
+        for (value, &(key, due)) in keys.iter().enumerate() {
+            if value % 7 == 0 {
+                assert_eq!(queue.remove(&key).into_inner(), value);
+            } else if value % 11 == 0 {
+                let moved = due + Duration::from_millis(100);
+                queue.reset_at(&key, moved);
+                expected.push((moved, value));
+            } else {
+                expected.push((due, value));
+            }
+        }
+        let mut got = Vec::new();
+        let mut lateness_us = Vec::new();
+        let mut last_deadline = None;
+        while let Some(expired) = queue.next().await {
+            let now = TokioInstant::now();
+            assert!(now >= expired.deadline(), "value {} came out early", expired.get_ref());
+            assert!(last_deadline <= Some(expired.deadline()), "out of deadline order");
+            last_deadline = Some(expired.deadline());
+            lateness_us.push((now - expired.deadline()).as_micros() as u64);
+            got.push(expired.into_inner());
+        }
+        (expected, got, lateness_us)
+    });
+    let mut expected_values: Vec<usize> = expected.iter().map(|&(_, value)| value).collect();
+    let mut got_sorted = got.clone();
+    expected_values.sort_unstable();
+    got_sorted.sort_unstable();
+    assert_eq!(got_sorted, expected_values, "exactly the values not removed came out");
+    lateness_us.sort_unstable();
+    let at = |q: f64| lateness_us[((lateness_us.len() - 1) as f64 * q) as usize];
+    println!(
+        "DelayQueue, real clock: {} values, lateness from the rounded-up deadline p50 {} us, p99 {} us, max {} us",
+        got.len(),
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+    assert!(Duration::from_micros(at(1.0)) < GENEROUS_LATENESS, "a value was {} us late", at(1.0));
+}
