@@ -11,10 +11,12 @@ use crate::AppState;
 pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     let totals = app.backend.totals().await;
     let mut out = String::new();
-    let mut counter = |name: &str, help: &str, value: u64| {
+    // One unlabelled metric: `kind` is `counter` or `gauge`.
+    let mut metric = |kind: &str, name: &str, help: &str, value: u64| {
         let _ =
-            writeln!(out, "# HELP hourglass_{name} {help}\n# TYPE hourglass_{name} counter\nhourglass_{name} {value}");
+            writeln!(out, "# HELP hourglass_{name} {help}\n# TYPE hourglass_{name} {kind}\nhourglass_{name} {value}");
     };
+    let mut counter = |name: &str, help: &str, value: u64| metric("counter", name, help, value);
     counter("tasks_enqueued_total", "Tasks enqueued since start.", totals.enqueued);
     counter("tasks_delivered_total", "Deliveries by claims since start.", totals.delivered);
     counter("tasks_acked_total", "Acks since start.", totals.acked);
@@ -22,10 +24,7 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     counter("leases_expired_total", "Leases that expired since start.", totals.lease_expired);
     counter("tasks_died_total", "Tasks that ran out of attempts since start.", totals.died);
     counter("tasks_cancelled_total", "Tasks cancelled since start.", totals.cancelled);
-    let mut gauge = |name: &str, help: &str, value: u64| {
-        let _ =
-            writeln!(out, "# HELP hourglass_{name} {help}\n# TYPE hourglass_{name} gauge\nhourglass_{name} {value}");
-    };
+    let mut gauge = |name: &str, help: &str, value: u64| metric("gauge", name, help, value);
     gauge("memory_bytes", "Bytes of tasks held in memory, as the memory budget counts them.", totals.memory_bytes);
     if let Some(max) = totals.memory_bytes_max {
         gauge("memory_budget_bytes", "The memory budget (--max-memory).", max);

@@ -5,6 +5,8 @@
 //! reqwest, the load generator used as much CPU as the server it loaded
 //! (BENCHMARKS.md).
 
+use std::io::Write as _;
+
 use anyhow::{bail, Context};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -51,14 +53,12 @@ impl Http1 {
     /// than 2xx is an error carrying its body.
     pub async fn post(&mut self, path: &str, body: &[u8]) -> anyhow::Result<()> {
         self.request.clear();
-        self.request.extend_from_slice(
-            format!(
-                "POST {path} HTTP/1.1\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                self.fixed_headers,
-                body.len()
-            )
-            .as_bytes(),
-        );
+        write!(
+            self.request,
+            "POST {path} HTTP/1.1\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.fixed_headers,
+            body.len()
+        )?;
         self.request.extend_from_slice(body);
         self.reader.get_mut().write_all(&self.request).await?;
         let (status, length) = self.read_head().await.with_context(|| format!("POST {path}"))?;

@@ -120,14 +120,16 @@ impl Engine {
             let id = task.id;
             match state.queue_id(&task.queue) {
                 Ok(queue) => {
-                    match payload {
-                        Loaded::Inline(payload) if payload_inline(payload.len()) => {
+                    // A store may hand over any payload inline: the engine's
+                    // own rule decides what it keeps.
+                    let (held, bytes) = match payload {
+                        Loaded::Inline(payload) => {
                             let bytes = payload.len();
-                            state.insert(&task, Some(payload), bytes, queue);
+                            (payload_inline(bytes).then_some(payload), bytes)
                         }
-                        Loaded::Inline(payload) => state.insert(&task, None, payload.len(), queue),
-                        Loaded::Apart(bytes) => state.insert(&task, None, bytes, queue),
-                    }
+                        Loaded::Apart(bytes) => (None, bytes),
+                    };
+                    state.insert(&task, held, bytes, queue);
                     state.reveal(id, now_ms);
                 }
                 Err(error) => too_many_queues = Some(error),

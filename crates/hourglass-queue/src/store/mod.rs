@@ -55,11 +55,11 @@ pub enum Loaded {
 }
 
 impl Loaded {
-    /// What `load` hands over for `payload`: the bytes if small enough to keep
-    /// in memory, else only the size.
-    pub fn of(payload: Box<str>) -> Loaded {
+    /// What `load` hands over for `payload`: a copy of the bytes if small
+    /// enough to keep in memory, else only the size.
+    pub fn of(payload: &str) -> Loaded {
         if crate::limits::payload_inline(payload.len()) {
-            Loaded::Inline(payload)
+            Loaded::Inline(payload.into())
         } else {
             Loaded::Apart(payload.len())
         }

@@ -177,13 +177,14 @@ pub(crate) fn decode_payload(bytes: &[u8]) -> Result<&str, String> {
 /// [`apart`].
 pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     let key = task.key.as_deref();
-    let inline = if apart(payload.len()) { 0 } else { payload.len() };
+    let payload_apart = apart(payload.len());
+    let inline = if payload_apart { 0 } else { payload.len() };
     let mut out = Vec::with_capacity(FIXED_BYTES + 8 + 8 + task.queue.len() + key.map_or(0, str::len) + inline);
     out.push(VERSION);
     out.push(
         dead_flag(task)
             | if task.every_ms.is_some() { FLAG_REPEATS } else { 0 }
-            | if apart(payload.len()) { FLAG_APART } else { 0 },
+            | if payload_apart { FLAG_APART } else { 0 },
     );
     out.extend_from_slice(&task.run_at_ms.to_le_bytes());
     out.extend_from_slice(&task.created_ms.to_le_bytes());
@@ -192,7 +193,7 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     if let Some(every_ms) = task.every_ms {
         out.extend_from_slice(&every_ms.to_le_bytes());
     }
-    put_names_and_payload(&mut out, task, payload, !apart(payload.len()));
+    put_names_and_payload(&mut out, task, payload, !payload_apart);
     seal(&mut out);
     out
 }

@@ -244,8 +244,7 @@ impl Store for RedbStore {
                 }
             }
             let payload = match payload {
-                PayloadIn::Body(payload) if !record::apart(payload.len()) => Loaded::Inline(payload.into()),
-                PayloadIn::Body(payload) => Loaded::Apart(payload.len()),
+                PayloadIn::Body(payload) => Loaded::of(payload),
                 PayloadIn::Apart(bytes) => Loaded::Apart(bytes),
             };
             visit(task, payload);

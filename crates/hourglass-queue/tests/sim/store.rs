@@ -194,7 +194,7 @@ impl Store for CrashStore {
         let inner = self.inner.lock();
         assert!(inner.unsynced.is_empty(), "loaded from a store with unsynced writes: restart it first");
         for (task, payload) in inner.durable.tasks.values() {
-            visit(task.clone(), Loaded::of(payload.clone()));
+            visit(task.clone(), Loaded::of(payload));
         }
         Ok(inner.durable.next_id)
     }

@@ -280,9 +280,7 @@ impl<T> Wheel<T> {
     /// key is stale.
     #[inline]
     pub fn remove(&mut self, key: Key) -> Option<T> {
-        self.slab.live(key)?;
-        self.unlink(key.index);
-        Some(self.slab.remove(key.index))
+        self.remove_entry(key).map(|entry| entry.value)
     }
 
     /// Removes the entry, expired or not, and returns it with its key and
