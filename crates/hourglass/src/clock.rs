@@ -49,6 +49,11 @@ impl Clock for SystemClock {
 /// Clones share the same time. Threads parked on it (the scheduler's driver)
 /// wake when [`advance`](ManualClock::advance) moves time past their deadline.
 ///
+/// It is a [`WallClock`](crate::WallClock) too, standing at the Unix time given
+/// to [`at_unix_ms`](ManualClock::at_unix_ms) (the epoch for
+/// [`new`](ManualClock::new)) and moving with the monotonic one: one clock for
+/// a test of calendar jobs, which read both.
+///
 /// # Example
 /// ```
 /// use std::time::Duration;
@@ -67,6 +72,7 @@ pub struct ManualClock {
 #[derive(Default)]
 struct ManualState {
     offset: Duration,
+    unix_origin_us: u64,
     origin: Option<Instant>,
     parked: Sleepers,
 }
@@ -120,6 +126,10 @@ impl ManualState {
     fn now(&mut self) -> Instant {
         *self.origin.get_or_insert_with(Instant::now) + self.offset
     }
+
+    fn unix_us(&self) -> u64 {
+        self.unix_origin_us.saturating_add(self.offset.as_micros() as u64)
+    }
 }
 
 impl ManualClock {
@@ -127,6 +137,13 @@ impl ManualClock {
     pub fn new() -> Self {
         let clock = ManualClock::default();
         clock.inner.lock().origin = Some(Instant::now());
+        clock
+    }
+
+    /// A manual clock whose wall-clock reading starts at `unix_ms`.
+    pub fn at_unix_ms(unix_ms: u64) -> Self {
+        let clock = ManualClock::new();
+        clock.inner.lock().unix_origin_us = unix_ms.saturating_mul(1_000);
         clock
     }
 
@@ -161,6 +178,20 @@ impl Clock for ManualClock {
         Sleepers::park_unless(
             &self.inner,
             |state| deadline.is_some_and(|deadline| state.now() >= deadline),
+            |state| &mut state.parked,
+        );
+    }
+}
+
+impl crate::WallClock for ManualClock {
+    fn now_us(&self) -> u64 {
+        self.inner.lock().unix_us()
+    }
+
+    fn park_until_us(&self, deadline_us: Option<u64>) {
+        Sleepers::park_unless(
+            &self.inner,
+            |state| deadline_us.is_some_and(|deadline_us| state.unix_us() >= deadline_us),
             |state| &mut state.parked,
         );
     }

@@ -28,6 +28,8 @@
 #![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 
+#[cfg(feature = "cron")]
+mod calendar;
 mod clock;
 #[cfg(feature = "tokio")]
 pub mod delay_queue;
@@ -37,6 +39,8 @@ mod scheduler;
 mod wall_clock;
 mod wheel;
 
+#[cfg(feature = "cron")]
+pub use calendar::{Cron, CronError, CRON_EXPRESSION_BYTES_MAX, FIXED_TIMES_MAX};
 pub use clock::{Clock, ManualClock, SystemClock};
 #[cfg(feature = "tokio")]
 pub use delay_queue::DelayQueue;

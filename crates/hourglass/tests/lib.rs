@@ -1,5 +1,7 @@
 //! Integration tests, compiled into one binary.
 
+#[cfg(feature = "cron")]
+mod calendar;
 #[cfg(feature = "tokio")]
 mod delay_queue;
 #[cfg(feature = "tokio")]

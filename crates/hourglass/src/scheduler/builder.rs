@@ -7,6 +7,7 @@ use super::error::BuildError;
 use super::Scheduler;
 use crate::clock::{Clock, SystemClock};
 use crate::repeat::MissedRuns;
+use crate::wall_clock::{SystemWallClock, WallClock};
 use crate::wheel::Wheel;
 
 /// What happens when jobs come due faster than the workers run them and the
@@ -50,6 +51,7 @@ pub enum OverloadPolicy {
 pub struct Builder {
     pub(crate) config: Config,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) wall_clock: Arc<dyn WallClock>,
     #[cfg(feature = "tokio")]
     pub(crate) runtime: Option<tokio::runtime::Handle>,
 }
@@ -98,9 +100,19 @@ impl Builder {
                 thread_name: "hourglass".to_owned(),
             },
             clock: Arc::new(SystemClock),
+            wall_clock: Arc::new(SystemWallClock),
             #[cfg(feature = "tokio")]
             runtime: None,
         }
+    }
+
+    /// The calendar that [`schedule_cron`](crate::Scheduler::schedule_cron)
+    /// reads occurrences against (default: the system's). Tests give a
+    /// [`ManualClock`](crate::ManualClock), which is both clocks at once, or a
+    /// [`ManualWallClock`](crate::ManualWallClock) to step it apart.
+    pub fn wall_clock(mut self, clock: impl WallClock) -> Self {
+        self.wall_clock = Arc::new(clock);
+        self
     }
 
     /// Worker threads that run due jobs (default: one per core), 1 to

@@ -30,6 +30,8 @@ pub enum ScheduleError {
         /// The shortest period accepted: one tick.
         min: Duration,
     },
+    /// A calendar job's expression has no occurrence after now (`0 0 30 2 *`).
+    NeverFires,
     /// An `async` job was given, but the builder had no tokio runtime handle.
     #[cfg(feature = "tokio")]
     NoRuntime,
@@ -47,6 +49,7 @@ impl fmt::Display for ScheduleError {
             }
             ScheduleError::DelayTooLong { max } => write!(f, "the delay is longer than the maximum of {max:?}"),
             ScheduleError::PeriodTooShort { min } => write!(f, "the period is shorter than one tick ({min:?})"),
+            ScheduleError::NeverFires => f.write_str("the cron expression has no occurrence after now"),
             #[cfg(feature = "tokio")]
             ScheduleError::NoRuntime => f.write_str("no tokio runtime handle was given to the builder"),
         }

@@ -23,6 +23,7 @@ pub use task::TaskId;
 
 use crate::clock::Clock;
 use crate::repeat::next_occurrence;
+use crate::wall_clock::WallClock;
 use crate::wheel::Wheel;
 use builder::Config;
 use stats::Counters;
@@ -94,6 +95,9 @@ struct Threads {
 pub(crate) struct Shared {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
+    /// What calendar jobs read their occurrences against.
+    #[cfg_attr(not(feature = "cron"), allow(dead_code))]
+    wall_clock: Arc<dyn WallClock>,
     time: TimeBase,
     config: Config,
     driver: OnceLock<Thread>,
@@ -157,6 +161,13 @@ impl Scheduler {
     /// The longest delay accepted: 100 years.
     pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
+    /// How often, at most, a calendar job waiting for its occurrence looks at
+    /// the wall clock again: its timer runs on the monotonic clock, so a wall
+    /// clock stepped forward is noticed within this long. (One stepped back is
+    /// noticed at the timer: nothing runs before its time on the wall clock.)
+    #[cfg(feature = "cron")]
+    pub const CALENDAR_RECHECK: Duration = Duration::from_secs(60);
+
     /// A scheduler with the default settings: one worker per core, a 1 ms tick,
     /// the system clock.
     ///
@@ -179,6 +190,7 @@ impl Scheduler {
         let shared = Arc::new(Shared {
             state: Mutex::new(State { wheel: Wheel::new(), accepting: true, stop: None, cancelled: 0 }),
             clock: builder.clock,
+            wall_clock: builder.wall_clock,
             time,
             driver: OnceLock::new(),
             wake_tick: AtomicU64::new(u64::MAX),
@@ -247,6 +259,39 @@ impl Scheduler {
         job: F,
     ) -> Result<TaskId, ScheduleError> {
         self.handle.schedule_every(period, job)
+    }
+
+    /// Runs `job` at every occurrence of `cron` on the builder's
+    /// [`wall_clock`](Builder::wall_clock), never two runs at once.
+    ///
+    /// Occurrences follow the wall clock, and daylight-saving transitions
+    /// follow the rule in [`Cron`](crate::Cron)'s module. A job never runs
+    /// before its occurrence by the wall clock, even if that clock is stepped
+    /// back; if it is stepped forward, the job runs within
+    /// [`CALENDAR_RECHECK`](Scheduler::CALENDAR_RECHECK). Occurrences missed
+    /// (the process stalled, or the previous run was still going) are skipped
+    /// and counted in [`Stats::skipped`](crate::Stats); the one that came due
+    /// runs, late.
+    ///
+    /// # Example
+    /// ```
+    /// use hourglass::{Cron, Scheduler};
+    ///
+    /// let scheduler = Scheduler::new();
+    /// let report = Cron::new("0 9 * * MON-FRI", "Europe/Berlin").unwrap();
+    /// scheduler.schedule_cron(report, || println!("good morning, Berlin")).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`ScheduleError::NeverFires`] if `cron` has no occurrence after now;
+    /// otherwise as [`Scheduler::schedule`].
+    #[cfg(feature = "cron")]
+    pub fn schedule_cron<F: FnMut() + Send + 'static>(
+        &self,
+        cron: crate::Cron,
+        job: F,
+    ) -> Result<TaskId, ScheduleError> {
+        self.handle.schedule_cron(cron, job)
     }
 
     /// Stops the job from running (a repeating job: from running again).
@@ -399,6 +444,32 @@ impl Handle {
             job: Mutex::new(Box::new(job)),
         };
         self.shared.insert(due, Job::Every(Arc::new(repeat)))
+    }
+
+    /// See [`Scheduler::schedule_cron`].
+    ///
+    /// # Errors
+    /// See [`Scheduler::schedule_cron`].
+    #[cfg(feature = "cron")]
+    pub fn schedule_cron<F: FnMut() + Send + 'static>(
+        &self,
+        cron: crate::Cron,
+        job: F,
+    ) -> Result<TaskId, ScheduleError> {
+        let wall_ms = self.shared.wall_clock.now_ms();
+        let at_ms = cron.next_after_ms(wall_ms).ok_or(ScheduleError::NeverFires)?;
+        let now_ns = self.shared.now_ns();
+        let due_ns = now_ns.saturating_add((at_ms - wall_ms).saturating_mul(1_000_000));
+        // Armed no later than the recheck: the wall clock may be stepped.
+        let armed_ns = due_ns.min(now_ns.saturating_add(Scheduler::CALENDAR_RECHECK.as_nanos() as u64));
+        let calendar = task::Calendar { cron, running: AtomicBool::new(false), job: Mutex::new(Box::new(job)) };
+        let job = Job::Calendar { calendar: Arc::new(calendar), at_ms };
+        let id = self.shared.insert(Due { due_ns: armed_ns, now_ns }, job)?;
+        // The run's lateness is measured from the occurrence, not the recheck.
+        if let Some(task) = self.shared.state.lock().wheel.get_mut(id.key()) {
+            task.due_ns = due_ns;
+        }
+        Ok(id)
     }
 
     /// Spawns `future` on the builder's tokio runtime, `delay` from now.
@@ -592,6 +663,11 @@ impl Shared {
         while out.len() < room {
             let Some(key) = state.wheel.peek_expired() else { break };
             let task = state.wheel.get_mut(key).expect("an expired key is live");
+            #[cfg(feature = "cron")]
+            if matches!(task.job, Job::Calendar { .. }) {
+                skipped += self.take_calendar(state, key, out);
+                continue;
+            }
             let Job::Every(repeat) = &task.job else {
                 let task = state.wheel.remove(key).expect("an expired key is live");
                 out.push(Run { due_ns: task.due_ns, job: task.job });
@@ -612,6 +688,50 @@ impl Shared {
         if skipped > 0 {
             self.counters.skipped.fetch_add(skipped, Ordering::Relaxed);
         }
+    }
+
+    /// A calendar job whose timer expired: runs it into `out` if its
+    /// occurrence has come by the wall clock, and re-arms it at the next one
+    /// (or at the recheck, whichever is first). Returns the occurrences
+    /// skipped (counted up to [`CALENDAR_MISSED_COUNTED_MAX`]).
+    #[cfg(feature = "cron")]
+    fn take_calendar(&self, state: &mut State, key: crate::Key, out: &mut Vec<Run>) -> u64 {
+        /// Missed occurrences are counted one by one, under the lock: at most this many.
+        const CALENDAR_MISSED_COUNTED_MAX: usize = 1_000;
+        let now_ns = self.now_ns();
+        let wall_ms = self.wall_clock.now_ms();
+        let recheck_ns = now_ns.saturating_add(Scheduler::CALENDAR_RECHECK.as_nanos() as u64);
+        let ns_until = |at_ms: u64| now_ns.saturating_add(at_ms.saturating_sub(wall_ms).saturating_mul(1_000_000));
+        let task = state.wheel.get_mut(key).expect("an expired key is live");
+        let Job::Calendar { calendar, at_ms } = &mut task.job else { unreachable!("only calendar jobs come here") };
+        let occurrence_ms = *at_ms;
+        if wall_ms < occurrence_ms {
+            // Early by the wall clock: a recheck, or the clock stepped back.
+            task.due_ns = ns_until(occurrence_ms);
+            let tick = self.time.tick_at_or_after(task.due_ns.min(recheck_ns));
+            state.wheel.reset(key, tick);
+            return 0;
+        }
+        let calendar = calendar.clone();
+        let due_ns = now_ns.saturating_sub((wall_ms - occurrence_ms).saturating_mul(1_000_000));
+        let missed = calendar.cron.occurrences_after_ms(occurrence_ms).take_while(|&at| at <= wall_ms);
+        let mut skipped = missed.take(CALENDAR_MISSED_COUNTED_MAX).count() as u64;
+        match calendar.cron.next_after_ms(wall_ms) {
+            Some(next_ms) => {
+                *at_ms = next_ms;
+                task.due_ns = ns_until(next_ms);
+                let tick = self.time.tick_at_or_after(task.due_ns.min(recheck_ns));
+                state.wheel.reset(key, tick);
+            }
+            // That was the last occurrence.
+            None => drop(state.wheel.remove(key)),
+        }
+        if calendar.running.swap(true, Ordering::AcqRel) {
+            skipped += 1; // the previous run is still going: never overlap
+        } else {
+            out.push(Run { due_ns, job: Job::Calendar { calendar, at_ms: occurrence_ms } });
+        }
+        skipped
     }
 
     /// [`OverloadPolicy::CallerRuns`]: the producer runs the oldest due job.

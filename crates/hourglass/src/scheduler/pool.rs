@@ -28,6 +28,12 @@ pub(super) fn execute(shared: &std::sync::Arc<Shared>, run: Run, shard: usize) {
             repeat.running.store(false, Ordering::Release);
             outcome
         }
+        #[cfg(feature = "cron")]
+        Job::Calendar { calendar, .. } => {
+            let outcome = catch_unwind(AssertUnwindSafe(|| (calendar.job.lock())()));
+            calendar.running.store(false, Ordering::Release);
+            outcome
+        }
         #[cfg(feature = "tokio")]
         Job::Async(future) => {
             let runtime = shared.runtime.as_ref().expect("async jobs are only accepted with a runtime");

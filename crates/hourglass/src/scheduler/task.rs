@@ -59,6 +59,12 @@ pub(crate) type OnceFn = Box<dyn FnOnce() + Send + 'static>;
 pub(crate) enum Job {
     Once(OnceFn),
     Every(std::sync::Arc<Repeat>),
+    /// A calendar job, due at its occurrence `at_ms` (Unix ms) on the wall clock.
+    #[cfg(feature = "cron")]
+    Calendar {
+        calendar: std::sync::Arc<Calendar>,
+        at_ms: u64,
+    },
     #[cfg(feature = "tokio")]
     Async(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>>),
 }
@@ -68,6 +74,15 @@ pub(crate) struct Repeat {
     pub(crate) period_ns: u64,
     pub(crate) missed: MissedRuns,
     /// Set while a run is queued or running: a repeating job never overlaps itself.
+    pub(crate) running: AtomicBool,
+    pub(crate) job: Mutex<Box<dyn FnMut() + Send + 'static>>,
+}
+
+/// A calendar job; shared between its wheel entry and the run in progress.
+#[cfg(feature = "cron")]
+pub(crate) struct Calendar {
+    pub(crate) cron: crate::calendar::Cron,
+    /// Set while a run is queued or running: a calendar job never overlaps itself.
     pub(crate) running: AtomicBool,
     pub(crate) job: Mutex<Box<dyn FnMut() + Send + 'static>>,
 }
