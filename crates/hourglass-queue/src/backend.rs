@@ -4,6 +4,7 @@ use async_trait::async_trait;
 
 use crate::error::QueueError;
 use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Status, TaskInfo};
+use crate::schedule::{NewSchedule, ScheduleInfo};
 use crate::stats::{QueueStats, Totals};
 
 /// Where a listing starts: the position after the last task of the previous
@@ -36,6 +37,15 @@ pub struct Page {
     /// may hold fewer tasks than asked (even none) and still have a next one:
     /// a listing does bounded work per page, whatever the queue's size.
     pub next: Option<Cursor>,
+}
+
+/// One page of the schedules, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulePage {
+    /// The schedules, in name order.
+    pub schedules: Vec<ScheduleInfo>,
+    /// The name to list after for the next page; `None` when this one is the last.
+    pub next: Option<Box<str>>,
 }
 
 /// The queue's operations: the seam every backend implements, at the level a
@@ -145,6 +155,36 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     /// [`QueueError::Invalid`] for a malformed queue name or a limit out of range.
     async fn list(&self, queue: &str, request: ListRequest) -> Result<Page, QueueError>;
+
+    /// Creates or replaces the schedule `name`; returns it as stored, and
+    /// whether it is new. A replaced schedule starts again from now: its
+    /// next occurrence is the first after now.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] (a bad name, expression or time zone, or a
+    /// rule that never fires), [`QueueError::PayloadTooLarge`],
+    /// [`QueueError::TooManySchedules`], [`QueueError::OverMemoryBudget`],
+    /// [`QueueError::Storage`].
+    async fn put_schedule(&self, name: &str, new: NewSchedule) -> Result<(ScheduleInfo, bool), QueueError>;
+
+    /// The schedule `name` with its next occurrences.
+    ///
+    /// # Errors
+    /// [`QueueError::ScheduleNotFound`], [`QueueError::Invalid`] for a malformed name.
+    async fn schedule(&self, name: &str) -> Result<ScheduleInfo, QueueError>;
+
+    /// A page of the schedules, in name order, after `after`.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for a limit out of 1 to
+    /// [`SCHEDULE_LIST_MAX`](crate::limits::SCHEDULE_LIST_MAX).
+    async fn schedules(&self, after: Option<&str>, limit: usize) -> Result<SchedulePage, QueueError>;
+
+    /// Deletes the schedule `name`; tasks it enqueued stay.
+    ///
+    /// # Errors
+    /// [`QueueError::ScheduleNotFound`], [`QueueError::Storage`].
+    async fn delete_schedule(&self, name: &str) -> Result<(), QueueError>;
 
     /// Every queue's counts, by name.
     async fn queues(&self) -> Vec<QueueStats>;

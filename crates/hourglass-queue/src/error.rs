@@ -16,6 +16,13 @@ pub enum QueueError {
     },
     /// No task with that id (never made, done, or cancelled).
     NotFound(u64),
+    /// No schedule with that name.
+    ScheduleNotFound(String),
+    /// The engine holds its maximum number of schedules.
+    TooManySchedules {
+        /// The limit.
+        max: usize,
+    },
     /// The lease token is not the task's current one: the lease expired and the
     /// task was redelivered, or it was acked already. Nothing changed.
     StaleLease(u64),
@@ -58,7 +65,8 @@ impl QueueError {
         match self {
             QueueError::Invalid(_) => "invalid",
             QueueError::PayloadTooLarge { .. } => "payload_too_large",
-            QueueError::NotFound(_) => "not_found",
+            QueueError::NotFound(_) | QueueError::ScheduleNotFound(_) => "not_found",
+            QueueError::TooManySchedules { .. } => "too_many_schedules",
             QueueError::StaleLease(_) => "stale_lease",
             QueueError::Conflict(_) => "conflict",
             QueueError::TooManyTasks { .. } => "too_many_tasks",
@@ -79,6 +87,8 @@ impl fmt::Display for QueueError {
                 write!(f, "payload is {bytes} bytes, over the limit of {max}")
             }
             QueueError::NotFound(id) => write!(f, "no task {id}"),
+            QueueError::ScheduleNotFound(name) => write!(f, "no schedule {name:?}"),
+            QueueError::TooManySchedules { max } => write!(f, "the server holds its maximum of {max} schedules"),
             QueueError::StaleLease(id) => write!(f, "the lease on task {id} is not current"),
             QueueError::Conflict(message) => f.write_str(message),
             QueueError::TooManyTasks { max } => write!(f, "the server holds its maximum of {max} tasks"),
@@ -126,6 +136,13 @@ pub enum StoreError {
         /// What was wrong.
         reason: String,
     },
+    /// A schedule's record could not be decoded.
+    CorruptSchedule {
+        /// The schedule's name.
+        name: String,
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -136,6 +153,10 @@ impl fmt::Display for StoreError {
             StoreError::Corrupt { id, reason } => {
                 write!(f, "corrupt record for task {id}: {reason}; the data directory is damaged, refusing to start")
             }
+            StoreError::CorruptSchedule { name, reason } => write!(
+                f,
+                "corrupt record for schedule {name:?}: {reason}; the data directory is damaged, refusing to start"
+            ),
         }
     }
 }

@@ -28,15 +28,17 @@ mod error;
 pub mod limits;
 mod model;
 mod retry;
+mod schedule;
 mod stats;
 mod store;
 mod validate;
 
-pub use backend::{Backend, Cursor, ListRequest, Page};
+pub use backend::{Backend, Cursor, ListRequest, Page, SchedulePage};
 pub use engine::{Engine, Options};
 pub use error::{QueueError, StoreError};
 pub use hourglass::{ManualWallClock, SystemWallClock, WallClock};
 pub use limits::Limits;
 pub use model::{Claimed, Enqueued, Lease, NewTask, RunAt, Status, Task, TaskInfo, TaskState};
+pub use schedule::{occurrence_key, Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo, UPCOMING};
 pub use stats::{LatenessMs, QueueStats, Totals};
 pub use store::{Fsync, Loaded, Mutation, RedbStore, Snapshot, Store};

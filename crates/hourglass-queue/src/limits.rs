@@ -118,3 +118,23 @@ pub const fn task_memory_bytes(payload_bytes: usize, key_bytes: Option<usize>) -
 pub const TASK_OVERHEAD_BYTES: u64 = 146;
 /// Two hash table entries and two allocations for a key.
 pub const KEY_OVERHEAD_BYTES: u64 = 96;
+
+/// The most schedules at once.
+pub const SCHEDULES_MAX: usize = 10_000;
+/// Longest schedule name, in bytes: short enough that its occurrence keys
+/// (`schedule:NAME:MS`) stay within [`KEY_BYTES_MAX`].
+pub const SCHEDULE_NAME_BYTES_MAX: usize = 128;
+const _: () = assert!("schedule:".len() + SCHEDULE_NAME_BYTES_MAX + 1 + 20 <= KEY_BYTES_MAX);
+/// An occurrence enqueued this late or less is on time; later, it was missed
+/// (the server was down or stalled) and the schedule's misfire policy decides.
+/// Long enough for a restart or a stall of the writer, short against the
+/// shortest cron period (a second).
+pub const MISFIRE_GRACE_MS: u64 = 5_000;
+/// Most missed occurrences one schedule enqueues at once under the `all`
+/// misfire policy: the latest ones.
+pub const MISFIRE_RUNS_MAX: usize = 100;
+/// When an occurrence could not be enqueued (the store failed, or a limit or
+/// budget was reached), the schedule tries again this much later.
+pub const SCHEDULE_RETRY_MS: u64 = 1_000;
+/// Most schedules one listing page returns.
+pub const SCHEDULE_LIST_MAX: usize = 1_000;

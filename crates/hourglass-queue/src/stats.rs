@@ -51,6 +51,11 @@ pub struct Totals {
     pub died: u64,
     /// Tasks cancelled.
     pub cancelled: u64,
+    /// Tasks enqueued by schedules, one per occurrence run.
+    pub occurrences_enqueued: u64,
+    /// Occurrences of schedules not run: missed under the `skip` or `once`
+    /// misfire policy, past the `all` policy's limit, or forbidden to overlap.
+    pub occurrences_skipped: u64,
     /// Tasks held now.
     pub tasks: usize,
     /// Bytes of tasks held in memory, as the memory budget counts them.

@@ -4,6 +4,7 @@
 use crate::error::QueueError;
 use crate::limits::*;
 use crate::model::{NewTask, RunAt};
+use crate::schedule::{NewSchedule, Schedule, Timetable};
 
 /// A new task that passed every check, with its due time resolved.
 #[derive(Debug)]
@@ -26,6 +27,54 @@ pub(crate) fn queue_name(queue: &str) -> Result<(), QueueError> {
             "a queue name is 1 to {QUEUE_NAME_BYTES_MAX} characters of A-Z, a-z, 0-9, _ - . :"
         )))
     }
+}
+
+pub(crate) fn schedule_name(name: &str) -> Result<(), QueueError> {
+    let valid = !name.is_empty()
+        && name.len() <= SCHEDULE_NAME_BYTES_MAX
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if valid {
+        Ok(())
+    } else {
+        Err(QueueError::Invalid(format!(
+            "a schedule name is 1 to {SCHEDULE_NAME_BYTES_MAX} characters of A-Z, a-z, 0-9, _ - . :"
+        )))
+    }
+}
+
+/// A schedule to put as `name` at `now_ms`: checked, read, and with its first
+/// occurrence.
+pub(crate) fn schedule(
+    name: &str,
+    new: NewSchedule,
+    payload_bytes_max: usize,
+    now_ms: u64,
+) -> Result<(Schedule, Timetable), QueueError> {
+    schedule_name(name)?;
+    queue_name(&new.queue)?;
+    if new.payload.len() > payload_bytes_max {
+        return Err(QueueError::PayloadTooLarge { bytes: new.payload.len(), max: payload_bytes_max });
+    }
+    let max_attempts = new.max_attempts.unwrap_or(MAX_ATTEMPTS_DEFAULT);
+    range("max_attempts", u64::from(max_attempts), 1, u64::from(MAX_ATTEMPTS_MAX))?;
+    let timetable = Timetable::of(&new.rule, now_ms)?;
+    let next_ms = timetable.next_after(now_ms);
+    if next_ms.is_none() {
+        return Err(QueueError::Invalid("the schedule never fires: its rule has no occurrence after now".into()));
+    }
+    let schedule = Schedule {
+        name: name.into(),
+        queue: new.queue.into(),
+        rule: new.rule,
+        payload: new.payload,
+        misfire: new.misfire,
+        overlap: new.overlap,
+        max_attempts,
+        since_ms: now_ms,
+        next_ms,
+        last: None,
+    };
+    Ok((schedule, timetable))
 }
 
 pub(crate) fn key(key: &str) -> Result<(), QueueError> {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use hourglass_queue::limits::{task_memory_bytes, PAYLOAD_INLINE_MAX, TASK_OVERHEAD_BYTES};
 use hourglass_queue::{
     Backend, Engine, Fsync, Limits, ListRequest, Loaded, ManualWallClock, Mutation, NewTask, Options, QueueError,
-    RedbStore, RunAt, Snapshot, Status, Store, StoreError, Task,
+    RedbStore, RunAt, Schedule, Snapshot, Status, Store, StoreError, Task,
 };
 
 const T0_MS: u64 = 1_800_000_000_000;
@@ -166,6 +166,9 @@ struct FillableDisk {
 impl Store for FillableDisk {
     fn load(&self, visit: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
         self.inner.load(visit)
+    }
+    fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        self.inner.load_schedules()
     }
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         if self.full.load(Ordering::SeqCst) {

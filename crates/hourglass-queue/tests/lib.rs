@@ -3,4 +3,5 @@ mod budgets;
 mod durability;
 mod engine;
 mod listing;
+mod schedules;
 mod sim;

@@ -43,9 +43,9 @@ impl From<QueueError> for ApiError {
         let status = match &error {
             QueueError::Invalid(_) => StatusCode::BAD_REQUEST,
             QueueError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            QueueError::NotFound(_) => StatusCode::NOT_FOUND,
+            QueueError::NotFound(_) | QueueError::ScheduleNotFound(_) => StatusCode::NOT_FOUND,
             QueueError::StaleLease(_) | QueueError::Conflict(_) => StatusCode::CONFLICT,
-            QueueError::TooManyTasks { .. } => StatusCode::TOO_MANY_REQUESTS,
+            QueueError::TooManyTasks { .. } | QueueError::TooManySchedules { .. } => StatusCode::TOO_MANY_REQUESTS,
             QueueError::OverMemoryBudget { .. } | QueueError::OverDiskBudget { .. } | QueueError::DiskFull(_) => {
                 StatusCode::INSUFFICIENT_STORAGE
             }

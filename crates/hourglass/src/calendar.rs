@@ -128,6 +128,20 @@ impl Cron {
             .and_then(|ms| u64::try_from(ms).ok())
     }
 
+    /// The last occurrence at or before `at_ms`; `None` if there is none
+    /// (after the year 1).
+    pub fn latest_at_or_before_ms(&self, at_ms: u64) -> Option<u64> {
+        let at = Timestamp::from_millisecond(i64::try_from(at_ms).ok()?).ok()?;
+        let at = Zoned::new(at, self.time_zone.clone());
+        self.parts
+            .iter()
+            .filter_map(|part| part.find_previous_occurrence(&at, true).ok())
+            .map(|previous| previous.timestamp().as_millisecond())
+            .max()
+            .and_then(|ms| u64::try_from(ms).ok())
+            .filter(|&ms| ms <= at_ms)
+    }
+
     /// The occurrences after `after_ms`, in order.
     pub fn occurrences_after_ms(&self, after_ms: u64) -> impl Iterator<Item = u64> + '_ {
         std::iter::successors(self.next_after_ms(after_ms), |&at| self.next_after_ms(at))
@@ -246,6 +260,11 @@ mod tests {
         assert_eq!(cron.next_after_ms(minute), Some(minute + MINUTE));
         let five: Vec<u64> = cron.occurrences_after_ms(minute).take(3).collect();
         assert_eq!(five, [minute + MINUTE, minute + 2 * MINUTE, minute + 3 * MINUTE]);
+        assert_eq!(cron.latest_at_or_before_ms(minute), Some(minute));
+        assert_eq!(cron.latest_at_or_before_ms(minute + 59_999), Some(minute));
+        assert_eq!(cron.latest_at_or_before_ms(minute - 1), Some(minute - MINUTE));
+        let gap = Cron::new("0 2,14 * * *", "America/New_York").unwrap();
+        assert_eq!(gap.latest_at_or_before_ms(ms("2026-03-08T08:00:00Z")), Some(ms("2026-03-08T07:00:00Z")));
     }
 
     #[test]

@@ -149,7 +149,7 @@ impl State {
         if let Some(id) = self.leases.keys().chain(self.repeats.keys()).find(|id| self.tasks.get(id).is_none()) {
             return Err(format!("a side table names task {id}, which does not exist"));
         }
-        Ok(())
+        self.schedules.check()
     }
 
     /// [`check`](State::check) in debug builds, while the state is small;

@@ -27,6 +27,7 @@
 mod check;
 mod queue;
 mod reads;
+mod schedules;
 mod settle;
 mod slot;
 mod state;
@@ -43,15 +44,17 @@ use hourglass::WallClock;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::backend::{Backend, ListRequest, Page};
+use crate::backend::{Backend, ListRequest, Page, SchedulePage};
 use crate::error::{QueueError, StoreError};
-use crate::limits::{payload_inline, Limits};
+use crate::limits::{payload_inline, Limits, SCHEDULES_MAX, SCHEDULE_LIST_MAX};
 use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
+use crate::schedule::{NewSchedule, ScheduleInfo, Timetable};
 use crate::stats::{QueueStats, Totals};
 use crate::store::{Committer, Fsync, Loaded, Mutation, Reply, Store};
 use crate::validate;
 use reads::Reads;
+use schedules::{Armed, Firing};
 use settle::{EngineSettler, Settlement, Shared, Why};
 use state::State;
 
@@ -139,6 +142,16 @@ impl Engine {
             return Err(StoreError::Database(format!("the stored tasks use more queues than allowed: {error}")));
         }
         state.next_id = state.next_id.max(next_id);
+        for schedule in store.load_schedules()? {
+            match Timetable::of(&schedule.rule, schedule.since_ms) {
+                Ok(timetable) => state.schedules.load(Armed { schedule, timetable }),
+                // A time zone this machine's database lacks: the schedule stays
+                // stored, and runs again once put again (or on a machine that has it).
+                Err(error) => tracing::error!(
+                    schedule = %schedule.name, %error, "a stored schedule cannot be read here: it does not run"
+                ),
+            }
+        }
         state.debug_check();
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
@@ -296,8 +309,41 @@ impl Engine {
                 state.reveal(id, now_ms);
             }
         }
+        for firing in state.fire_schedules(now_ms, &self.limits) {
+            match firing {
+                Firing::Write(mutations, settlement) => {
+                    let Settlement::Fire { armed, ids, .. } = &settlement else { unreachable!("firings fire") };
+                    let (name, ids) = (armed.schedule.name.clone(), ids.clone());
+                    if self.committer.send(mutations, Some(settlement)).is_none() {
+                        // The writer is gone: the store keeps the schedule as
+                        // it was, and a restart fires the occurrence.
+                        for id in ids {
+                            state.forget(id);
+                        }
+                        state.schedules.restore(&name, None);
+                    }
+                }
+                Firing::Refused { name, error } => {
+                    tracing::warn!(schedule = %name, %error, "a schedule's occurrence could not be enqueued; trying again");
+                    state.retry_schedule(&name, now_ms);
+                }
+            }
+        }
         state.debug_check();
-        state.wheel.next_expiration()
+        let schedule_ms = state.schedules.next_due();
+        match (state.wheel.next_expiration(), schedule_ms) {
+            (Some(wheel_ms), Some(schedule_ms)) => Some(wheel_ms.min(schedule_ms)),
+            (wheel_ms, schedule_ms) => wheel_ms.or(schedule_ms),
+        }
+    }
+
+    /// Waits until every change sent to the store so far is settled: what the
+    /// timer thread made (a schedule's occurrence, a lease expiry) is then
+    /// visible. For tests, and for a shutdown that wants to see it through.
+    pub async fn flushed(&self) {
+        if let Some(reply) = self.committer.send(Vec::new(), Some(Settlement::Publish(Vec::new()))) {
+            let _ = reply.await;
+        }
     }
 
     /// Starts the timer thread: it sleeps on the engine's clock until the
@@ -373,7 +419,7 @@ impl Backend for Engine {
             if ids.is_empty() {
                 return Attempt::Done(Ok(results));
             }
-            if let Err(over) = self.within_budgets(state, memory_before, disk_before) {
+            if let Err(over) = state.within_budgets(&self.limits, memory_before, disk_before) {
                 for id in ids {
                     state.forget(id);
                 }
@@ -564,6 +610,83 @@ impl Backend for Engine {
         Ok(page)
     }
 
+    async fn put_schedule(&self, name: &str, new: NewSchedule) -> Result<(ScheduleInfo, bool), QueueError> {
+        let now_ms = self.clock.now_ms();
+        let (schedule, timetable) = validate::schedule(name, new, self.limits.payload_bytes_max, now_ms)?;
+        let put = Armed { schedule, timetable };
+        let (armed, created) = self
+            .when_settled(Access::Write, |state| {
+                if let Err(closed) = self.check_open() {
+                    return Attempt::Done(Err(closed));
+                }
+                match state.schedules.pending(name) {
+                    Some(true) => return Attempt::Wait,
+                    None if state.schedules.len() >= SCHEDULES_MAX => {
+                        return Attempt::Done(Err(QueueError::TooManySchedules { max: SCHEDULES_MAX }));
+                    }
+                    _ => {}
+                }
+                let old = state.schedules.get(name);
+                let created = old.is_none();
+                let mut armed = put.clone();
+                // The overlap policy looks at the task of the latest occurrence, whichever version made it.
+                armed.schedule.last = old.and_then(|old| old.schedule.last);
+                let old_bytes = old.map_or(0, |old| schedules::bytes_of(&old.schedule));
+                let held = state.memory_bytes + state.schedules.memory_bytes() - old_bytes;
+                let adding = schedules::bytes_of(&armed.schedule);
+                if held + adding > self.limits.memory_bytes_max {
+                    let max = self.limits.memory_bytes_max;
+                    return Attempt::Done(Err(QueueError::OverMemoryBudget { held, adding, max }));
+                }
+                state.schedules.hide(name);
+                let mutation = Mutation::PutSchedule(armed.schedule.clone());
+                match self.committer.send(vec![mutation], Some(Settlement::PutSchedule(armed.clone()))) {
+                    Some(reply) => Attempt::Sent(reply, (armed, created)),
+                    None => {
+                        state.schedules.restore(name, None);
+                        Attempt::Done(Err(QueueError::ShuttingDown))
+                    }
+                }
+            })
+            .await?;
+        Ok((info_of(armed), created))
+    }
+
+    async fn schedule(&self, name: &str) -> Result<ScheduleInfo, QueueError> {
+        validate::schedule_name(name)?;
+        let armed = self.shared.state.lock().schedules.get(name).cloned();
+        armed.map(info_of).ok_or_else(|| QueueError::ScheduleNotFound(name.to_owned()))
+    }
+
+    async fn schedules(&self, after: Option<&str>, limit: usize) -> Result<SchedulePage, QueueError> {
+        validate::range("limit", limit as u64, 1, SCHEDULE_LIST_MAX as u64)?;
+        let (page, more) = self.shared.state.lock().schedules.page(after, limit);
+        let next = more.then(|| page.last().map(|armed| armed.schedule.name.clone())).flatten();
+        // Occurrences are worked out after the lock: a page may hold a thousand.
+        Ok(SchedulePage { schedules: page.into_iter().map(info_of).collect(), next })
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<(), QueueError> {
+        validate::schedule_name(name)?;
+        self.when_settled(Access::Write, |state| {
+            match state.schedules.pending(name) {
+                None => return Attempt::Done(Err(QueueError::ScheduleNotFound(name.to_owned()))),
+                Some(true) => return Attempt::Wait,
+                Some(false) => {}
+            }
+            state.schedules.hide(name);
+            let settlement = Settlement::DeleteSchedule(name.into());
+            match self.committer.send(vec![Mutation::DeleteSchedule(name.into())], Some(settlement)) {
+                Some(reply) => Attempt::Sent(reply, ()),
+                None => {
+                    state.schedules.restore(name, None);
+                    Attempt::Done(Err(QueueError::ShuttingDown))
+                }
+            }
+        })
+        .await
+    }
+
     async fn queues(&self) -> Vec<QueueStats> {
         let state = self.shared.state.lock();
         let mut all: Vec<QueueStats> = state.queues.iter().map(|q| q.stats()).collect();
@@ -579,7 +702,7 @@ impl Backend for Engine {
         let state = self.shared.state.lock();
         Totals {
             tasks: state.held(),
-            memory_bytes: state.memory_bytes,
+            memory_bytes: state.memory_bytes + state.schedules.memory_bytes(),
             memory_bytes_max: Some(self.limits.memory_bytes_max),
             disk_bytes: state.disk_bytes,
             disk_bytes_max: self.limits.disk_bytes_max,
@@ -601,23 +724,12 @@ impl Engine {
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
+}
 
-    /// `Ok` if what the state holds, grown from `memory_before` and
-    /// `disk_before` by one request, is within the budgets.
-    fn within_budgets(&self, state: &State, memory_before: u64, disk_before: u64) -> Result<(), QueueError> {
-        let max = self.limits.memory_bytes_max;
-        if state.memory_bytes > max {
-            let adding = state.memory_bytes - memory_before;
-            return Err(QueueError::OverMemoryBudget { held: memory_before, adding, max });
-        }
-        match self.limits.disk_bytes_max {
-            Some(max) if state.disk_bytes > max => {
-                let adding = state.disk_bytes - disk_before;
-                Err(QueueError::OverDiskBudget { stored: disk_before, adding, max })
-            }
-            _ => Ok(()),
-        }
-    }
+/// A schedule as a read shows it, with its next occurrences.
+fn info_of(armed: Armed) -> ScheduleInfo {
+    let upcoming_ms = armed.timetable.upcoming(armed.schedule.next_ms);
+    ScheduleInfo { schedule: armed.schedule, upcoming_ms }
 }
 
 /// One task read under the lock, with its payload read from the store if it

@@ -15,6 +15,7 @@ use hourglass::WallClock;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use super::schedules::Armed;
 use super::state::State;
 use crate::error::StoreError;
 use crate::model::{Task, TaskState};
@@ -40,6 +41,14 @@ pub(crate) enum Settlement {
     Change { task: Task, why: Why },
     /// A removed task: gone once durable, back where it was if not.
     Remove { id: u64, why: Why },
+    /// A schedule's occurrence: its new tasks published and the schedule moved
+    /// to `armed` once durable; if not, the tasks forgotten and the schedule
+    /// tried again later.
+    Fire { armed: Armed, ids: Vec<u64>, skipped: u64 },
+    /// A schedule put: stored as `armed` once durable, as it was if not.
+    PutSchedule(Armed),
+    /// A schedule deleted: gone once durable, as it was if not.
+    DeleteSchedule(Box<str>),
 }
 
 /// What the engine and the writer share.
@@ -102,6 +111,41 @@ impl Settler<Settlement> for EngineSettler {
                         // Filed again, new or old: its timer may be due already.
                         state.reveal(task.id, now_ms);
                         timers = true;
+                    }
+                    Settlement::Fire { armed, ids, skipped } => {
+                        let name = armed.schedule.name.clone();
+                        if durable {
+                            state.totals.enqueued += ids.len() as u64;
+                            state.totals.occurrences_enqueued += ids.len() as u64;
+                            state.totals.occurrences_skipped += skipped;
+                            for id in ids {
+                                state.reveal(id, now_ms);
+                            }
+                            state.schedules.reveal(&name, Some(armed), None);
+                        } else {
+                            for id in ids {
+                                state.forget(id);
+                            }
+                            state.retry_schedule(&name, now_ms);
+                        }
+                        timers = true;
+                    }
+                    Settlement::PutSchedule(armed) => {
+                        let name = armed.schedule.name.clone();
+                        if durable {
+                            state.schedules.reveal(&name, Some(armed), None);
+                        } else {
+                            state.schedules.restore(&name, None);
+                        }
+                        timers = true;
+                    }
+                    Settlement::DeleteSchedule(name) => {
+                        if durable {
+                            state.schedules.reveal(&name, None, None);
+                        } else {
+                            state.schedules.restore(&name, None);
+                            timers = true;
+                        }
                     }
                     Settlement::Remove { id, why } => {
                         if durable {

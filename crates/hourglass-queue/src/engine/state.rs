@@ -20,12 +20,13 @@ use rustc_hash::FxHashMap;
 
 use super::queue::QueueState;
 use super::reads::Reads;
+use super::schedules::Schedules;
 use super::settle::{Settlement, Why};
 use super::slot::{Phase, Slot, NO_TIMER};
 use super::tasks::Tasks;
 use crate::backend::{Cursor, ListRequest, Page};
 use crate::error::QueueError;
-use crate::limits::{payload_inline, task_memory_bytes, ANSWER_PAYLOAD_BYTES_MAX, LIST_SCAN_MAX, QUEUES_MAX};
+use crate::limits::{payload_inline, task_memory_bytes, Limits, ANSWER_PAYLOAD_BYTES_MAX, LIST_SCAN_MAX, QUEUES_MAX};
 use crate::model::{Claimed, Lease, Status, Task, TaskInfo, TaskState};
 use crate::retry::backoff_ms;
 use crate::stats::Totals;
@@ -58,6 +59,7 @@ pub(crate) struct State {
     /// What the disk budget counts: the [`footprint`] of every task.
     pub(crate) disk_bytes: u64,
     pub(crate) totals: Totals,
+    pub(crate) schedules: Schedules,
 }
 
 impl State {
@@ -77,6 +79,7 @@ impl State {
             memory_bytes: 0,
             disk_bytes: 0,
             totals: Totals::default(),
+            schedules: Schedules::default(),
         }
     }
 
@@ -195,6 +198,30 @@ impl State {
         self.fresh += 1;
         self.tasks.insert(id, slot);
         self.write_back(task);
+    }
+
+    /// `Ok` if what the state holds, grown from `memory_before` and
+    /// `disk_before` (the tasks' bytes) by one request, is within the budgets.
+    /// Stored schedules count against the memory budget too.
+    pub(crate) fn within_budgets(
+        &self,
+        limits: &Limits,
+        memory_before: u64,
+        disk_before: u64,
+    ) -> Result<(), QueueError> {
+        let max = limits.memory_bytes_max;
+        let schedules = self.schedules.memory_bytes();
+        if self.memory_bytes + schedules > max {
+            let adding = self.memory_bytes - memory_before;
+            return Err(QueueError::OverMemoryBudget { held: memory_before + schedules, adding, max });
+        }
+        match limits.disk_bytes_max {
+            Some(max) if self.disk_bytes > max => {
+                let adding = self.disk_bytes - disk_before;
+                Err(QueueError::OverDiskBudget { stored: disk_before, adding, max })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Takes a filed task out of every index while a change of it is written.

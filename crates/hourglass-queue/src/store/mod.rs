@@ -4,6 +4,7 @@
 mod committer;
 pub(crate) mod record;
 mod redb_store;
+pub(crate) mod schedule_record;
 
 pub use committer::Fsync;
 pub(crate) use committer::{Committer, Reply, Settler};
@@ -12,6 +13,7 @@ pub use redb_store::RedbStore;
 
 use crate::error::StoreError;
 use crate::model::Task;
+use crate::schedule::Schedule;
 
 /// One change to the stored tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +32,10 @@ pub enum Mutation {
     /// Ids below this have been handed out: never hand them out again. The
     /// store keeps the largest it was given.
     NextId(u64),
+    /// A schedule, new or changed: stored whole under its name.
+    PutSchedule(Schedule),
+    /// Remove the schedule with this name (absent is fine).
+    DeleteSchedule(Box<str>),
 }
 
 impl Mutation {
@@ -37,7 +43,8 @@ impl Mutation {
     pub fn payload_bytes(&self) -> usize {
         match self {
             Mutation::Insert { payload, .. } => payload.len(),
-            Mutation::Update(_) | Mutation::Delete(_) | Mutation::NextId(_) => 0,
+            Mutation::PutSchedule(schedule) => schedule.payload.len(),
+            Mutation::Update(_) | Mutation::Delete(_) | Mutation::NextId(_) | Mutation::DeleteSchedule(_) => 0,
         }
     }
 }
@@ -88,6 +95,12 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError::Corrupt`] for a record that does not decode; the caller
     /// must refuse to start rather than guess.
     fn load(&self, visit: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError>;
+
+    /// Every stored schedule, in name order.
+    ///
+    /// # Errors
+    /// [`StoreError::CorruptSchedule`] for a record that does not decode.
+    fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError>;
 
     /// Applies `batch` atomically, in order. With `durable`, it is on stable
     /// storage (fsync) when this returns; without, it may be lost by a crash

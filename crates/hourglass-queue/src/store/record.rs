@@ -142,13 +142,13 @@ pub(crate) fn body_bytes(sizes: Sizes) -> usize {
 }
 
 /// Appends the CRC-32 of everything in `out`.
-fn seal(out: &mut Vec<u8>) {
+pub(crate) fn seal(out: &mut Vec<u8>) {
     let crc = crc32fast::hash(out);
     out.extend_from_slice(&crc.to_le_bytes());
 }
 
 /// The bytes before a CRC-32 trailer, if the trailer matches them.
-fn unseal(bytes: &[u8]) -> Result<&[u8], String> {
+pub(crate) fn unseal(bytes: &[u8]) -> Result<&[u8], String> {
     let split = bytes.len().checked_sub(CRC_BYTES).ok_or("too short for its checksum")?;
     let (content, trailer) = bytes.split_at(split);
     let stored = u32::from_le_bytes(trailer.try_into().expect("CRC_BYTES bytes"));
@@ -293,38 +293,39 @@ pub(crate) fn apply_state(task: &mut Task, bytes: &[u8]) -> Result<(), String> {
     reader.end()
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// Reads a record's fields in order, checking every length.
+pub(crate) struct Reader<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, len: usize) -> Result<&'a [u8], String> {
+    pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], String> {
         let end = self.at.checked_add(len).filter(|&end| end <= self.bytes.len());
         let end = end.ok_or_else(|| format!("truncated: needs {len} bytes at offset {}", self.at))?;
         let slice = &self.bytes[self.at..end];
         self.at = end;
         Ok(slice)
     }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
         Ok(self.take(N)?.try_into().expect("took N bytes"))
     }
-    fn u8(&mut self) -> Result<u8, String> {
+    pub(crate) fn u8(&mut self) -> Result<u8, String> {
         Ok(self.array::<1>()?[0])
     }
-    fn u16(&mut self) -> Result<u16, String> {
+    pub(crate) fn u16(&mut self) -> Result<u16, String> {
         Ok(u16::from_le_bytes(self.array()?))
     }
-    fn u32(&mut self) -> Result<u32, String> {
+    pub(crate) fn u32(&mut self) -> Result<u32, String> {
         Ok(u32::from_le_bytes(self.array()?))
     }
-    fn u64(&mut self) -> Result<u64, String> {
+    pub(crate) fn u64(&mut self) -> Result<u64, String> {
         Ok(u64::from_le_bytes(self.array()?))
     }
-    fn str(&mut self, len: usize) -> Result<&'a str, String> {
+    pub(crate) fn str(&mut self, len: usize) -> Result<&'a str, String> {
         std::str::from_utf8(self.take(len)?).map_err(|error| format!("invalid UTF-8: {error}"))
     }
-    fn end(&self) -> Result<(), String> {
+    pub(crate) fn end(&self) -> Result<(), String> {
         if self.at == self.bytes.len() {
             Ok(())
         } else {

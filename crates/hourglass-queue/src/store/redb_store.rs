@@ -30,9 +30,10 @@ use parking_lot::RwLock;
 use redb::{Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::record::{self, PayloadIn};
-use super::{Loaded, Mutation, Snapshot, Store};
+use super::{schedule_record, Loaded, Mutation, Snapshot, Store};
 use crate::error::StoreError;
 use crate::model::Task;
+use crate::schedule::Schedule;
 
 /// Task id to the task's body, written once, with its payload if small (see
 /// [`record`]).
@@ -45,6 +46,8 @@ const STATES: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("states");
 const PAYLOADS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("payloads");
 /// Counters that outlive tasks; one for now, `next_id`.
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+/// Schedules by name: see [`schedule_record`].
+const SCHEDULES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("schedules");
 const NEXT_ID: &str = "next_id";
 /// The database's file name inside the data directory.
 pub const FILE_NAME: &str = "tasks.redb";
@@ -213,6 +216,13 @@ impl RedbStore {
                         }
                     }
                     Mutation::NextId(id) => next_id = next_id.max(Some(*id)),
+                    Mutation::PutSchedule(schedule) => {
+                        let mut schedules = txn.open_table(SCHEDULES)?;
+                        schedules.insert(&*schedule.name, schedule_record::encode(schedule).as_slice())?;
+                    }
+                    Mutation::DeleteSchedule(name) => {
+                        txn.open_table(SCHEDULES)?.remove(&**name)?;
+                    }
                 }
             }
             if let Some(next_id) = next_id {
@@ -252,6 +262,25 @@ impl Store for RedbStore {
         let meta = txn.open_table(META).map_err(db_error)?;
         let next_id = meta.get(NEXT_ID).map_err(db_error)?.map_or(0, |value| value.value());
         Ok(next_id)
+    }
+
+    fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
+        let table = match txn.open_table(SCHEDULES) {
+            Ok(table) => table,
+            // A store from before schedules: none.
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(error) => return Err(db_error(error)),
+        };
+        let mut schedules = Vec::new();
+        for item in table.iter().map_err(db_error)? {
+            let (name, bytes) = item.map_err(db_error)?;
+            let name = name.value();
+            let schedule = schedule_record::decode(name, bytes.value())
+                .map_err(|reason| StoreError::CorruptSchedule { name: name.to_owned(), reason })?;
+            schedules.push(schedule);
+        }
+        Ok(schedules)
     }
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
@@ -321,6 +350,14 @@ fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
     let tasks = txn.open_table(TASKS).map_err(db_error)?;
     let states = txn.open_table(STATES).map_err(db_error)?;
     let meta = txn.open_table(META).map_err(db_error)?;
+    let schedule = |name: &str| -> Result<Option<Vec<u8>>, StoreError> {
+        let table = match txn.open_table(SCHEDULES) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(error) => return Err(db_error(error)),
+        };
+        Ok(table.get(name).map_err(db_error)?.map(|bytes| bytes.value().to_vec()))
+    };
     for mutation in batch {
         match mutation {
             Mutation::Insert { task, payload } => {
@@ -336,6 +373,17 @@ fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
             }
             Mutation::NextId(next_id) => {
                 if meta.get(NEXT_ID).map_err(db_error)?.map_or(0, |value| value.value()) < *next_id {
+                    return Ok(false);
+                }
+            }
+            // Like an update: tells only when it differs.
+            Mutation::PutSchedule(put) => {
+                if schedule(&put.name)?.is_none_or(|bytes| bytes != schedule_record::encode(put)) {
+                    return Ok(false);
+                }
+            }
+            Mutation::DeleteSchedule(name) => {
+                if schedule(name)?.is_some() {
                     return Ok(false);
                 }
             }

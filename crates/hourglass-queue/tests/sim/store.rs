@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use hourglass_queue::{Loaded, Mutation, Snapshot, Store, StoreError, Task};
+use hourglass_queue::{Loaded, Mutation, Schedule, Snapshot, Store, StoreError, Task};
 use parking_lot::{Condvar, Mutex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -26,6 +26,7 @@ use rand::{Rng, SeedableRng};
 struct Image {
     tasks: BTreeMap<u64, (Task, Box<str>)>,
     next_id: u64,
+    schedules: BTreeMap<Box<str>, Schedule>,
 }
 
 impl Image {
@@ -47,22 +48,42 @@ impl Image {
                     self.tasks.remove(id);
                 }
                 Mutation::NextId(next) => self.next_id = self.next_id.max(*next),
+                Mutation::PutSchedule(schedule) => {
+                    history.schedules.insert((schedule.name.clone(), schedule.next_ms));
+                    self.schedules.insert(schedule.name.clone(), schedule.clone());
+                }
+                Mutation::DeleteSchedule(name) => {
+                    self.schedules.remove(name);
+                }
             }
         }
     }
 }
 
-/// What was ever durable: task ids, and (id, due time) pairs.
+/// What was ever durable: task ids, (id, due time) pairs, schedules'
+/// (name, next occurrence) pairs, and the task each occurrence key was
+/// first stored with.
 #[derive(Default)]
 pub struct History {
     pub ids: HashSet<u64>,
     pub due: HashSet<(u64, u64)>,
+    pub schedules: HashSet<(Box<str>, Option<u64>)>,
+    pub keys: HashMap<Box<str>, u64>,
+    /// Keys of schedules' occurrences stored with two tasks: an occurrence
+    /// enqueued twice.
+    pub twice: Vec<String>,
 }
 
 impl History {
     fn record(&mut self, task: &Task) {
         self.ids.insert(task.id);
         self.due.insert((task.id, task.run_at_ms));
+        if let Some(key) = task.key.as_ref().filter(|key| key.starts_with("schedule:")) {
+            let first = *self.keys.entry(key.clone()).or_insert(task.id);
+            if first != task.id {
+                self.twice.push(format!("{key} as task {first} and task {}", task.id));
+            }
+        }
     }
 }
 
@@ -199,6 +220,12 @@ impl Store for CrashStore {
         Ok(inner.durable.next_id)
     }
 
+    fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        let inner = self.inner.lock();
+        assert!(inner.unsynced.is_empty(), "loaded from a store with unsynced writes: restart it first");
+        Ok(inner.durable.schedules.values().cloned().collect())
+    }
+
     /// Everything applied: the durable image, then what is not yet synced.
     /// A copy, which is fine at the simulator's sizes.
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
@@ -213,7 +240,7 @@ impl Store for CrashStore {
                 Mutation::Delete(id) => {
                     payloads.remove(id);
                 }
-                Mutation::Update(_) | Mutation::NextId(_) => {}
+                Mutation::Update(_) | Mutation::NextId(_) | Mutation::PutSchedule(_) | Mutation::DeleteSchedule(_) => {}
             }
         }
         Ok(Box::new(Payloads(payloads)))

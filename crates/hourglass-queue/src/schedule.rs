@@ -1,0 +1,257 @@
+//! Schedules: named rules that enqueue an ordinary task at every occurrence
+//! of a cron expression in a time zone, or of a fixed period.
+//!
+//! Each occurrence becomes a task of the schedule's queue whose idempotency
+//! key is made from the schedule's name and the occurrence's time
+//! ([`occurrence_key`]); the task and the schedule's next occurrence are
+//! written in one atomic batch, so a restart never enqueues one occurrence
+//! twice, and a crash never loses one that was due.
+//!
+//! What happens to occurrences missed while the server was down is the
+//! schedule's [`Misfire`] policy; what happens to an occurrence while the
+//! previous one's task is still waiting or running is its [`Overlap`] policy.
+
+use hourglass::Cron;
+
+use crate::error::QueueError;
+use crate::limits::{MISFIRE_GRACE_MS, MISFIRE_RUNS_MAX};
+
+/// When a schedule's occurrences fall.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    /// A cron expression read in an IANA time zone (see [`hourglass::Cron`],
+    /// which also states the daylight-saving rule).
+    Cron {
+        /// Five to seven fields, or a nickname such as `@daily`.
+        expression: Box<str>,
+        /// An IANA name, such as `Europe/Berlin`, or `UTC`.
+        time_zone: Box<str>,
+    },
+    /// Every `every_ms` milliseconds, counted from when the schedule was put.
+    Every {
+        /// The period.
+        every_ms: u64,
+    },
+}
+
+/// What a schedule does about occurrences missed while the server was down
+/// (an occurrence is missed when it comes more than
+/// [`MISFIRE_GRACE_MS`] late).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Misfire {
+    /// Drop missed occurrences: the next one on time is the next run.
+    #[default]
+    Skip,
+    /// One catch-up run for the latest missed occurrence, then resume.
+    Once,
+    /// Every missed occurrence runs, oldest first, up to the latest
+    /// [`MISFIRE_RUNS_MAX`].
+    All,
+}
+
+/// What a schedule does about an occurrence while the task of the previous
+/// one is still scheduled, due or leased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overlap {
+    /// Enqueue it anyway.
+    #[default]
+    Allow,
+    /// Skip it: at most one of the schedule's tasks is alive at a time.
+    Forbid,
+}
+
+/// A schedule as a client puts it; checked by the backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSchedule {
+    /// The queue its tasks go to.
+    pub queue: String,
+    /// When they go.
+    pub rule: Rule,
+    /// The payload of every task.
+    pub payload: Box<str>,
+    /// Missed occurrences.
+    pub misfire: Misfire,
+    /// Overlapping occurrences.
+    pub overlap: Overlap,
+    /// Attempts of each task; the queue's default if `None`.
+    pub max_attempts: Option<u32>,
+}
+
+/// A stored schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    /// Its name, unique.
+    pub name: Box<str>,
+    /// The queue its tasks go to.
+    pub queue: Box<str>,
+    /// When they go.
+    pub rule: Rule,
+    /// The payload of every task.
+    pub payload: Box<str>,
+    /// Missed occurrences.
+    pub misfire: Misfire,
+    /// Overlapping occurrences.
+    pub overlap: Overlap,
+    /// Attempts of each task.
+    pub max_attempts: u32,
+    /// When this version was put, Unix ms: an [`Rule::Every`] counts from here.
+    pub since_ms: u64,
+    /// The next occurrence to enqueue, Unix ms; `None` when there are no more.
+    pub next_ms: Option<u64>,
+    /// The latest occurrence enqueued, and its task's id.
+    pub last: Option<(u64, u64)>,
+}
+
+/// A schedule as a read shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleInfo {
+    /// The schedule.
+    pub schedule: Schedule,
+    /// Its next occurrences (at most [`UPCOMING`]), Unix ms.
+    pub upcoming_ms: Vec<u64>,
+}
+
+/// Occurrences a read of a schedule shows.
+pub const UPCOMING: usize = 5;
+
+/// The idempotency key of the task for a schedule's occurrence: the same on
+/// every node and after every restart.
+pub fn occurrence_key(name: &str, occurrence_ms: u64) -> String {
+    format!("schedule:{name}:{occurrence_ms}")
+}
+
+/// A [`Rule`], read: where its occurrences fall.
+#[derive(Debug, Clone)]
+pub(crate) enum Timetable {
+    Cron(Box<Cron>),
+    Every { every_ms: u64, since_ms: u64 },
+}
+
+impl Timetable {
+    /// The rule read, for a schedule put at `since_ms`.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for an expression or time zone that does not
+    /// read, or a period out of range.
+    pub(crate) fn of(rule: &Rule, since_ms: u64) -> Result<Timetable, QueueError> {
+        match rule {
+            Rule::Cron { expression, time_zone } => Cron::new(expression, time_zone)
+                .map(|cron| Timetable::Cron(Box::new(cron)))
+                .map_err(|error| QueueError::Invalid(error.to_string())),
+            &Rule::Every { every_ms } => {
+                crate::validate::range("every_ms", every_ms, crate::limits::EVERY_MS_MIN, crate::limits::DELAY_MS_MAX)?;
+                Ok(Timetable::Every { every_ms, since_ms })
+            }
+        }
+    }
+
+    /// The first occurrence strictly after `after_ms`.
+    pub(crate) fn next_after(&self, after_ms: u64) -> Option<u64> {
+        match self {
+            Timetable::Cron(cron) => cron.next_after_ms(after_ms),
+            &Timetable::Every { every_ms, since_ms } => {
+                let periods = after_ms.saturating_sub(since_ms) / every_ms + 1;
+                since_ms.checked_add(periods.checked_mul(every_ms)?)
+            }
+        }
+    }
+
+    /// The last occurrence at or before `at_ms`, if any.
+    pub(crate) fn latest_at_or_before(&self, at_ms: u64) -> Option<u64> {
+        match self {
+            Timetable::Cron(cron) => cron.latest_at_or_before_ms(at_ms),
+            &Timetable::Every { every_ms, since_ms } => {
+                let periods = at_ms.checked_sub(since_ms)? / every_ms;
+                (periods > 0).then(|| since_ms + periods * every_ms)
+            }
+        }
+    }
+
+    /// Up to [`UPCOMING`] occurrences from `first_ms` (itself included).
+    pub(crate) fn upcoming(&self, first_ms: Option<u64>) -> Vec<u64> {
+        std::iter::successors(first_ms, |&at| self.next_after(at)).take(UPCOMING).collect()
+    }
+
+    /// The occurrences from `first_ms` up to `now_ms` that `misfire` says to
+    /// enqueue, oldest first, and how many it skips. Occurrences more than
+    /// [`MISFIRE_GRACE_MS`] late are missed; the others are on time.
+    pub(crate) fn due(&self, first_ms: u64, now_ms: u64, misfire: Misfire) -> (Vec<u64>, u64) {
+        let Some(latest) = self.latest_at_or_before(now_ms).filter(|&latest| latest >= first_ms) else {
+            // The first occurrence was due, but the rule no longer has it (a
+            // clock far behind): it alone is due.
+            return (vec![first_ms], 0);
+        };
+        // Walk back from the latest: at most MISFIRE_RUNS_MAX, and only as far as needed.
+        let wanted = match misfire {
+            Misfire::All => MISFIRE_RUNS_MAX,
+            Misfire::Once => 1,
+            Misfire::Skip => MISFIRE_RUNS_MAX,
+        };
+        let mut runs = vec![latest];
+        while runs.len() < wanted {
+            let before = runs[runs.len() - 1].checked_sub(1).and_then(|at| self.latest_at_or_before(at));
+            match before {
+                Some(at) if at >= first_ms => runs.push(at),
+                _ => break,
+            }
+            if misfire == Misfire::Skip && now_ms - runs[runs.len() - 1] > MISFIRE_GRACE_MS {
+                break;
+            }
+        }
+        if misfire == Misfire::Skip {
+            runs.retain(|&at| now_ms - at <= MISFIRE_GRACE_MS);
+        }
+        runs.reverse();
+        let skipped = self.count_between(first_ms, runs.first().copied().unwrap_or(now_ms.saturating_add(1)));
+        (runs, skipped)
+    }
+
+    /// Occurrences from `from_ms` (included) to `until_ms` (excluded),
+    /// counted up to [`MISFIRE_COUNT_MAX`].
+    fn count_between(&self, from_ms: u64, until_ms: u64) -> u64 {
+        /// Missed occurrences are counted one by one: at most this many.
+        const MISFIRE_COUNT_MAX: usize = 1_000;
+        std::iter::successors(Some(from_ms), |&at| self.next_after(at))
+            .take_while(|&at| at < until_ms)
+            .take(MISFIRE_COUNT_MAX)
+            .count() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: u64 = 60_000;
+
+    #[test]
+    fn a_period_counts_from_when_the_schedule_was_put() {
+        let every = Timetable::of(&Rule::Every { every_ms: 100 }, 1_000).unwrap();
+        assert_eq!(every.next_after(1_000), Some(1_100));
+        assert_eq!(every.next_after(1_099), Some(1_100));
+        assert_eq!(every.next_after(1_100), Some(1_200));
+        assert_eq!(every.latest_at_or_before(1_000), None);
+        assert_eq!(every.latest_at_or_before(1_250), Some(1_200));
+        assert_eq!(every.upcoming(Some(1_100)), [1_100, 1_200, 1_300, 1_400, 1_500]);
+        assert!(Timetable::of(&Rule::Every { every_ms: 0 }, 0).is_err());
+    }
+
+    #[test]
+    fn misfire_policies_pick_their_runs() {
+        // Every minute from 0; the server was down from 0:30 to 10:30.
+        let every = Timetable::of(&Rule::Every { every_ms: MINUTE }, 0).unwrap();
+        let (first, now) = (MINUTE, 10 * MINUTE + 30_000);
+        assert_eq!(every.due(first, now, Misfire::Skip), (vec![], 10));
+        assert_eq!(every.due(first, now, Misfire::Once), (vec![10 * MINUTE], 9));
+        assert_eq!(every.due(first, now, Misfire::All), ((1..=10).map(|m| m * MINUTE).collect(), 0));
+        // On time, every policy runs the one occurrence.
+        for misfire in [Misfire::Skip, Misfire::Once, Misfire::All] {
+            assert_eq!(every.due(MINUTE, MINUTE + 3, misfire), (vec![MINUTE], 0));
+        }
+        // All keeps the latest MISFIRE_RUNS_MAX.
+        let (runs, skipped) = every.due(MINUTE, 1_000 * MINUTE, Misfire::All);
+        assert_eq!(runs.len(), MISFIRE_RUNS_MAX);
+        assert_eq!(runs[runs.len() - 1], 1_000 * MINUTE);
+        assert_eq!(skipped, 1_000 - MISFIRE_RUNS_MAX as u64);
+    }
+}

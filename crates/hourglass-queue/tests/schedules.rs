@@ -1,0 +1,242 @@
+//! Schedules on the embedded engine, on a manual wall clock and a real store:
+//! occurrences become ordinary tasks, exactly once each, across restarts;
+//! the misfire and overlap policies; bad input. Nothing here sleeps.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use hourglass_queue::{
+    occurrence_key, Backend, Engine, Fsync, Limits, ManualWallClock, Misfire, NewSchedule, Options, Overlap,
+    QueueError, RedbStore, Rule,
+};
+
+/// A minute boundary (UTC): 2027-01-15T08:00:00Z.
+const T0_MS: u64 = 1_800_000_000_000;
+const MINUTE: u64 = 60_000;
+
+struct Node {
+    dir: tempfile::TempDir,
+    clock: Arc<ManualWallClock>,
+    engine: Arc<Engine>,
+}
+
+fn open(dir: &Path, clock: &Arc<ManualWallClock>) -> Arc<Engine> {
+    let store = RedbStore::open(dir).expect("open the store");
+    let options = Options { fsync: Fsync::Always, limits: Limits::default() };
+    Engine::open(Box::new(store), options, clock.clone()).expect("open the engine")
+}
+
+impl Node {
+    fn new() -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualWallClock::at_ms(T0_MS));
+        let engine = open(dir.path(), &clock);
+        Node { dir, clock, engine }
+    }
+
+    /// Moves the clock, fires what came due, and waits until it is settled.
+    async fn advance(&self, ms: u64) {
+        self.clock.advance_ms(ms);
+        self.engine.poll_timers();
+        self.engine.flushed().await;
+    }
+
+    /// The server stops, `down_ms` pass, and it starts again.
+    async fn restart_after(self, down_ms: u64) -> Node {
+        let Node { dir, clock, engine } = self;
+        engine.close();
+        drop(engine);
+        clock.advance_ms(down_ms);
+        let engine = open(dir.path(), &clock);
+        let node = Node { dir, clock, engine };
+        node.advance(0).await;
+        node
+    }
+
+    /// The due times of the tasks of `queue`, in order.
+    async fn due_times(&self, queue: &str) -> Vec<u64> {
+        let page = self.engine.list(queue, hourglass_queue::ListRequest { status: None, after: None, limit: 1_000 });
+        let mut due: Vec<u64> = page.await.unwrap().tasks.iter().map(|info| info.task.run_at_ms).collect();
+        due.sort_unstable();
+        due
+    }
+}
+
+fn every_minute(queue: &str, misfire: Misfire, overlap: Overlap) -> NewSchedule {
+    NewSchedule {
+        queue: queue.into(),
+        rule: Rule::Cron { expression: "* * * * *".into(), time_zone: "UTC".into() },
+        payload: r#"{"job":"tick"}"#.into(),
+        misfire,
+        overlap,
+        max_attempts: None,
+    }
+}
+
+#[tokio::test]
+async fn each_occurrence_is_one_task_with_its_key_due_at_its_time() {
+    let node = Node::new();
+    let (info, created) =
+        node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow)).await.unwrap();
+    assert!(created);
+    assert_eq!(info.upcoming_ms, (1..=5).map(|m| T0_MS + m * MINUTE).collect::<Vec<_>>());
+    node.advance(MINUTE - 1).await;
+    assert!(node.due_times("q").await.is_empty(), "nothing before the occurrence");
+    node.advance(1).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + MINUTE]);
+    let task = node.engine.find_by_key("q", &occurrence_key("tick", T0_MS + MINUTE)).await.unwrap().unwrap();
+    assert_eq!(&*task.payload, r#"{"job":"tick"}"#);
+    let claimed = node.engine.claim("q", 10, 30_000, 0).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(node.engine.schedule("tick").await.unwrap().schedule.next_ms, Some(T0_MS + 2 * MINUTE));
+    let totals = node.engine.totals().await;
+    assert_eq!((totals.occurrences_enqueued, totals.occurrences_skipped), (1, 0));
+}
+
+#[tokio::test]
+async fn a_restart_never_enqueues_an_occurrence_twice() {
+    let node = Node::new();
+    node.engine.put_schedule("tick", every_minute("q", Misfire::All, Overlap::Allow)).await.unwrap();
+    node.advance(MINUTE).await;
+    // Done and acked: only the schedule remembers the occurrence.
+    let task = node.engine.claim("q", 1, 30_000, 0).await.unwrap().remove(0);
+    node.engine.ack(task.id, task.lease).await.unwrap();
+    let node = node.restart_after(0).await;
+    assert!(node.due_times("q").await.is_empty(), "the acked occurrence is not enqueued again");
+    node.advance(MINUTE).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + 2 * MINUTE]);
+    let node = node.restart_after(0).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + 2 * MINUTE], "nor the one still waiting");
+}
+
+/// Stopped 30 s after the first occurrence for ten minutes: the occurrences
+/// at 2..=11 minutes are missed, the latest of them 30 s late.
+async fn after_ten_minutes_down(misfire: Misfire) -> Node {
+    let node = Node::new();
+    node.engine.put_schedule("tick", every_minute("q", misfire, Overlap::Allow)).await.unwrap();
+    node.advance(MINUTE).await;
+    node.advance(30_000).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + MINUTE]);
+    node.restart_after(10 * MINUTE).await
+}
+
+#[tokio::test]
+async fn misfire_skip_runs_the_next_occurrence_only() {
+    let node = after_ten_minutes_down(Misfire::Skip).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + MINUTE], "no run for the ten missed");
+    assert_eq!(node.engine.totals().await.occurrences_skipped, 10);
+    node.advance(30_000).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + MINUTE, T0_MS + 12 * MINUTE]);
+}
+
+#[tokio::test]
+async fn misfire_once_runs_one_catch_up_then_resumes() {
+    let node = after_ten_minutes_down(Misfire::Once).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + MINUTE, T0_MS + 11 * MINUTE], "one run, for the latest missed");
+    assert_eq!(node.engine.totals().await.occurrences_skipped, 9);
+    node.advance(30_000).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + MINUTE, T0_MS + 11 * MINUTE, T0_MS + 12 * MINUTE]);
+    // The catch-up run is late, and the stats say by how much.
+    for task in node.engine.claim("q", 10, 30_000, 0).await.unwrap() {
+        node.engine.ack(task.id, task.lease).await.unwrap();
+    }
+    let stats = node.engine.queue("q").await.unwrap();
+    assert_eq!(stats.lateness.samples, 3);
+    assert!(stats.lateness.max >= 10.0 * MINUTE as f64, "lateness after the restart: {:?}", stats.lateness);
+}
+
+#[tokio::test]
+async fn misfire_all_runs_every_missed_occurrence_in_order() {
+    let node = after_ten_minutes_down(Misfire::All).await;
+    let expected: Vec<u64> = (1..=11).map(|m| T0_MS + m * MINUTE).collect();
+    assert_eq!(node.due_times("q").await, expected);
+    assert_eq!(node.engine.totals().await.occurrences_skipped, 0);
+    let order: Vec<u64> = node.engine.claim("q", 100, 30_000, 0).await.unwrap().iter().map(|t| t.run_at_ms).collect();
+    assert_eq!(order, expected, "oldest first");
+}
+
+#[tokio::test]
+async fn overlap_forbid_skips_while_the_previous_run_is_alive() {
+    let node = Node::new();
+    node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Forbid)).await.unwrap();
+    node.advance(MINUTE).await;
+    node.advance(MINUTE).await; // the first is still due: skipped
+    assert_eq!(node.due_times("q").await, [T0_MS + MINUTE]);
+    let task = node.engine.claim("q", 1, 5 * MINUTE, 0).await.unwrap().remove(0);
+    node.advance(MINUTE).await; // leased: skipped
+    assert_eq!(node.engine.totals().await.occurrences_skipped, 2);
+    node.engine.ack(task.id, task.lease).await.unwrap();
+    node.advance(MINUTE).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + 4 * MINUTE]);
+    // With overlap allowed, the same sequence enqueues every occurrence.
+    let node = Node::new();
+    node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow)).await.unwrap();
+    node.advance(MINUTE).await;
+    node.advance(MINUTE).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + MINUTE, T0_MS + 2 * MINUTE]);
+}
+
+#[tokio::test]
+async fn schedules_survive_restarts_and_can_be_replaced_and_deleted() {
+    let node = Node::new();
+    let every =
+        NewSchedule { rule: Rule::Every { every_ms: 90_000 }, ..every_minute("q", Misfire::Once, Overlap::Forbid) };
+    node.engine.put_schedule("a", every.clone()).await.unwrap();
+    node.engine.put_schedule("b", every_minute("r", Misfire::All, Overlap::Allow)).await.unwrap();
+    let node = node.restart_after(0).await;
+    let page = node.engine.schedules(None, 10).await.unwrap();
+    let names: Vec<&str> = page.schedules.iter().map(|info| &*info.schedule.name).collect();
+    assert_eq!(names, ["a", "b"]);
+    let a = &page.schedules[0].schedule;
+    assert_eq!(
+        (a.rule.clone(), a.misfire, a.overlap),
+        (Rule::Every { every_ms: 90_000 }, Misfire::Once, Overlap::Forbid)
+    );
+    assert_eq!(a.next_ms, Some(T0_MS + 90_000));
+    // Pages of one.
+    let first = node.engine.schedules(None, 1).await.unwrap();
+    assert_eq!(first.next.as_deref(), Some("a"));
+    let second = node.engine.schedules(first.next.as_deref(), 1).await.unwrap();
+    assert_eq!((second.schedules[0].schedule.name.as_ref(), second.next), ("b", None));
+    // Replaced: starts again from now.
+    node.advance(10_000).await;
+    let (info, created) = node.engine.put_schedule("a", every).await.unwrap();
+    assert!(!created);
+    assert_eq!(info.schedule.next_ms, Some(T0_MS + 100_000));
+    node.engine.delete_schedule("b").await.unwrap();
+    assert_eq!(node.engine.delete_schedule("b").await, Err(QueueError::ScheduleNotFound("b".into())));
+    let node = node.restart_after(0).await;
+    assert_eq!(node.engine.schedules(None, 10).await.unwrap().schedules.len(), 1);
+    assert!(matches!(node.engine.schedule("b").await, Err(QueueError::ScheduleNotFound(_))));
+}
+
+#[tokio::test]
+async fn bad_schedules_are_refused_with_what_is_wrong() {
+    let node = Node::new();
+    let base = every_minute("q", Misfire::Skip, Overlap::Allow);
+    let cron = |expression: &str, time_zone: &str| NewSchedule {
+        rule: Rule::Cron { expression: expression.into(), time_zone: time_zone.into() },
+        ..base.clone()
+    };
+    let refused = |result: Result<_, QueueError>| match result {
+        Err(QueueError::Invalid(message)) => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    let message = refused(node.engine.put_schedule("s", cron("* * * * *", "Europe/Atlantis")).await);
+    assert!(message.contains("unknown time zone \"Europe/Atlantis\""), "{message}");
+    let message = refused(node.engine.put_schedule("s", cron("61 * * * *", "UTC")).await);
+    assert!(message.contains("invalid cron expression"), "{message}");
+    let message = refused(node.engine.put_schedule("s", cron("0 0 30 2 *", "UTC")).await);
+    assert!(message.contains("never fires"), "{message}");
+    let message =
+        refused(node.engine.put_schedule("s", NewSchedule { rule: Rule::Every { every_ms: 1 }, ..base.clone() }).await);
+    assert!(message.contains("every_ms"), "{message}");
+    let message = refused(node.engine.put_schedule("bad name", base.clone()).await);
+    assert!(message.contains("schedule name"), "{message}");
+    let message = refused(node.engine.put_schedule("s", NewSchedule { queue: "".into(), ..base.clone() }).await);
+    assert!(message.contains("queue name"), "{message}");
+    let big = NewSchedule { payload: "x".repeat(Limits::DEFAULT_PAYLOAD_BYTES_MAX + 1).into(), ..base.clone() };
+    assert!(matches!(node.engine.put_schedule("s", big).await, Err(QueueError::PayloadTooLarge { .. })));
+    assert!(node.engine.schedules(None, 0).await.is_err());
+    assert!(node.engine.schedules(None, 10).await.unwrap().schedules.is_empty(), "nothing refused was stored");
+}
