@@ -5,15 +5,17 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use hourglass_queue::{limits, ListRequest, NewTask, RunAt, Status};
+use hourglass_queue::{limits, ListRequest, NewSchedule, NewTask, Rule, RunAt, Status};
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::error::ApiError;
-use crate::wire::{self, ClaimedBody, EnqueuedBody, PageBody, QueueBody, TaskBody, TotalsBody};
+use crate::wire::{
+    self, ClaimedBody, EnqueuedBody, PageBody, QueueBody, ScheduleBody, SchedulePageBody, TaskBody, TotalsBody,
+};
 use crate::AppState;
 
 type Body<T> = Result<Json<T>, JsonRejection>;
@@ -38,6 +40,46 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/tasks/{id}/nack", post(nack))
         .route("/v1/tasks/{id}/extend", post(extend))
         .route("/v1/tasks/{id}/retry", post(retry))
+        .route("/v1/schedules", get(list_schedules))
+        .route("/v1/schedules/{name}", put(put_schedule).get(show_schedule).delete(delete_schedule))
+}
+
+/// A schedule as clients put it: `cron` (with an optional `time_zone`,
+/// UTC if absent) or `every_ms`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleRequest {
+    queue: String,
+    cron: Option<String>,
+    time_zone: Option<String>,
+    every_ms: Option<u64>,
+    payload: Box<RawValue>,
+    misfire: Option<String>,
+    overlap: Option<String>,
+    max_attempts: Option<u32>,
+}
+
+impl ScheduleRequest {
+    fn into_schedule(self) -> Result<NewSchedule, ApiError> {
+        let rule = match (self.cron, self.every_ms, self.time_zone) {
+            (Some(expression), None, time_zone) => Rule::Cron {
+                expression: expression.into(),
+                time_zone: time_zone.unwrap_or_else(|| "UTC".to_owned()).into(),
+            },
+            (None, Some(every_ms), None) => Rule::Every { every_ms },
+            (None, Some(_), Some(_)) => return Err(ApiError::invalid("time_zone goes with cron, not every_ms")),
+            (Some(_), Some(_), _) => return Err(ApiError::invalid("give cron or every_ms, not both")),
+            (None, None, _) => return Err(ApiError::invalid("give cron (with time_zone) or every_ms")),
+        };
+        Ok(NewSchedule {
+            queue: self.queue,
+            rule,
+            payload: self.payload.into(),
+            misfire: self.misfire.as_deref().map(wire::parse_misfire).transpose()?.unwrap_or_default(),
+            overlap: self.overlap.as_deref().map(wire::parse_overlap).transpose()?.unwrap_or_default(),
+            max_attempts: self.max_attempts,
+        })
+    }
 }
 
 /// A new task as clients send it.
@@ -273,6 +315,46 @@ async fn extend(State(app): State<AppState>, id: Result<Path<u64>, PathRejection
     };
     let until_ms = app.backend.extend(id, wire::parse_lease(&body.lease)?, lease_ms).await?;
     Ok(Json(json!({ "id": id, "lease_until_ms": until_ms })).into_response())
+}
+
+async fn put_schedule(
+    State(app): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+    body: Body<ScheduleRequest>,
+) -> ApiResult {
+    let Path(name) = name?;
+    let Json(body) = body?;
+    let (info, created) = app.backend.put_schedule(&name, body.into_schedule()?).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(ScheduleBody::from(info))).into_response())
+}
+
+async fn show_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
+    let Path(name) = name?;
+    Ok(Json(ScheduleBody::from(app.backend.schedule(&name).await?)).into_response())
+}
+
+async fn delete_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
+    let Path(name) = name?;
+    app.backend.delete_schedule(&name).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SchedulesQuery {
+    after: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/schedules?after=NAME&limit=N`.
+async fn list_schedules(
+    State(app): State<AppState>,
+    query: Result<Query<SchedulesQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let page = app.backend.schedules(query.after.as_deref(), query.limit.unwrap_or(LIST_DEFAULT)).await?;
+    Ok(Json(SchedulePageBody::from(page)).into_response())
 }
 
 async fn retry(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>) -> ApiResult {

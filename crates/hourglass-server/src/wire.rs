@@ -6,8 +6,14 @@
 //! - A state is `scheduled`, `due`, `leased` or `dead`.
 //! - A cursor is opaque to clients: two hex numbers, `RUNAT.ID`.
 //! - Payloads are JSON, checked on the way in and passed through as they are.
+//! - A schedule's misfire policy is `skip`, `once` or `all`; its overlap
+//!   policy `allow` or `forbid`. Its next runs are shown in Unix ms and as
+//!   local times with their offsets in its time zone (RFC 3339).
 
-use hourglass_queue::{Claimed, Cursor, Enqueued, Lease, Page, QueueStats, Status, TaskInfo, TaskState, Totals};
+use hourglass_queue::{
+    Claimed, Cursor, Enqueued, Lease, Misfire, Overlap, Page, QueueStats, Rule, ScheduleInfo, SchedulePage, Status,
+    TaskInfo, TaskState, Totals,
+};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -58,6 +64,110 @@ pub(crate) fn parse_cursor(text: &str) -> Result<Cursor, ApiError> {
     let (run_at, id) = text.split_once('.').ok_or_else(invalid)?;
     let number = |s: &str| u64::from_str_radix(s, 16).map_err(|_| invalid());
     Ok(Cursor { run_at_ms: number(run_at)?, id: number(id)? })
+}
+
+const MISFIRES: [(Misfire, &str); 3] = [(Misfire::Skip, "skip"), (Misfire::Once, "once"), (Misfire::All, "all")];
+const OVERLAPS: [(Overlap, &str); 2] = [(Overlap::Allow, "allow"), (Overlap::Forbid, "forbid")];
+
+/// The name of `value` in `names`.
+fn name_of<T: PartialEq + Copy>(names: &[(T, &'static str)], value: T) -> &'static str {
+    names.iter().find(|(v, _)| *v == value).map(|(_, name)| *name).expect("every value is named")
+}
+
+/// The value named `name` in `names`, or an error that lists the names.
+fn parse_name<T: Copy>(field: &str, names: &[(T, &'static str)], name: &str) -> Result<T, ApiError> {
+    names.iter().find(|(_, n)| *n == name).map(|(value, _)| *value).ok_or_else(|| {
+        let known: Vec<&str> = names.iter().map(|(_, n)| *n).collect();
+        ApiError::invalid(format!("{field} must be {}, not {name:?}", known.join(" or ")))
+    })
+}
+
+pub(crate) fn parse_misfire(name: &str) -> Result<Misfire, ApiError> {
+    parse_name("misfire", &MISFIRES, name)
+}
+
+pub(crate) fn parse_overlap(name: &str) -> Result<Overlap, ApiError> {
+    parse_name("overlap", &OVERLAPS, name)
+}
+
+/// `at_ms` as a local time with its offset in `time_zone` (UTC if unknown).
+fn local_time(at_ms: u64, time_zone: &str) -> String {
+    let zone = jiff::tz::TimeZone::get(time_zone).unwrap_or(jiff::tz::TimeZone::UTC);
+    match jiff::Timestamp::from_millisecond(at_ms as i64) {
+        Ok(at) => at.to_zoned(zone).strftime("%Y-%m-%dT%H:%M:%S%.3f%:z").to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// One run of a schedule.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunBody {
+    at_ms: u64,
+    local: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    task_id: Option<u64>,
+}
+
+/// A schedule as `GET /v1/schedules/{name}` shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct ScheduleBody {
+    name: String,
+    queue: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cron: Option<Box<str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    every_ms: Option<u64>,
+    time_zone: Box<str>,
+    payload: Box<RawValue>,
+    misfire: &'static str,
+    overlap: &'static str,
+    max_attempts: u32,
+    since_ms: u64,
+    /// The next runs, at most five; empty when the rule has no more.
+    next_runs: Vec<RunBody>,
+    /// The latest occurrence enqueued, and its task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_run: Option<RunBody>,
+}
+
+impl From<ScheduleInfo> for ScheduleBody {
+    fn from(info: ScheduleInfo) -> ScheduleBody {
+        let schedule = info.schedule;
+        let (cron, every_ms, time_zone) = match schedule.rule {
+            Rule::Cron { expression, time_zone } => (Some(expression), None, time_zone),
+            Rule::Every { every_ms } => (None, Some(every_ms), "UTC".into()),
+        };
+        let run = |at_ms: u64, task_id: Option<u64>| RunBody { at_ms, local: local_time(at_ms, &time_zone), task_id };
+        ScheduleBody {
+            name: schedule.name.into(),
+            queue: schedule.queue.into(),
+            next_runs: info.upcoming_ms.iter().map(|&at_ms| run(at_ms, None)).collect(),
+            last_run: schedule.last.map(|(at_ms, task_id)| run(at_ms, Some(task_id))),
+            cron,
+            every_ms,
+            payload: json(schedule.payload),
+            misfire: name_of(&MISFIRES, schedule.misfire),
+            overlap: name_of(&OVERLAPS, schedule.overlap),
+            max_attempts: schedule.max_attempts,
+            since_ms: schedule.since_ms,
+            time_zone,
+        }
+    }
+}
+
+/// One page of the schedules.
+#[derive(Debug, Serialize)]
+pub(crate) struct SchedulePageBody {
+    schedules: Vec<ScheduleBody>,
+    /// Pass as `after` for the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<Box<str>>,
+}
+
+impl From<SchedulePage> for SchedulePageBody {
+    fn from(page: SchedulePage) -> SchedulePageBody {
+        SchedulePageBody { schedules: page.schedules.into_iter().map(ScheduleBody::from).collect(), next: page.next }
+    }
 }
 
 /// A task as `GET /v1/tasks/{id}` and listings show it.
@@ -202,6 +312,8 @@ pub(crate) struct TotalsBody {
     lease_expired: u64,
     died: u64,
     cancelled: u64,
+    occurrences_enqueued: u64,
+    occurrences_skipped: u64,
     tasks: usize,
     memory_bytes: u64,
     memory_bytes_max: Option<u64>,
@@ -219,6 +331,8 @@ impl From<Totals> for TotalsBody {
             lease_expired: t.lease_expired,
             died: t.died,
             cancelled: t.cancelled,
+            occurrences_enqueued: t.occurrences_enqueued,
+            occurrences_skipped: t.occurrences_skipped,
             tasks: t.tasks,
             memory_bytes: t.memory_bytes,
             memory_bytes_max: t.memory_bytes_max,
@@ -245,5 +359,13 @@ mod tests {
         let cursor = Cursor { run_at_ms: 1_800_000_000_000, id: 42 };
         assert_eq!(parse_cursor(&cursor_text(cursor)).unwrap(), cursor);
         assert!(parse_cursor("12").is_err() && parse_cursor("x.1").is_err());
+        for (misfire, name) in MISFIRES {
+            assert_eq!(parse_misfire(name).unwrap(), misfire);
+        }
+        for (overlap, name) in OVERLAPS {
+            assert_eq!(parse_overlap(name).unwrap(), overlap);
+        }
+        assert!(format!("{:?}", parse_misfire("later").unwrap_err()).contains("skip or once or all"));
+        assert_eq!(local_time(1_774_746_000_000, "Europe/Berlin"), "2026-03-29T03:00:00.000+02:00");
     }
 }
