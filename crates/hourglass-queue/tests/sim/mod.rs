@@ -12,6 +12,9 @@
 //! - nothing is delivered that no client enqueued, and nothing whose enqueue
 //!   failed before the crash;
 //! - ids are never reused across the restart;
+//! - schedules: a put or delete answered with success holds after the
+//!   restart (unless another was sent for the name); every schedule a client
+//!   saw was durable; and no occurrence was ever stored as two tasks;
 //! - the engine's own invariants hold after the restart.
 //!
 //! The operations of a seed are fixed by the seed; their interleaving with the
@@ -26,7 +29,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
-use hourglass_queue::{Backend, Engine, Fsync, Lease, Limits, ManualWallClock, NewTask, Options, QueueError, RunAt};
+use hourglass_queue::{
+    Backend, Engine, Fsync, Lease, Limits, ManualWallClock, Misfire, NewSchedule, NewTask, Options, Overlap,
+    QueueError, Rule, RunAt,
+};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -41,6 +47,11 @@ const CALLERS: usize = 4;
 const OPS_PER_CALLER: usize = 60;
 const T0_MS: u64 = 1_800_000_000_000;
 const QUEUE: &str = "sim";
+
+/// Occurrences schedules enqueued and skipped, over every seed: what the
+/// simulator exercised, printed at the end.
+static OCCURRENCES: AtomicU64 = AtomicU64::new(0);
+static SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 /// What clients were told, shared by the callers of one seed.
 #[derive(Default)]
@@ -63,6 +74,49 @@ struct Ledger {
     leases: HashMap<u64, Lease>,
     /// The newest ids, raced against.
     newest: Vec<u64>,
+    /// What clients were told of each schedule.
+    schedules: HashMap<String, Told>,
+    /// (name, next occurrence) pairs of schedules a client saw.
+    seen_schedules: Vec<(String, Option<u64>)>,
+}
+
+/// The puts and deletes of one schedule name.
+#[derive(Default)]
+struct Told {
+    /// Sent so far.
+    sent: u64,
+    /// Sent and not yet answered.
+    in_flight: u32,
+    /// What the store must hold: `true` put, `false` deleted. `None` if the
+    /// last answer did not say, came after the crash, or overlapped another
+    /// put or delete of the name (their order is then unknown).
+    last: Option<bool>,
+}
+
+/// A put or delete on its way: its number, and whether it was sent while
+/// none other of its name was.
+struct Sent {
+    number: u64,
+    alone: bool,
+}
+
+impl Ledger {
+    fn schedule_sent(&mut self, name: &str) -> Sent {
+        let told = self.schedules.entry(name.to_owned()).or_default();
+        told.sent += 1;
+        told.last = None;
+        told.in_flight += 1;
+        Sent { number: told.sent, alone: told.in_flight == 1 }
+    }
+
+    /// Records the answer to `sent`; `Some(put)` if it succeeded before the crash.
+    fn schedule_answered(&mut self, name: &str, sent: Sent, succeeded: Option<bool>) {
+        let told = self.schedules.get_mut(name).expect("noted when sent");
+        told.in_flight -= 1;
+        if sent.alone && told.sent == sent.number {
+            told.last = succeeded;
+        }
+    }
 }
 
 struct World {
@@ -187,6 +241,50 @@ impl World {
         cancel.await.expect("the cancel panicked");
     }
 
+    /// Puts, deletes or reads one of a few schedules that fire every few
+    /// hundred milliseconds into the queue the callers claim from.
+    async fn schedule(&self, rng: &mut StdRng) {
+        let name = format!("s{}", rng.random_range(0..3));
+        let before = self.crashed();
+        match rng.random_range(0..10) {
+            0..=4 => {
+                let n = self.next_payload.fetch_add(1, Ordering::SeqCst);
+                self.ledger.lock().sent.insert(n);
+                let new = NewSchedule {
+                    queue: QUEUE.into(),
+                    rule: Rule::Every { every_ms: rng.random_range(50..400) },
+                    payload: payload(n),
+                    misfire: [Misfire::Skip, Misfire::Once, Misfire::All][rng.random_range(0..3)],
+                    overlap: if rng.random_bool(0.5) { Overlap::Allow } else { Overlap::Forbid },
+                    max_attempts: Some(rng.random_range(1..4)),
+                };
+                let sent = self.ledger.lock().schedule_sent(&name);
+                let result = self.engine.put_schedule(&name, new).await;
+                let settled = !before && !self.crashed();
+                let mut ledger = self.ledger.lock();
+                ledger.schedule_answered(&name, sent, (settled && result.is_ok()).then_some(true));
+                match result {
+                    Ok((info, _)) => ledger.seen_schedules.push((name, info.schedule.next_ms)),
+                    Err(QueueError::Storage(_)) if settled => {
+                        ledger.failed.insert(n);
+                    }
+                    Err(_) => {}
+                }
+            }
+            5..=6 => {
+                let sent = self.ledger.lock().schedule_sent(&name);
+                let deleted = self.engine.delete_schedule(&name).await.is_ok();
+                let settled = !before && !self.crashed();
+                self.ledger.lock().schedule_answered(&name, sent, (settled && deleted).then_some(false));
+            }
+            _ => {
+                if let Ok(info) = self.engine.schedule(&name).await {
+                    self.ledger.lock().seen_schedules.push((name, info.schedule.next_ms));
+                }
+            }
+        }
+    }
+
     async fn claim(&self, rng: &mut StdRng) {
         let max = rng.random_range(1..4);
         let lease_ms = rng.random_range(100..1_500);
@@ -268,7 +366,8 @@ impl World {
                     }
                 }
             }
-            87..=91 => {
+            87..=89 => self.schedule(rng).await,
+            90..=91 => {
                 if let Some(id) = self.any_id(rng) {
                     if let Ok(info) = self.engine.get(id).await {
                         self.ledger.lock().seen_due.push((id, info.task.run_at_ms));
@@ -323,6 +422,9 @@ fn run_seed(seed: u64) {
         for caller in callers {
             caller.await.expect("a caller panicked");
         }
+        let totals = engine.totals().await;
+        OCCURRENCES.fetch_add(totals.occurrences_enqueued, Ordering::Relaxed);
+        SKIPPED.fetch_add(totals.occurrences_skipped, Ordering::Relaxed);
     });
     store.crash(false);
     engine.close();
@@ -360,6 +462,28 @@ fn run_seed(seed: u64) {
                 due - T0_MS
             );
         }
+        for (name, next_ms) in &ledger.seen_schedules {
+            assert!(
+                history.schedules.contains(&(name.as_str().into(), *next_ms)),
+                "seed {seed}: a client saw schedule {name} next at {next_ms:?}, which was never durable"
+            );
+        }
+        if let Some(twice) = history.twice.first() {
+            panic!("seed {seed}: an occurrence was stored as two tasks: {twice}");
+        }
+    });
+    runtime.block_on(async {
+        for (name, told) in &ledger.schedules {
+            let stored = engine.schedule(name).await.is_ok();
+            if let Some(put) = told.last {
+                assert_eq!(
+                    stored,
+                    put,
+                    "seed {seed}: schedule {name} was answered {}",
+                    if put { "put" } else { "deleted" }
+                );
+            }
+        }
     });
     runtime.block_on(async {
         let highest = ledger.seen_ids.iter().copied().max().unwrap_or(0);
@@ -383,6 +507,10 @@ fn run_seed(seed: u64) {
             }
         }
     });
+    runtime.block_on(engine.flushed());
+    if let Some(twice) = store.with_history(|history| history.twice.first().cloned()) {
+        panic!("seed {seed}: after the restart, an occurrence was stored as two tasks: {twice}");
+    }
     engine.check_invariants().unwrap_or_else(|broken| panic!("seed {seed}: engine invariant broken: {broken}"));
     engine.close();
 }
@@ -432,5 +560,10 @@ fn crash_simulator() {
         println!("crash simulator: {times} seeds failed (first: seed {first}): {kind}");
     }
     assert!(failures.is_empty(), "{} kinds of failure in {count} seeds", failures.len());
-    println!("crash simulator: {count} seeds passed in {:.1?}", started.elapsed());
+    println!(
+        "crash simulator: {count} seeds passed in {:.1?}; schedules enqueued {} occurrences and skipped {} before the crashes",
+        started.elapsed(),
+        OCCURRENCES.load(Ordering::Relaxed),
+        SKIPPED.load(Ordering::Relaxed)
+    );
 }
