@@ -23,6 +23,11 @@ pub struct Task {
     pub key: Option<Box<str>>,
     /// For a repeating task, its period.
     pub every_ms: Option<u64>,
+    /// For a one-off task that must not run late: not delivered by then
+    /// (Unix ms), it is dead, [`expired`](Task::expired), instead.
+    pub expires_at_ms: Option<u64>,
+    /// Dead because it expired, not for want of attempts.
+    pub expired: bool,
     /// Where it is in its life.
     pub state: TaskState,
     /// When it was enqueued, in milliseconds since the Unix epoch.
@@ -34,9 +39,10 @@ pub struct Task {
 ///
 /// ```text
 /// scheduled --due--> (due) --claim--> leased --ack--> done (removed)
-///     ^                                 |  \--nack or lease expiry, attempts left--> scheduled (backoff)
-///     |                                 \----nack or lease expiry, none left--> dead
-///     +--------------retry------------------------------------------------------ dead
+///     ^                 |               |  \--nack or lease expiry, attempts left--> scheduled (backoff)
+///     |                 |               \----nack or lease expiry, none left (or expired)--> dead
+///     |                 \--expires_at_ms passed, not delivered---------------------------> dead
+///     +--------------retry------------------------------------------------------------- dead
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskState {
@@ -105,13 +111,17 @@ pub struct NewTask {
     pub max_attempts: Option<u32>,
     /// Optional repeat period.
     pub every_ms: Option<u64>,
+    /// Optional expiry of a one-off task: not delivered by then, it is dead
+    /// with the reason `expired` rather than run late. [`RunAt::Delay`]
+    /// counts from now.
+    pub expires: Option<RunAt>,
 }
 
 impl NewTask {
     /// A task with `payload`, due at `run_at`, with no key, the default attempt
-    /// limit, and no repeat.
+    /// limit, no repeat and no expiry.
     pub fn new(payload: impl Into<Box<str>>, run_at: RunAt) -> NewTask {
-        NewTask { payload: payload.into(), run_at, key: None, max_attempts: None, every_ms: None }
+        NewTask { payload: payload.into(), run_at, key: None, max_attempts: None, every_ms: None, expires: None }
     }
 }
 

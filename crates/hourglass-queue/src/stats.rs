@@ -47,8 +47,10 @@ pub struct Totals {
     pub nacked: u64,
     /// Leases that expired.
     pub lease_expired: u64,
-    /// Tasks that ran out of attempts.
+    /// Tasks that died: out of attempts, or expired.
     pub died: u64,
+    /// Tasks not delivered by their expiry, which died for it.
+    pub expired: u64,
     /// Tasks cancelled.
     pub cancelled: u64,
     /// Tasks enqueued by schedules, one per occurrence run.

@@ -14,6 +14,7 @@ pub(crate) struct Checked {
     pub(crate) key: Option<Box<str>>,
     pub(crate) max_attempts: u32,
     pub(crate) every_ms: Option<u64>,
+    pub(crate) expires_at_ms: Option<u64>,
 }
 
 pub(crate) fn queue_name(queue: &str) -> Result<(), QueueError> {
@@ -155,13 +156,32 @@ fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Check
     if let Some(every_ms) = new.every_ms {
         range("every_ms", every_ms, EVERY_MS_MIN, DELAY_MS_MAX)?;
     }
+    let expires_at_ms = match new.expires {
+        None => None,
+        Some(_) if new.every_ms.is_some() => {
+            return Err(QueueError::Invalid("an expiry is for one-off tasks, not with every_ms".into()));
+        }
+        Some(RunAt::Delay(after_ms)) => Some(now_ms + checked_range("expires_after_ms", after_ms, 1, DELAY_MS_MAX)?),
+        Some(RunAt::At(at_ms)) => Some(checked_range("expires_at_ms", at_ms, 0, now_ms + DELAY_MS_MAX)?),
+    };
+    if let Some(expires_at_ms) = expires_at_ms.filter(|&at| at <= run_at_ms) {
+        return Err(QueueError::Invalid(format!(
+            "the task would expire (at {expires_at_ms}) before it is due (at {run_at_ms}): it could never run"
+        )));
+    }
     Ok(Checked {
         payload: new.payload,
         run_at_ms,
         key: new.key.map(String::into_boxed_str),
         max_attempts,
         every_ms: new.every_ms,
+        expires_at_ms,
     })
+}
+
+/// [`range`], returning the value.
+fn checked_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, QueueError> {
+    range(field, value, min, max).map(|()| value)
 }
 
 #[cfg(test)]
@@ -193,6 +213,15 @@ mod tests {
         assert!(error.to_string().starts_with("task 1: max_attempts"), "{error}");
         assert!(batch(vec![bad], 10, 0).unwrap_err().to_string().starts_with("max_attempts"));
         assert!(batch(vec![], 10, 0).is_err());
+        let expiring = |run_at, expires| NewTask { expires: Some(expires), ..NewTask::new("1", run_at) };
+        assert_eq!(
+            batch(vec![expiring(RunAt::Delay(5), RunAt::Delay(6))], 10, 100).unwrap()[0].expires_at_ms,
+            Some(106)
+        );
+        assert!(batch(vec![expiring(RunAt::Delay(5), RunAt::At(105))], 10, 100).is_err(), "expires as it comes due");
+        assert!(batch(vec![expiring(RunAt::Delay(0), RunAt::Delay(0))], 10, 100).is_err());
+        let repeating = NewTask { every_ms: Some(1_000), ..expiring(RunAt::Delay(0), RunAt::Delay(10)) };
+        assert!(batch(vec![repeating], 10, 100).unwrap_err().to_string().contains("one-off"));
         assert!(matches!(
             batch(vec![NewTask::new("12345", RunAt::Delay(0))], 4, 0),
             Err(QueueError::PayloadTooLarge { bytes: 5, max: 4 })

@@ -376,3 +376,48 @@ async fn payloads_survive_every_rewrite_and_a_restart() {
     let h = h.restart();
     assert_eq!(&*h.engine.get(id).await.unwrap().payload, payload);
 }
+
+fn expiring(delay_ms: u64, expires_after_ms: u64) -> NewTask {
+    NewTask { expires: Some(RunAt::Delay(expires_after_ms)), ..task("{}", RunAt::Delay(delay_ms)) }
+}
+
+#[tokio::test]
+async fn a_task_not_delivered_by_its_expiry_is_dead_not_late() {
+    let h = Harness::new();
+    let id = h.engine.enqueue("q", expiring(100, 1_000)).await.unwrap().id;
+    h.advance(100).await;
+    assert_eq!(h.engine.get(id).await.unwrap().status, Status::Due);
+    // Past the expiry, before the timer thread has looked: a claim still gets nothing.
+    h.clock.advance_ms(900);
+    assert!(h.engine.claim("q", 10, 1_000, 0).await.unwrap().is_empty(), "delivered after its expiry");
+    h.engine.poll_timers();
+    let info = h.engine.get(id).await.unwrap();
+    assert_eq!((info.status, info.task.expired), (Status::Dead, true));
+    let totals = h.engine.totals().await;
+    assert_eq!((totals.expired, totals.died, totals.delivered), (1, 1, 0));
+    // A retry lifts the expiry: it runs, late, and the lift survives a restart.
+    h.engine.retry(id).await.unwrap();
+    let h = h.restart();
+    let info = h.engine.get(id).await.unwrap();
+    assert_eq!((info.status, info.task.expires_at_ms, info.task.expired), (Status::Due, None, false));
+    assert_eq!(h.engine.claim("q", 1, 1_000, 0).await.unwrap()[0].id, id);
+}
+
+#[tokio::test]
+async fn an_expiry_survives_a_restart_and_ends_a_lease_that_outlives_it() {
+    let h = Harness::new();
+    let kept = h.engine.enqueue("q", expiring(0, 500)).await.unwrap().id;
+    let h = h.restart();
+    let claimed = h.engine.claim("q", 1, 2_000, 0).await.unwrap();
+    assert_eq!(claimed[0].id, kept, "claimed before its expiry");
+    // The consumer never acks; the lease ends after the expiry: dead, not retried.
+    h.advance(2_000).await;
+    let info = h.engine.get(kept).await.unwrap();
+    assert_eq!((info.status, info.task.expired), (Status::Dead, true));
+    let h = h.restart();
+    let info = h.engine.get(kept).await.unwrap();
+    assert_eq!((info.status, info.task.expired, info.task.expires_at_ms), (Status::Dead, true, Some(T0_MS + 500)));
+    // Refused: an expiry that comes before the task is due.
+    let error = h.engine.enqueue("q", expiring(1_000, 1_000)).await.unwrap_err();
+    assert!(error.to_string().contains("could never run"), "{error}");
+}

@@ -92,6 +92,8 @@ pub(crate) struct NewTaskBody {
     key: Option<String>,
     max_attempts: Option<u32>,
     every_ms: Option<u64>,
+    expires_at_ms: Option<u64>,
+    expires_after_ms: Option<u64>,
 }
 
 fn run_at(delay_ms: Option<u64>, run_at_ms: Option<u64>) -> Result<RunAt, ApiError> {
@@ -112,6 +114,14 @@ impl NewTaskBody {
             key: self.key,
             max_attempts: self.max_attempts,
             every_ms: self.every_ms,
+            expires: match (self.expires_at_ms, self.expires_after_ms) {
+                (Some(_), Some(_)) => {
+                    return Err(ApiError::invalid("give expires_at_ms or expires_after_ms, not both"))
+                }
+                (Some(at_ms), None) => Some(RunAt::At(at_ms)),
+                (None, Some(after_ms)) => Some(RunAt::Delay(after_ms)),
+                (None, None) => None,
+            },
         })
     }
 }

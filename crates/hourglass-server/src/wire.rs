@@ -186,6 +186,11 @@ pub(crate) struct TaskBody {
     every_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lease_until_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at_ms: Option<u64>,
+    /// For a dead task: `attempts` (it ran out of them) or `expired`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dead_reason: Option<&'static str>,
     created_ms: u64,
 }
 
@@ -207,6 +212,12 @@ impl From<TaskInfo> for TaskBody {
             key: task.key,
             every_ms: task.every_ms,
             lease_until_ms,
+            expires_at_ms: task.expires_at_ms,
+            dead_reason: match task.state {
+                TaskState::Dead if task.expired => Some("expired"),
+                TaskState::Dead => Some("attempts"),
+                TaskState::Scheduled | TaskState::Leased { .. } => None,
+            },
             created_ms: task.created_ms,
         }
     }
@@ -311,6 +322,7 @@ pub(crate) struct TotalsBody {
     nacked: u64,
     lease_expired: u64,
     died: u64,
+    expired: u64,
     cancelled: u64,
     occurrences_enqueued: u64,
     occurrences_skipped: u64,
@@ -330,6 +342,7 @@ impl From<Totals> for TotalsBody {
             nacked: t.nacked,
             lease_expired: t.lease_expired,
             died: t.died,
+            expired: t.expired,
             cancelled: t.cancelled,
             occurrences_enqueued: t.occurrences_enqueued,
             occurrences_skipped: t.occurrences_skipped,

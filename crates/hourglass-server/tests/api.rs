@@ -416,3 +416,25 @@ async fn bad_schedules_get_a_clear_4xx() {
     let (_, page) = api.call(Method::GET, "/v1/schedules", None).await;
     assert_eq!(page["schedules"], json!([]), "nothing refused was stored");
 }
+
+#[tokio::test]
+async fn a_task_that_expires_goes_dead_with_the_reason_expired() {
+    let api = api();
+    let (status, body) =
+        api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload":{"n":1},"expires_after_ms":500}"#)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = body["id"].as_u64().unwrap();
+    let (_, task) = api.call(Method::GET, &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!(task["expires_at_ms"], T0_MS + 500);
+    api.advance(500).await;
+    let (_, task) = api.call(Method::GET, &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!((&task["state"], &task["dead_reason"]), (&json!("dead"), &json!("expired")));
+    let (_, queues) = api.call(Method::GET, "/v1/queues", None).await;
+    assert_eq!(queues["totals"]["expired"], 1);
+    let both = r#"{"payload":1,"expires_after_ms":5,"expires_at_ms":5}"#;
+    let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks", Some(both)).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::BAD_REQUEST, "invalid"));
+    let late = format!(r#"{{"payload":1,"delay_ms":1000,"expires_at_ms":{}}}"#, T0_MS + 1_000);
+    let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks", Some(&late)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}

@@ -89,15 +89,16 @@ impl State {
                 Phase::Scheduled => {
                     count.0 += 1;
                     count.3 += usize::from(ready);
-                    if ready == (slot.timer != NO_TIMER) || dead {
-                        return Err(format!("task {id}: scheduled, ready {ready}, timer {}", slot.timer != NO_TIMER));
-                    }
-                    if let Some(deadline) =
-                        (slot.timer != NO_TIMER).then(|| self.wheel.deadline(Key::from_raw(slot.timer)))
-                    {
-                        if deadline != Some(slot.run_at_ms) {
-                            return Err(format!("task {id}: timer at {deadline:?}, due at {}", slot.run_at_ms));
-                        }
+                    // Waiting, it is timed by its due time; due (ready), by its expiry if it has one.
+                    let expires_at_ms = self.expiries.get(&id).copied();
+                    let timed_by = if ready { expires_at_ms } else { Some(slot.run_at_ms) };
+                    let deadline =
+                        (slot.timer != NO_TIMER).then(|| self.wheel.deadline(Key::from_raw(slot.timer))).flatten();
+                    if deadline != timed_by || dead {
+                        return Err(format!(
+                            "task {id}: scheduled, ready {ready}, timer at {deadline:?}, due at {}, expires at {expires_at_ms:?}",
+                            slot.run_at_ms
+                        ));
                     }
                 }
                 Phase::Leased => {
@@ -146,8 +147,12 @@ impl State {
                 }
             }
         }
-        if let Some(id) = self.leases.keys().chain(self.repeats.keys()).find(|id| self.tasks.get(id).is_none()) {
+        let side = self.leases.keys().chain(self.repeats.keys()).chain(self.expiries.keys()).chain(&self.expired);
+        if let Some(id) = side.clone().find(|id| self.tasks.get(id).is_none()) {
             return Err(format!("a side table names task {id}, which does not exist"));
+        }
+        if let Some(id) = self.expired.iter().find(|id| self.tasks[id].phase != Phase::Dead) {
+            return Err(format!("task {id} is marked expired but is not dead"));
         }
         self.schedules.check()
     }

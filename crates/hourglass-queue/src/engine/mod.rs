@@ -402,6 +402,8 @@ impl Backend for Engine {
                     max_attempts: new.max_attempts,
                     key: new.key.clone(),
                     every_ms: new.every_ms,
+                    expires_at_ms: new.expires_at_ms,
+                    expired: false,
                     state: TaskState::Scheduled,
                     created_ms: now_ms,
                 };
@@ -489,6 +491,9 @@ impl Backend for Engine {
             if task.state != TaskState::Dead {
                 return Err(QueueError::Conflict(format!("task {id} is not dead")));
             }
+            // Retried by hand: it runs, however late.
+            task.expires_at_ms = None;
+            task.expired = false;
             task.attempt = 0;
             task.state = TaskState::Scheduled;
             task.run_at_ms = now_ms;

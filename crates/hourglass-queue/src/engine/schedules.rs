@@ -255,6 +255,8 @@ impl State {
                 max_attempts: schedule.max_attempts,
                 key: Some(key.into()),
                 every_ms: None,
+                expires_at_ms: None,
+                expired: false,
                 state: TaskState::Scheduled,
                 created_ms: now_ms,
             };

@@ -28,6 +28,8 @@ pub(crate) enum Why {
     Nack,
     /// A lease ran out: the timer thread's change, which nobody waits for.
     Expire,
+    /// A task was not delivered by its expiry: the timer thread's change too.
+    Expired,
     Ack,
     Cancel,
 }
@@ -101,10 +103,11 @@ impl Settler<Settlement> for EngineSettler {
                             match why {
                                 Why::Nack => state.totals.nacked += 1,
                                 Why::Expire => state.totals.lease_expired += 1,
+                                Why::Expired => state.totals.expired += 1,
                                 Why::Ack => state.totals.acked += 1,
                                 Why::Reschedule | Why::Cancel => {}
                             }
-                            if matches!(why, Why::Nack | Why::Expire) && task.state == TaskState::Dead {
+                            if matches!(why, Why::Nack | Why::Expire | Why::Expired) && task.state == TaskState::Dead {
                                 state.totals.died += 1;
                             }
                         }
@@ -153,7 +156,7 @@ impl Settler<Settlement> for EngineSettler {
                             match why {
                                 Why::Ack => state.totals.acked += 1,
                                 Why::Cancel => state.totals.cancelled += 1,
-                                Why::Reschedule | Why::Nack | Why::Expire => {}
+                                Why::Reschedule | Why::Nack | Why::Expire | Why::Expired => {}
                             }
                         } else {
                             state.reveal(id, now_ms);

@@ -16,7 +16,7 @@ use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::Arc;
 
 use hourglass::{Key, Wheel};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::queue::QueueState;
 use super::reads::Reads;
@@ -43,6 +43,10 @@ pub(crate) struct State {
     /// The period of each repeating task. (Tables keyed by task id use the
     /// Fx hash: ids are the engine's, not a client's.)
     pub(crate) repeats: FxHashMap<u64, u64>,
+    /// When each task that expires does so (Unix ms).
+    pub(crate) expiries: FxHashMap<u64, u64>,
+    /// Dead tasks that died because they expired.
+    pub(crate) expired: FxHashSet<u64>,
     pub(crate) queues: Vec<QueueState>,
     pub(crate) queue_index: HashMap<Arc<str>, u32>,
     pub(crate) leases: FxHashMap<u64, Leased>,
@@ -69,6 +73,8 @@ impl State {
         State {
             tasks: Tasks::new(),
             repeats: FxHashMap::default(),
+            expiries: FxHashMap::default(),
+            expired: FxHashSet::default(),
             queues: Vec::new(),
             queue_index: HashMap::new(),
             leases: FxHashMap::default(),
@@ -134,6 +140,8 @@ impl State {
             max_attempts: u32::from(slot.max_attempts),
             key: if slot.keyed { self.keys.get(&id).cloned() } else { None },
             every_ms: self.repeats.get(&id).copied(),
+            expires_at_ms: self.expiries.get(&id).copied(),
+            expired: self.expired.contains(&id),
             state,
             created_ms: slot.created_ms,
         }
@@ -247,6 +255,15 @@ impl State {
             Some(every_ms) => self.repeats.insert(task.id, every_ms),
             None => self.repeats.remove(&task.id),
         };
+        match task.expires_at_ms {
+            Some(expires_at_ms) => self.expiries.insert(task.id, expires_at_ms),
+            None => self.expiries.remove(&task.id),
+        };
+        if task.expired && task.state == TaskState::Dead {
+            self.expired.insert(task.id);
+        } else {
+            self.expired.remove(&task.id);
+        }
         let slot = self.tasks.get_mut(&task.id).expect("a known task");
         slot.run_at_ms = task.run_at_ms;
         // Attempts are bounded by MAX_ATTEMPTS_MAX, far below u16::MAX.
@@ -282,6 +299,8 @@ impl State {
         }
         self.leases.remove(&id);
         self.repeats.remove(&id);
+        self.expiries.remove(&id);
+        self.expired.remove(&id);
         if let Some(key) = self.keys.remove(&id) {
             self.queues[slot.queue as usize].keys.remove(&key);
         }
@@ -302,12 +321,16 @@ impl State {
     /// Puts the task where its state says: the ready set, the wheel, or the dead set.
     fn file(&mut self, id: u64, now_ms: u64) {
         let lease_until_ms = self.leases.get(&id).map(|leased| leased.until_ms);
+        let expires_at_ms = self.expiries.get(&id).copied();
         let slot = self.tasks.get_mut(&id).expect("filing a known task");
         let (queue, run_at_ms, phase) = (slot.queue, slot.run_at_ms, slot.phase);
+        let due = phase == Phase::Scheduled && run_at_ms <= now_ms;
         let timer_at = match phase {
-            Phase::Scheduled if run_at_ms > now_ms => Some(run_at_ms),
+            Phase::Scheduled if !due => Some(run_at_ms),
+            // Due, it waits in the ready set until a claim or its expiry.
+            Phase::Scheduled => expires_at_ms,
             Phase::Leased => lease_until_ms,
-            Phase::Scheduled | Phase::Dead => None,
+            Phase::Dead => None,
         };
         let wheel_id = NonZeroU64::new(id).expect("ids start at 1");
         slot.timer = timer_at
@@ -316,7 +339,7 @@ impl State {
         match phase {
             Phase::Scheduled => {
                 q.scheduled += 1;
-                if timer_at.is_none() {
+                if due {
                     q.ready.insert((run_at_ms, id));
                     q.notify.notify_waiters();
                 }
@@ -366,8 +389,22 @@ impl State {
         let mut claimed = Vec::new();
         let mut updates = Vec::new();
         let mut bytes = 0;
+        // Due tasks past their expiry stay for the timer thread, which makes
+        // them dead: never delivered late.
+        let mut unexpired = Vec::new();
+        if !self.expiries.is_empty() {
+            let ready = self.queues[queue as usize].ready.iter();
+            let expired = |id: &u64| self.expiries.get(id).is_some_and(|&at| at <= now_ms);
+            unexpired.extend(ready.filter(|(_, id)| !expired(id)).take(max).copied());
+            unexpired.reverse();
+        }
         while claimed.len() < max {
-            let Some((run_at_ms, id)) = self.queues[queue as usize].ready.first().copied() else { break };
+            let next = if self.expiries.is_empty() {
+                self.queues[queue as usize].ready.first().copied()
+            } else {
+                unexpired.pop()
+            };
+            let Some((run_at_ms, id)) = next else { break };
             bytes += self.tasks[&id].payload_bytes as usize;
             if bytes > ANSWER_PAYLOAD_BYTES_MAX && !claimed.is_empty() {
                 break;
@@ -414,11 +451,24 @@ impl State {
             debug_assert!(!slot.pending, "task {id} had a timer while pending");
             slot.timer = NO_TIMER;
             match slot.phase {
+                Phase::Scheduled if self.expiries.get(&id).is_some_and(|&at| at <= now_ms) => {
+                    // Not delivered by its expiry: dead, not late.
+                    let mut task = self.task(id);
+                    task.state = TaskState::Dead;
+                    task.expired = true;
+                    self.hide(id);
+                    writes.push((Mutation::Update(task.clone()), Settlement::Change { task, why: Why::Expired }));
+                }
                 Phase::Scheduled => {
                     let (queue, run_at_ms) = (slot.queue, slot.run_at_ms);
                     let q = &mut self.queues[queue as usize];
                     q.ready.insert((run_at_ms, id));
                     q.notify.notify_waiters();
+                    if let Some(&expires_at_ms) = self.expiries.get(&id) {
+                        let wheel_id = NonZeroU64::new(id).expect("ids start at 1");
+                        let timer = self.wheel.insert(expires_at_ms, wheel_id).expect("below the wheel's capacity");
+                        self.tasks.get_mut(&id).expect("a known task").timer = timer.into_raw();
+                    }
                 }
                 Phase::Leased => {
                     let mut task = self.task(id);
@@ -517,9 +567,12 @@ pub(crate) fn status(task: &Task, now_ms: u64) -> Status {
 }
 
 /// A delivery failed: due again after `delay_ms` or a backoff, or dead if out
-/// of attempts.
+/// of attempts or past its expiry.
 pub(crate) fn fail_attempt(task: &mut Task, now_ms: u64, delay_ms: Option<u64>) {
-    if task.attempt >= task.max_attempts {
+    if task.expires_at_ms.is_some_and(|at| at <= now_ms) {
+        task.state = TaskState::Dead;
+        task.expired = true;
+    } else if task.attempt >= task.max_attempts {
         task.state = TaskState::Dead;
     } else {
         task.state = TaskState::Scheduled;

@@ -11,12 +11,14 @@
 //!      0    1  format version (3)
 //!      1    1  flags: bit 0 dead (else scheduled: a lease is not kept across
 //!              restarts), bit 1 repeats (every_ms follows), bit 2 the payload
-//!              is kept apart; no other bit is set
+//!              is kept apart, bit 3 expires (expires_at_ms follows); no
+//!              other bit is set
 //!      2    8  run_at_ms        u64 LE
 //!     10    8  created_ms       u64 LE
 //!     18    2  attempt          u16 LE (attempts are at most MAX_ATTEMPTS_MAX)
 //!     20    2  max_attempts     u16 LE
 //!     22   (8) every_ms         u64 LE, not 0; only if the task repeats
+//!          (8) expires_at_ms    u64 LE; only if the task expires
 //!           2  queue length q   u16 LE, then q bytes of UTF-8
 //!           2  key length k     u16 LE, 0xFFFF = no key, then k bytes of UTF-8
 //!           4  payload length p u32 LE, then p bytes of UTF-8, unless the
@@ -40,7 +42,9 @@
 //! ```text
 //! offset size  field
 //!      0    1  format version (2)
-//!      1    1  flags: bit 0 dead; no other bit is set
+//!      1    1  flags: bit 0 dead, bit 1 dead because it expired (only
+//!              with bit 0), bit 2 the body's expiry no longer holds (the
+//!              task was retried, or never had one); no other bit is set
 //!      2    8  run_at_ms        u64 LE
 //!     10    2  attempt          u16 LE
 //!     12    4  CRC-32 of the 12 bytes before it, u32 LE
@@ -77,6 +81,11 @@ pub(crate) const STATE_BYTES: usize = 12 + CRC_BYTES;
 const FLAG_DEAD: u8 = 1;
 const FLAG_REPEATS: u8 = 2;
 const FLAG_APART: u8 = 4;
+const FLAG_EXPIRES: u8 = 8;
+/// In a state record: dead because it expired.
+const FLAG_EXPIRED: u8 = 2;
+/// In a state record: the body's expiry no longer holds (the task was retried).
+const FLAG_NO_EXPIRY: u8 = 4;
 const _: () = assert!(crate::limits::MAX_ATTEMPTS_MAX <= u16::MAX as u32, "attempts fit in a u16");
 
 /// Attempts, bounded by `MAX_ATTEMPTS_MAX` (asserted above), so never saturated.
@@ -90,6 +99,13 @@ fn dead_flag(task: &Task) -> u8 {
     } else {
         0
     }
+}
+
+/// A state record's flags: dead, why, and whether the body's expiry still holds.
+fn state_flags(task: &Task) -> u8 {
+    dead_flag(task)
+        | if task.state == TaskState::Dead && task.expired { FLAG_EXPIRED } else { 0 }
+        | if task.expires_at_ms.is_none() { FLAG_NO_EXPIRY } else { 0 }
 }
 
 /// Whether a payload of this size is kept apart from its body: one too large
@@ -133,9 +149,12 @@ pub(crate) enum PayloadIn<'a> {
     Apart(usize),
 }
 
-/// The size of the body [`encode`] writes for a task of these sizes.
+/// The size of the body [`encode`] writes for a task of these sizes (8
+/// bytes more if it expires).
 pub(crate) fn body_bytes(sizes: Sizes) -> usize {
     let names = sizes.queue + sizes.key.unwrap_or(0);
+    // An expiry's 8 bytes are left out: a retry lifts the expiry while the
+    // body keeps them, and the budgets would have to follow.
     let every = if sizes.repeats { 8 } else { 0 };
     let inline = if apart(sizes.payload) { 0 } else { sizes.payload };
     FIXED_BYTES + every + 2 + 2 + 4 + names + inline + CRC_BYTES
@@ -184,7 +203,8 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     out.push(
         dead_flag(task)
             | if task.every_ms.is_some() { FLAG_REPEATS } else { 0 }
-            | if payload_apart { FLAG_APART } else { 0 },
+            | if payload_apart { FLAG_APART } else { 0 }
+            | if task.expires_at_ms.is_some() { FLAG_EXPIRES } else { 0 },
     );
     out.extend_from_slice(&task.run_at_ms.to_le_bytes());
     out.extend_from_slice(&task.created_ms.to_le_bytes());
@@ -192,6 +212,9 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     out.extend_from_slice(&attempts(task.max_attempts));
     if let Some(every_ms) = task.every_ms {
         out.extend_from_slice(&every_ms.to_le_bytes());
+    }
+    if let Some(expires_at_ms) = task.expires_at_ms {
+        out.extend_from_slice(&expires_at_ms.to_le_bytes());
     }
     put_names_and_payload(&mut out, task, payload, !payload_apart);
     seal(&mut out);
@@ -223,9 +246,11 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
     let mut reader = Reader { bytes, at: 0 };
     let version = reader.u8()?;
     let mut payload_apart = false;
+    let mut expires = false;
     let (dead, repeats) = match (version, reader.u8()?) {
-        (VERSION, flags) if flags & !(FLAG_DEAD | FLAG_REPEATS | FLAG_APART) == 0 => {
+        (VERSION, flags) if flags & !(FLAG_DEAD | FLAG_REPEATS | FLAG_APART | FLAG_EXPIRES) == 0 => {
             payload_apart = flags & FLAG_APART != 0;
+            expires = flags & FLAG_EXPIRES != 0;
             (flags & FLAG_DEAD != 0, Some(flags & FLAG_REPEATS != 0))
         }
         (VERSION_2, flags) if flags & !(FLAG_DEAD | FLAG_REPEATS) == 0 => {
@@ -248,6 +273,7 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
         Some(true) => Some(Some(reader.u64()?).filter(|&every| every != 0).ok_or("a repeat period of 0")?),
         None => Some(reader.u64()?).filter(|&every| every != 0),
     };
+    let expires_at_ms = if expires { Some(reader.u64()?) } else { None };
     let queue_len = reader.u16()? as usize;
     let queue: Arc<str> = reader.str(queue_len)?.into();
     let key = match reader.u16()? {
@@ -257,7 +283,20 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
     let payload_len = reader.u32()? as usize;
     let payload = if payload_apart { PayloadIn::Apart(payload_len) } else { PayloadIn::Body(reader.str(payload_len)?) };
     reader.end()?;
-    Ok((Task { id, queue, run_at_ms, attempt, max_attempts, key, every_ms, state, created_ms }, payload))
+    let task = Task {
+        id,
+        queue,
+        run_at_ms,
+        attempt,
+        max_attempts,
+        key,
+        every_ms,
+        expires_at_ms,
+        expired: false,
+        state,
+        created_ms,
+    };
+    Ok((task, payload))
 }
 
 /// What changes in a task's life: its due time, attempts and whether it is
@@ -265,7 +304,7 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
 pub(crate) fn encode_state(task: &Task) -> [u8; STATE_BYTES] {
     let mut out = [0; STATE_BYTES];
     out[0] = STATE_VERSION;
-    out[1] = dead_flag(task);
+    out[1] = state_flags(task);
     out[2..10].copy_from_slice(&task.run_at_ms.to_le_bytes());
     out[10..12].copy_from_slice(&attempts(task.attempt));
     let crc = crc32fast::hash(&out[..12]);
@@ -283,11 +322,16 @@ pub(crate) fn apply_state(task: &mut Task, bytes: &[u8]) -> Result<(), String> {
     };
     let mut reader = Reader { bytes, at: 0 };
     reader.u8()?;
-    task.state = match reader.u8()? {
-        0 => TaskState::Scheduled,
-        FLAG_DEAD => TaskState::Dead,
-        flags => return Err(format!("unknown state flags {flags:#04x}")),
+    let flags = reader.u8()?;
+    (task.state, task.expired) = match flags & !FLAG_NO_EXPIRY {
+        0 => (TaskState::Scheduled, false),
+        FLAG_DEAD => (TaskState::Dead, false),
+        both if both == FLAG_DEAD | FLAG_EXPIRED => (TaskState::Dead, true),
+        _ => return Err(format!("unknown state flags {flags:#04x}")),
     };
+    if flags & FLAG_NO_EXPIRY != 0 {
+        task.expires_at_ms = None;
+    }
     task.run_at_ms = reader.u64()?;
     task.attempt = u32::from(reader.u16()?);
     reader.end()
@@ -350,9 +394,26 @@ mod tests {
             max_attempts: 5,
             key: Some("order-42".into()),
             every_ms: Some(60_000),
+            expires_at_ms: None,
+            expired: false,
             state: TaskState::Scheduled,
             created_ms: 1_699_999_999_000,
         }
+    }
+
+    #[test]
+    fn an_expiry_is_kept_in_the_body_and_its_end_in_the_state() {
+        let expiring = Task { every_ms: None, expires_at_ms: Some(1_700_000_060_000), ..task() };
+        let (mut read, _) = decode(7, &encode(&expiring, PAYLOAD)).unwrap();
+        assert_eq!(read, expiring);
+        let died = Task { state: TaskState::Dead, expired: true, ..expiring.clone() };
+        apply_state(&mut read, &encode_state(&died)).unwrap();
+        assert_eq!(read, died);
+        // Retried: the expiry no longer holds, whatever the body says.
+        let retried = Task { state: TaskState::Scheduled, expired: false, expires_at_ms: None, ..expiring.clone() };
+        let (mut read, _) = decode(7, &encode(&expiring, PAYLOAD)).unwrap();
+        apply_state(&mut read, &encode_state(&retried)).unwrap();
+        assert_eq!(read, retried);
     }
 
     #[test]
@@ -477,7 +538,7 @@ mod tests {
         let mut read = task();
         apply_state(&mut read, &v1).unwrap();
         assert_eq!(read, changed);
-        v1[1] = 4;
+        v1[1] = 8;
         assert!(apply_state(&mut task(), &v1).is_err(), "unknown flags");
     }
 

@@ -450,6 +450,8 @@ mod tests {
             max_attempts: 5,
             key: None,
             every_ms: None,
+            expires_at_ms: None,
+            expired: false,
             state: TaskState::Scheduled,
             created_ms: 1,
         }

@@ -165,12 +165,16 @@ impl World {
         let n = self.next_payload.fetch_add(1, Ordering::SeqCst);
         self.ledger.lock().sent.insert(n);
         let key = rng.random_bool(0.3).then(|| format!("k{}", rng.random_range(0..6)));
+        let delay_ms = rng.random_range(0..1_500);
+        // Some expire: dead if not delivered within a few hundred ms of being due.
+        let expires = rng.random_bool(0.2).then(|| RunAt::Delay(delay_ms + rng.random_range(1..1_000)));
         let new = NewTask {
             payload: payload(n),
-            run_at: RunAt::Delay(rng.random_range(0..1_500)),
+            run_at: RunAt::Delay(delay_ms),
             key,
             max_attempts: Some(rng.random_range(1..4)),
             every_ms: None,
+            expires,
         };
         (n, new)
     }
