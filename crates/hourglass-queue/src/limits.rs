@@ -119,6 +119,13 @@ pub const TASK_OVERHEAD_BYTES: u64 = 146;
 /// Two hash table entries and two allocations for a key.
 pub const KEY_OVERHEAD_BYTES: u64 = 96;
 
+/// A wall clock stepped back by this much or more is met by rebuilding the
+/// timers at their deadlines on the clock as it now reads (work in
+/// proportion to the tasks held); a smaller step back is waited out, and
+/// what comes due meanwhile is late by at most the step. Either way nothing
+/// is handed out before its time on the clock. `docs/DESIGN.md`, "Time".
+pub const CLOCK_STEP_BACK_REBASE_MS: u64 = 1_000;
+
 /// The most schedules at once.
 pub const SCHEDULES_MAX: usize = 10_000;
 /// Longest schedule name, in bytes: short enough that its occurrence keys

@@ -46,7 +46,7 @@ use tokio::sync::Notify;
 
 use crate::backend::{Backend, ListRequest, Page, SchedulePage};
 use crate::error::{QueueError, StoreError};
-use crate::limits::{payload_inline, Limits, SCHEDULES_MAX, SCHEDULE_LIST_MAX};
+use crate::limits::{payload_inline, Limits, CLOCK_STEP_BACK_REBASE_MS, SCHEDULES_MAX, SCHEDULE_LIST_MAX};
 use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
 use crate::schedule::{NewSchedule, ScheduleInfo, Timetable};
@@ -298,9 +298,20 @@ impl Engine {
     pub fn poll_timers(&self) -> Option<u64> {
         let now_ms = self.clock.now_ms();
         let mut state = self.shared.state.lock();
+        let behind_ms = state.wheel.elapsed().saturating_sub(now_ms);
+        if behind_ms >= CLOCK_STEP_BACK_REBASE_MS {
+            let started = std::time::Instant::now();
+            state.rebase_timers(now_ms);
+            let timers = state.wheel.len();
+            tracing::warn!(behind_ms, timers, took = ?started.elapsed(), "the wall clock stepped back: timers rebuilt");
+        }
+        // A smaller step back is waited out: the wheel's time never goes back,
+        // and what it holds at or before its tick must not come out early.
+        let waiting_out = state.wheel.elapsed() > now_ms;
         // Sent under the lock: a cancel that follows is written after these.
         // Nobody waits for the replies; the writer settles each change.
-        for (mutation, settlement) in state.expire(now_ms) {
+        let expired = if waiting_out { Vec::new() } else { state.expire(now_ms) };
+        for (mutation, settlement) in expired {
             let Settlement::Change { task, .. } = &settlement else { unreachable!("expiries are changes") };
             let id = task.id;
             if self.committer.send(vec![mutation], Some(settlement)).is_none() {
@@ -331,7 +342,8 @@ impl Engine {
         }
         state.debug_check();
         let schedule_ms = state.schedules.next_due();
-        match (state.wheel.next_expiration(), schedule_ms) {
+        let wheel_ms = if waiting_out { Some(state.wheel.elapsed()) } else { state.wheel.next_expiration() };
+        match (wheel_ms, schedule_ms) {
             (Some(wheel_ms), Some(schedule_ms)) => Some(wheel_ms.min(schedule_ms)),
             (wheel_ms, schedule_ms) => wheel_ms.or(schedule_ms),
         }

@@ -439,6 +439,25 @@ impl State {
         }
     }
 
+    /// The wall clock stepped back: moves every timer to a new wheel that
+    /// stands at `now_ms`, each at its deadline, so that none expires before
+    /// its time on the clock as it now reads.
+    pub(crate) fn rebase_timers(&mut self, now_ms: u64) {
+        let mut wheel = Wheel::new();
+        wheel.advance(now_ms);
+        let old = std::mem::replace(&mut self.wheel, wheel);
+        let ids: Vec<u64> = self.tasks.ids().collect();
+        for id in ids {
+            let slot = self.tasks.get_mut(&id).expect("a listed task");
+            if slot.timer == NO_TIMER {
+                continue;
+            }
+            let deadline = old.deadline(Key::from_raw(slot.timer)).expect("a task's timer is in the wheel");
+            let wheel_id = NonZeroU64::new(id).expect("ids start at 1");
+            slot.timer = self.wheel.insert(deadline, wheel_id).expect("below the wheel's capacity").into_raw();
+        }
+    }
+
     /// Advances the wheel: files tasks that came due, and hides each task whose
     /// lease expired until its next form (scheduled again after a backoff, or
     /// dead) is durable. Returns those writes, to be sent under this lock.
