@@ -29,6 +29,10 @@ impl Client {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    pub async fn put(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.send(Method::PUT, path, Some(body)).await
+    }
+
     pub async fn delete(&self, path: &str) -> anyhow::Result<Value> {
         self.send(Method::DELETE, path, None).await
     }

@@ -56,9 +56,17 @@ enum Command {
         /// Repeat at this period.
         #[arg(long, value_parser = humantime::parse_duration)]
         every: Option<Duration>,
+        /// Not delivered within this long, the task is dead (reason
+        /// `expired`) instead of running late.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        expires_in: Option<Duration>,
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// Put, list, show or delete schedules: a task at every occurrence of a
+    /// cron expression in a time zone, or of a period.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Cancel a task.
     Cancel {
         /// The task's id.
@@ -104,6 +112,60 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+#[derive(Subcommand, Debug)]
+enum ScheduleCommand {
+    /// Create or replace a schedule.
+    Put {
+        /// The schedule's name.
+        name: String,
+        /// The queue its tasks go to.
+        #[arg(long)]
+        queue: String,
+        /// A cron expression: 5 fields, 6 with seconds first, or @daily and the like.
+        #[arg(long, conflicts_with = "every", required_unless_present = "every")]
+        cron: Option<String>,
+        /// The time zone the cron expression is read in (IANA name).
+        #[arg(long = "tz", default_value = "UTC", requires = "cron")]
+        time_zone: String,
+        /// A fixed period instead of a cron expression.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        every: Option<Duration>,
+        /// The payload of every task, as JSON.
+        #[arg(long, default_value = "null")]
+        payload: String,
+        /// Occurrences missed while the server was down: skip, once or all.
+        #[arg(long, default_value = "skip")]
+        misfire: String,
+        /// An occurrence while the previous task is alive: allow or forbid.
+        #[arg(long, default_value = "allow")]
+        overlap: String,
+        /// Deliveries allowed for each task.
+        #[arg(long)]
+        max_attempts: Option<u32>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List the schedules with their next runs.
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Show a schedule and its next five runs.
+    Show {
+        /// The schedule's name.
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Delete a schedule (tasks it enqueued stay).
+    Delete {
+        /// The schedule's name.
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
 /// Where the server is.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
@@ -121,6 +183,52 @@ fn millis(duration: Duration) -> u64 {
 
 fn print(value: &Value) {
     println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()));
+}
+
+/// A JSON argument, or an error that names it.
+fn json_arg(text: &str) -> anyhow::Result<Value> {
+    serde_json::from_str(text).map_err(|e| anyhow::anyhow!("--payload is not JSON: {e}"))
+}
+
+async fn schedule(command: ScheduleCommand) -> anyhow::Result<()> {
+    match command {
+        ScheduleCommand::Put {
+            name,
+            queue,
+            cron,
+            time_zone,
+            every,
+            payload,
+            misfire,
+            overlap,
+            max_attempts,
+            server,
+        } => {
+            let mut body =
+                json!({ "queue": queue, "payload": json_arg(&payload)?, "misfire": misfire, "overlap": overlap });
+            match (cron, every) {
+                (Some(cron), _) => {
+                    body["cron"] = json!(cron);
+                    body["time_zone"] = json!(time_zone);
+                }
+                (None, Some(every)) => body["every_ms"] = json!(millis(every)),
+                (None, None) => unreachable!("clap requires --cron or --every"),
+            }
+            if let Some(max_attempts) = max_attempts {
+                body["max_attempts"] = json!(max_attempts);
+            }
+            print(&Client::new(&server)?.put(&format!("/v1/schedules/{name}"), &body).await?);
+        }
+        ScheduleCommand::List { server } => print(&Client::new(&server)?.get("/v1/schedules").await?),
+        ScheduleCommand::Show { name, server } => {
+            print(&Client::new(&server)?.get(&format!("/v1/schedules/{name}")).await?);
+        }
+        ScheduleCommand::Delete { name, server } => {
+            Client::new(&server)?.delete(&format!("/v1/schedules/{name}")).await?;
+            println!("deleted schedule {name}");
+        }
+    }
+    Ok(())
 }
 
 fn main() -> std::process::ExitCode {
@@ -143,9 +251,8 @@ fn main() -> std::process::ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve::serve(args).await,
-        Command::Add { queue, delay, payload, key, max_attempts, every, server } => {
-            let payload: Value =
-                serde_json::from_str(&payload).map_err(|e| anyhow::anyhow!("--payload is not JSON: {e}"))?;
+        Command::Add { queue, delay, payload, key, max_attempts, every, expires_in, server } => {
+            let payload = json_arg(&payload)?;
             let mut body = json!({ "payload": payload, "delay_ms": millis(delay) });
             if let Some(key) = key {
                 body["key"] = json!(key);
@@ -156,9 +263,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
             if let Some(every) = every {
                 body["every_ms"] = json!(millis(every));
             }
+            if let Some(expires_in) = expires_in {
+                body["expires_after_ms"] = json!(millis(delay + expires_in));
+            }
             print(&Client::new(&server)?.post(&format!("/v1/queues/{queue}/tasks"), &body).await?);
             Ok(())
         }
+        Command::Schedule(command) => schedule(command).await,
         Command::Cancel { id, server } => {
             Client::new(&server)?.delete(&format!("/v1/tasks/{id}")).await?;
             println!("cancelled {id}");

@@ -36,11 +36,11 @@ struct Ledger {
     violations: Vec<String>,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn start(data: &std::path::Path, port: u16) -> Child {
+pub(crate) fn start(data: &std::path::Path, port: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_hourglass"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data"])
         .arg(data)
@@ -50,7 +50,7 @@ fn start(data: &std::path::Path, port: u16) -> Child {
         .expect("start the server")
 }
 
-async fn wait_ready(http: &reqwest::Client, base: &str) {
+pub(crate) async fn wait_ready(http: &reqwest::Client, base: &str) {
     let started = Instant::now();
     while started.elapsed() < READY_WITHIN {
         if http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status().is_success()) {

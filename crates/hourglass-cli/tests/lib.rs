@@ -1,3 +1,4 @@
 //! Integration tests of the `hourglass` binary, compiled into one binary.
 
 mod crash;
+mod schedules;
