@@ -240,3 +240,39 @@ async fn bad_schedules_are_refused_with_what_is_wrong() {
     assert!(node.engine.schedules(None, 0).await.is_err());
     assert!(node.engine.schedules(None, 10).await.unwrap().schedules.is_empty(), "nothing refused was stored");
 }
+
+/// The local times, in `zone`, of every task a schedule put in `queue`
+/// while the clock went from `start_utc` through the next 48 hours, a
+/// minute at a time, as the timer thread would.
+async fn occurrences_over_two_days(zone: &str, expression: &str, start_utc: &str) -> Vec<String> {
+    let start: u64 = start_utc.parse::<jiff::Timestamp>().unwrap().as_millisecond() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualWallClock::at_ms(start));
+    let node = Node { engine: open(dir.path(), &clock), dir, clock };
+    let rule = Rule::Cron { expression: expression.into(), time_zone: zone.into() };
+    node.engine
+        .put_schedule("dst", NewSchedule { rule, ..every_minute("q", Misfire::Skip, Overlap::Allow) })
+        .await
+        .unwrap();
+    for _ in 0..48 * 60 {
+        node.advance(MINUTE).await;
+    }
+    let tz = jiff::tz::TimeZone::get(zone).unwrap();
+    let local = |ms: u64| {
+        let at = jiff::Timestamp::from_millisecond(ms as i64).unwrap().to_zoned(tz.clone());
+        at.strftime("%Y-%m-%dT%H:%M%:z").to_string()
+    };
+    let runs: Vec<String> = node.due_times("q").await.into_iter().map(local).collect();
+    println!("{zone} `{expression}` as a durable schedule, 48 h from {start_utc}: {runs:?}");
+    runs
+}
+
+#[tokio::test]
+async fn a_durable_schedule_keeps_the_dst_rule() {
+    // Berlin springs forward on 2026-03-29: 02:30 does not exist, and runs once at 03:00.
+    let spring = occurrences_over_two_days("Europe/Berlin", "30 2 * * *", "2026-03-28T00:00:00Z").await;
+    assert_eq!(spring, ["2026-03-28T02:30+01:00", "2026-03-29T03:00+02:00"]);
+    // New York falls back on 2026-11-01: 01:30 happens twice, and runs once.
+    let fall = occurrences_over_two_days("America/New_York", "30 1 * * *", "2026-10-31T04:00:00Z").await;
+    assert_eq!(fall, ["2026-10-31T01:30-04:00", "2026-11-01T01:30-04:00"]);
+}
