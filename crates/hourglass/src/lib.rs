@@ -20,6 +20,10 @@
 //! For tokio programs, `DelayQueue` (feature `tokio`) is a drop-in for
 //! tokio-util's `DelayQueue` on the same wheel.
 //!
+//! For calendar time, `Cron` (feature `cron`) reads a cron expression in an
+//! IANA time zone, with a stated rule for daylight-saving transitions, and
+//! `Scheduler::schedule_cron` runs a job at its occurrences.
+//!
 //! Deadlines that must outlive the process (the durable queue's) count in Unix
 //! time from a [`WallClock`]; tests replace it with a [`ManualWallClock`].
 //!
@@ -53,7 +57,7 @@ pub use wall_clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use wheel::{CapacityError, Expired, Key, Wheel};
 
 /// The README's examples, compiled and run as doctests so they cannot rot
-/// (with the `tokio` feature, which one of them needs).
-#[cfg(all(doctest, feature = "tokio"))]
+/// (with the `tokio` and `cron` features, which two of them need).
+#[cfg(all(doctest, feature = "tokio", feature = "cron"))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
