@@ -22,7 +22,14 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     counter("tasks_acked_total", "Acks since start.", totals.acked);
     counter("tasks_nacked_total", "Nacks since start.", totals.nacked);
     counter("leases_expired_total", "Leases that expired since start.", totals.lease_expired);
-    counter("tasks_died_total", "Tasks that ran out of attempts since start.", totals.died);
+    counter("tasks_died_total", "Tasks that died (out of attempts, or expired) since start.", totals.died);
+    counter("tasks_expired_total", "Tasks not delivered by their expiry since start.", totals.expired);
+    counter("schedule_occurrences_total", "Tasks enqueued by schedules since start.", totals.occurrences_enqueued);
+    counter(
+        "schedule_occurrences_skipped_total",
+        "Schedule occurrences skipped by misfire or overlap policies since start.",
+        totals.occurrences_skipped,
+    );
     counter("tasks_cancelled_total", "Tasks cancelled since start.", totals.cancelled);
     let mut gauge = |name: &str, help: &str, value: u64| metric("gauge", name, help, value);
     gauge("memory_bytes", "Bytes of tasks held in memory, as the memory budget counts them.", totals.memory_bytes);

@@ -370,6 +370,8 @@ async fn schedules_are_put_shown_listed_fired_and_deleted() {
     assert_eq!(claimed["tasks"][0]["run_at_ms"], T0_MS + 1_000);
     let (_, shown) = api.call(Method::GET, "/v1/schedules/tick", None).await;
     assert_eq!(shown["last_run"]["at_ms"], T0_MS + 1_000);
+    let (_, Value::String(text)) = api.call(Method::GET, "/metrics", None).await else { panic!("metrics is text") };
+    assert!(text.contains("hourglass_schedule_occurrences_total 1"), "{text}");
     assert_eq!(shown["last_run"]["task_id"], claimed["tasks"][0]["id"]);
 
     let (status, page) = api.call(Method::GET, "/v1/schedules?limit=1", None).await;
@@ -431,6 +433,8 @@ async fn a_task_that_expires_goes_dead_with_the_reason_expired() {
     assert_eq!((&task["state"], &task["dead_reason"]), (&json!("dead"), &json!("expired")));
     let (_, queues) = api.call(Method::GET, "/v1/queues", None).await;
     assert_eq!(queues["totals"]["expired"], 1);
+    let (_, Value::String(text)) = api.call(Method::GET, "/metrics", None).await else { panic!("metrics is text") };
+    assert!(text.contains("hourglass_tasks_expired_total 1"), "{text}");
     let both = r#"{"payload":1,"expires_after_ms":5,"expires_at_ms":5}"#;
     let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks", Some(both)).await;
     assert_eq!((status, error_code(&body)), (StatusCode::BAD_REQUEST, "invalid"));
