@@ -120,6 +120,17 @@ pub fn occurrence_key(name: &str, occurrence_ms: u64) -> String {
     format!("schedule:{name}:{occurrence_ms}")
 }
 
+/// What a schedule whose occurrence has come does: see [`Timetable::due`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Due {
+    /// The occurrences to enqueue, oldest first.
+    pub(crate) runs: Vec<u64>,
+    /// The occurrences skipped.
+    pub(crate) skipped: u64,
+    /// The next occurrence after now.
+    pub(crate) next_ms: Option<u64>,
+}
+
 /// A [`Rule`], read: where its occurrences fall.
 #[derive(Debug, Clone)]
 pub(crate) enum Timetable {
@@ -172,14 +183,23 @@ impl Timetable {
         std::iter::successors(first_ms, |&at| self.next_after(at)).take(UPCOMING).collect()
     }
 
-    /// The occurrences from `first_ms` up to `now_ms` that `misfire` says to
-    /// enqueue, oldest first, and how many it skips. Occurrences more than
+    /// What to do at `now_ms` about the occurrences from `first_ms` (which
+    /// has come): those `misfire` says to enqueue, oldest first, how many it
+    /// skips, and the next occurrence after now. Occurrences more than
     /// [`MISFIRE_GRACE_MS`] late are missed; the others are on time.
-    pub(crate) fn due(&self, first_ms: u64, now_ms: u64, misfire: Misfire) -> (Vec<u64>, u64) {
+    pub(crate) fn due(&self, first_ms: u64, now_ms: u64, misfire: Misfire) -> Due {
+        let after_first = self.next_after(first_ms);
+        if after_first.is_none_or(|after| after > now_ms) {
+            // Only the first has come: nearly always, and one reading of the rule.
+            let on_time = now_ms.saturating_sub(first_ms) <= MISFIRE_GRACE_MS;
+            let runs = if on_time || misfire != Misfire::Skip { vec![first_ms] } else { Vec::new() };
+            let skipped = u64::from(runs.is_empty());
+            return Due { runs, skipped, next_ms: after_first };
+        }
+        let next_ms = self.next_after(now_ms);
         let Some(latest) = self.latest_at_or_before(now_ms).filter(|&latest| latest >= first_ms) else {
-            // The first occurrence was due, but the rule no longer has it (a
-            // clock far behind): it alone is due.
-            return (vec![first_ms], 0);
+            // Not reached: an occurrence after the first has come.
+            return Due { runs: vec![first_ms], skipped: 0, next_ms };
         };
         // Walk back from the latest: at most MISFIRE_RUNS_MAX, and only as far as needed.
         let wanted = match misfire {
@@ -203,7 +223,7 @@ impl Timetable {
         }
         runs.reverse();
         let skipped = self.count_between(first_ms, runs.first().copied().unwrap_or(now_ms.saturating_add(1)));
-        (runs, skipped)
+        Due { runs, skipped, next_ms }
     }
 
     /// Occurrences from `from_ms` (included) to `until_ms` (excluded),
@@ -241,15 +261,21 @@ mod tests {
         // Every minute from 0; the server was down from 0:30 to 10:30.
         let every = Timetable::of(&Rule::Every { every_ms: MINUTE }, 0).unwrap();
         let (first, now) = (MINUTE, 10 * MINUTE + 30_000);
-        assert_eq!(every.due(first, now, Misfire::Skip), (vec![], 10));
-        assert_eq!(every.due(first, now, Misfire::Once), (vec![10 * MINUTE], 9));
-        assert_eq!(every.due(first, now, Misfire::All), ((1..=10).map(|m| m * MINUTE).collect(), 0));
+        let due = |runs: Vec<u64>, skipped| Due { runs, skipped, next_ms: Some(11 * MINUTE) };
+        assert_eq!(every.due(first, now, Misfire::Skip), due(vec![], 10));
+        assert_eq!(every.due(first, now, Misfire::Once), due(vec![10 * MINUTE], 9));
+        assert_eq!(every.due(first, now, Misfire::All), due((1..=10).map(|m| m * MINUTE).collect(), 0));
         // On time, every policy runs the one occurrence.
         for misfire in [Misfire::Skip, Misfire::Once, Misfire::All] {
-            assert_eq!(every.due(MINUTE, MINUTE + 3, misfire), (vec![MINUTE], 0));
+            let on_time = Due { runs: vec![MINUTE], skipped: 0, next_ms: Some(2 * MINUTE) };
+            assert_eq!(every.due(MINUTE, MINUTE + 3, misfire), on_time);
         }
+        // Only one has come, but late: skipped, or run.
+        let late = MINUTE + MISFIRE_GRACE_MS + 1;
+        assert_eq!(every.due(MINUTE, late, Misfire::Skip), Due { runs: vec![], skipped: 1, next_ms: Some(2 * MINUTE) });
+        assert_eq!(every.due(MINUTE, late, Misfire::Once).runs, [MINUTE]);
         // All keeps the latest MISFIRE_RUNS_MAX.
-        let (runs, skipped) = every.due(MINUTE, 1_000 * MINUTE, Misfire::All);
+        let Due { runs, skipped, .. } = every.due(MINUTE, 1_000 * MINUTE, Misfire::All);
         assert_eq!(runs.len(), MISFIRE_RUNS_MAX);
         assert_eq!(runs[runs.len() - 1], 1_000 * MINUTE);
         assert_eq!(skipped, 1_000 - MISFIRE_RUNS_MAX as u64);

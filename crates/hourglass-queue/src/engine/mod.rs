@@ -323,8 +323,8 @@ impl Engine {
         for firing in state.fire_schedules(now_ms, &self.limits) {
             match firing {
                 Firing::Write(mutations, settlement) => {
-                    let Settlement::Fire { armed, ids, .. } = &settlement else { unreachable!("firings fire") };
-                    let (name, ids) = (armed.schedule.name.clone(), ids.clone());
+                    let Settlement::Fire { name, ids, .. } = &settlement else { unreachable!("firings fire") };
+                    let (name, ids) = (name.clone(), ids.clone());
                     if self.committer.send(mutations, Some(settlement)).is_none() {
                         // The writer is gone: the store keeps the schedule as
                         // it was, and a restart fires the occurrence.

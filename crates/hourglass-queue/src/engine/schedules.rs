@@ -18,7 +18,7 @@ use super::state::State;
 use crate::error::QueueError;
 use crate::limits::{Limits, SCHEDULE_RETRY_MS};
 use crate::model::{Task, TaskState};
-use crate::schedule::{occurrence_key, Overlap, Schedule, Timetable};
+use crate::schedule::{occurrence_key, Due, Overlap, Schedule, Timetable};
 use crate::store::Mutation;
 
 /// A schedule as stored, read.
@@ -107,7 +107,10 @@ impl Schedules {
         if let Some(at) = self.entries.get(name).and_then(|entry| entry.armed_at) {
             self.timeline.remove(&(at, name.into()));
         }
-        let entry = self.entries.entry(name.into()).or_insert(Entry { current: None, pending: false, armed_at: None });
+        if !self.entries.contains_key(name) {
+            self.entries.insert(name.into(), Entry { current: None, pending: false, armed_at: None });
+        }
+        let entry = self.entries.get_mut(name).expect("made above");
         debug_assert!(!entry.pending, "schedule {name} hidden twice");
         entry.pending = true;
         entry.armed_at = None;
@@ -128,6 +131,15 @@ impl Schedules {
             return;
         }
         self.arm(name, retry_at);
+    }
+
+    /// Settles a firing of a pending schedule: it moved to `next_ms`, having
+    /// enqueued `last`, and is armed there.
+    pub(crate) fn fired(&mut self, name: &str, next_ms: Option<u64>, last: Option<(u64, u64)>) {
+        let entry = self.entries.get_mut(name).expect("a fired schedule is known");
+        let armed = entry.current.as_mut().expect("a fired schedule is stored");
+        (armed.schedule.next_ms, armed.schedule.last) = (next_ms, last);
+        self.restore(name, None);
     }
 
     /// Settles a pending schedule as it was: arms it again (at `retry_at`, if
@@ -219,10 +231,11 @@ impl State {
     }
 
     fn fire(&mut self, name: Box<str>, now_ms: u64, limits: &Limits) -> Firing {
-        let armed = self.schedules.get(&name).expect("a due schedule is stored").clone();
-        let schedule = armed.schedule;
-        let first = schedule.next_ms.expect("an armed schedule has a next occurrence");
-        let (mut runs, mut skipped) = armed.timetable.due(first, now_ms, schedule.misfire);
+        let armed = self.schedules.get(&name).expect("a due schedule is stored");
+        let first = armed.schedule.next_ms.expect("an armed schedule has a next occurrence");
+        let Due { mut runs, mut skipped, next_ms } = armed.timetable.due(first, now_ms, armed.schedule.misfire);
+        // The timetable stays where it is: only the schedule's text is copied.
+        let schedule = armed.schedule.clone();
         if schedule.overlap == Overlap::Forbid {
             let previous_alive = schedule.last.is_some_and(|(_, id)| {
                 self.tasks.get(&id).is_some_and(|slot| slot.pending || slot.phase != Phase::Dead)
@@ -279,14 +292,11 @@ impl State {
             }
             return Firing::Refused { name, error };
         }
-        let next_ms = armed.timetable.next_after(now_ms.max(first));
-        let moved = Schedule { next_ms, last, ..schedule };
-        mutations.push(Mutation::PutSchedule(moved.clone()));
+        mutations.push(Mutation::PutSchedule(Schedule { next_ms, last, ..schedule }));
         if !ids.is_empty() {
             mutations.push(Mutation::NextId(self.next_id));
         }
-        let armed = Armed { schedule: moved, timetable: armed.timetable };
-        Firing::Write(mutations, Settlement::Fire { armed, ids, skipped })
+        Firing::Write(mutations, Settlement::Fire { name, next_ms, last, ids, skipped })
     }
 
     /// A schedule whose occurrence could not be enqueued: tried again later.

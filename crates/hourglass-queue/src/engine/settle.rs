@@ -44,9 +44,9 @@ pub(crate) enum Settlement {
     /// A removed task: gone once durable, back where it was if not.
     Remove { id: u64, why: Why },
     /// A schedule's occurrence: its new tasks published and the schedule moved
-    /// to `armed` once durable; if not, the tasks forgotten and the schedule
-    /// tried again later.
-    Fire { armed: Armed, ids: Vec<u64>, skipped: u64 },
+    /// to `next_ms` (having enqueued `last`) once durable; if not, the tasks
+    /// forgotten and the schedule tried again later.
+    Fire { name: Box<str>, next_ms: Option<u64>, last: Option<(u64, u64)>, ids: Vec<u64>, skipped: u64 },
     /// A schedule put: stored as `armed` once durable, as it was if not.
     PutSchedule(Armed),
     /// A schedule deleted: gone once durable, as it was if not.
@@ -115,8 +115,7 @@ impl Settler<Settlement> for EngineSettler {
                         state.reveal(task.id, now_ms);
                         timers = true;
                     }
-                    Settlement::Fire { armed, ids, skipped } => {
-                        let name = armed.schedule.name.clone();
+                    Settlement::Fire { name, next_ms, last, ids, skipped } => {
                         if durable {
                             state.totals.enqueued += ids.len() as u64;
                             state.totals.occurrences_enqueued += ids.len() as u64;
@@ -124,7 +123,7 @@ impl Settler<Settlement> for EngineSettler {
                             for id in ids {
                                 state.reveal(id, now_ms);
                             }
-                            state.schedules.reveal(&name, Some(armed), None);
+                            state.schedules.fired(&name, next_ms, last);
                         } else {
                             for id in ids {
                                 state.forget(id);
