@@ -94,14 +94,17 @@ async fn main() {
     }
     let cpu = cpu_time() - cpu_before;
     let due = schedules as u64 * seconds as u64;
-    let late = lateness.lock();
+    let (p50, p99, max) = {
+        let late = lateness.lock();
+        (late.value_at_quantile(0.5), late.value_at_quantile(0.99), late.max())
+    };
     let ms = |us: u64| us as f64 / 1_000.0;
     println!(
         "schedules: {schedules} every second for {seconds} s: {delivered} of {due} occurrences delivered; \
          occurrence to claim p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; CPU {:.1} µs an occurrence ({:.1?} in all)",
-        ms(late.value_at_quantile(0.5)),
-        ms(late.value_at_quantile(0.99)),
-        ms(late.max()),
+        ms(p50),
+        ms(p99),
+        ms(max),
         cpu.as_secs_f64() * 1e6 / delivered.max(1) as f64,
         cpu
     );
