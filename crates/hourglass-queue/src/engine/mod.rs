@@ -557,7 +557,7 @@ impl Backend for Engine {
             // by the second look, one filed after it wakes us.
             let mut woken = pin!(notify.notified());
             woken.as_mut().enable();
-            if self.shared.state.lock().queue(queue).is_some_and(|q| !q.ready.is_empty()) {
+            if self.shared.state.lock().claimable(queue, self.clock.now_ms()) {
                 continue;
             }
             if tokio::time::timeout(remaining, woken).await.is_err() {

@@ -430,6 +430,13 @@ impl State {
         (claimed, updates)
     }
 
+    /// Whether a claim of `queue` at `now_ms` would find a task: one due and
+    /// not past its expiry (those wait for the timer thread to make them dead).
+    pub(crate) fn claimable(&self, queue: &str, now_ms: u64) -> bool {
+        let expired = |id: &u64| self.expiries.get(id).is_some_and(|&at| at <= now_ms);
+        self.queue(queue).is_some_and(|q| q.ready.iter().any(|(_, id)| !expired(id)))
+    }
+
     /// `Ok` if `lease` is the task's current one. The task must not be pending.
     pub(crate) fn check_lease(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
         match self.leases.get(&id) {
