@@ -18,28 +18,22 @@ pub(crate) struct Checked {
 }
 
 pub(crate) fn queue_name(queue: &str) -> Result<(), QueueError> {
-    let valid = !queue.is_empty()
-        && queue.len() <= QUEUE_NAME_BYTES_MAX
-        && queue.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
-    if valid {
-        Ok(())
-    } else {
-        Err(QueueError::Invalid(format!(
-            "a queue name is 1 to {QUEUE_NAME_BYTES_MAX} characters of A-Z, a-z, 0-9, _ - . :"
-        )))
-    }
+    name("queue", queue, QUEUE_NAME_BYTES_MAX)
 }
 
-pub(crate) fn schedule_name(name: &str) -> Result<(), QueueError> {
+pub(crate) fn schedule_name(schedule: &str) -> Result<(), QueueError> {
+    name("schedule", schedule, SCHEDULE_NAME_BYTES_MAX)
+}
+
+/// A name of a `kind` of thing: 1 to `max` bytes of letters, digits and `_ - . :`.
+fn name(kind: &str, name: &str, max: usize) -> Result<(), QueueError> {
     let valid = !name.is_empty()
-        && name.len() <= SCHEDULE_NAME_BYTES_MAX
+        && name.len() <= max
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
     if valid {
         Ok(())
     } else {
-        Err(QueueError::Invalid(format!(
-            "a schedule name is 1 to {SCHEDULE_NAME_BYTES_MAX} characters of A-Z, a-z, 0-9, _ - . :"
-        )))
+        Err(QueueError::Invalid(format!("a {kind} name is 1 to {max} characters of A-Z, a-z, 0-9, _ - . :")))
     }
 }
 

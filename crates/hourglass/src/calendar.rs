@@ -118,28 +118,22 @@ impl Cron {
     /// The first occurrence strictly after `after_ms` (Unix milliseconds), in
     /// Unix milliseconds; `None` if there is none (before the year 5000).
     pub fn next_after_ms(&self, after_ms: u64) -> Option<u64> {
-        let after = Timestamp::from_millisecond(i64::try_from(after_ms).ok()?).ok()?;
-        let after = Zoned::new(after, self.time_zone.clone());
-        self.parts
-            .iter()
-            .filter_map(|part| part.find_next_occurrence(&after, false).ok())
-            .map(|next| next.timestamp().as_millisecond())
-            .min()
-            .and_then(|ms| u64::try_from(ms).ok())
+        let after = self.zoned(after_ms)?;
+        self.parts.iter().filter_map(|part| unix_ms(part.find_next_occurrence(&after, false))).min()
     }
 
     /// The last occurrence at or before `at_ms`; `None` if there is none
     /// (after the year 1).
     pub fn latest_at_or_before_ms(&self, at_ms: u64) -> Option<u64> {
+        let at = self.zoned(at_ms)?;
+        let latest = self.parts.iter().filter_map(|part| unix_ms(part.find_previous_occurrence(&at, true))).max();
+        latest.filter(|&ms| ms <= at_ms)
+    }
+
+    /// `at_ms` in the schedule's zone; `None` past what jiff represents.
+    fn zoned(&self, at_ms: u64) -> Option<Zoned> {
         let at = Timestamp::from_millisecond(i64::try_from(at_ms).ok()?).ok()?;
-        let at = Zoned::new(at, self.time_zone.clone());
-        self.parts
-            .iter()
-            .filter_map(|part| part.find_previous_occurrence(&at, true).ok())
-            .map(|previous| previous.timestamp().as_millisecond())
-            .max()
-            .and_then(|ms| u64::try_from(ms).ok())
-            .filter(|&ms| ms <= at_ms)
+        Some(Zoned::new(at, self.time_zone.clone()))
     }
 
     /// The occurrences after `after_ms`, in order.
@@ -186,6 +180,12 @@ impl FromStr for Cron {
     fn from_str(expression: &str) -> Result<Cron, CronError> {
         Cron::new(expression, "UTC")
     }
+}
+
+/// An occurrence croner found, in Unix milliseconds; `None` for none (or one
+/// before 1970).
+fn unix_ms(found: Result<Zoned, croner::errors::CronError>) -> Option<u64> {
+    u64::try_from(found.ok()?.timestamp().as_millisecond()).ok()
 }
 
 /// For an interval job whose time fields are lists or ranges without `*` or
