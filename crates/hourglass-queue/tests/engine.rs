@@ -466,3 +466,18 @@ async fn a_small_step_back_is_waited_out_and_a_step_forward_fires_what_it_passed
     h.engine.poll_timers();
     assert_eq!(claim_due(&h).await, [tomorrow]);
 }
+
+#[tokio::test]
+async fn lateness_after_a_restart_stays_visible_in_the_stats() {
+    let h = Harness::new();
+    h.engine.enqueue("q", task("late", RunAt::Delay(1_000))).await.unwrap();
+    // The server is down from +0.5 s to +10.5 s: the task came due while it was.
+    h.advance(500).await;
+    h.clock.advance_ms(10_000);
+    let h = h.restart();
+    let claimed = h.engine.claim("q", 1, 30_000, 0).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let lateness = h.engine.queue("q").await.unwrap().lateness;
+    assert_eq!(lateness.samples, 1);
+    assert!((9_400.0..9_600.0).contains(&lateness.max), "9.5 s late, and the stats say so: {lateness:?}");
+}
