@@ -280,4 +280,57 @@ mod tests {
         assert_eq!(runs[runs.len() - 1], 1_000 * MINUTE);
         assert_eq!(skipped, 1_000 - MISFIRE_RUNS_MAX as u64);
     }
+
+    /// What [`Timetable::due`] must answer, worked out by walking every
+    /// occurrence from the first to now.
+    fn due_by_walking(timetable: &Timetable, first: u64, now: u64, misfire: Misfire) -> Due {
+        let mut come = vec![first];
+        while let Some(next) = timetable.next_after(*come.last().unwrap()).filter(|&next| next <= now) {
+            come.push(next);
+        }
+        let on_time = |at: &u64| now - at <= MISFIRE_GRACE_MS;
+        let runs: Vec<u64> = match misfire {
+            Misfire::Skip => come.iter().copied().filter(on_time).collect(),
+            Misfire::Once => vec![*come.last().unwrap()],
+            Misfire::All => come[come.len().saturating_sub(MISFIRE_RUNS_MAX)..].to_vec(),
+        };
+        let skipped = (come.len() - runs.len()) as u64;
+        Due { runs, skipped, next_ms: timetable.next_after(now) }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Every policy, on periods and on cron rules in zones with daylight
+        /// saving, at any distance from the first occurrence, agrees with
+        /// walking the occurrences one by one.
+        #[test]
+        fn due_agrees_with_walking_every_occurrence(
+            rule in 0..6usize,
+            every_ms in 1_000u64..120_000,
+            start_ms in 1_700_000_000_000u64..1_900_000_000_000,
+            occurrences_after in 0u64..150,
+            extra_ms in 0u64..60_000,
+            misfire in 0..3usize,
+        ) {
+            let cron = |expression: &str, time_zone: &str| Rule::Cron { expression: expression.into(), time_zone: time_zone.into() };
+            let rule = match rule {
+                0 => Rule::Every { every_ms },
+                1 => cron("* * * * *", "UTC"),
+                2 => cron("*/7 * * * * *", "Europe/Berlin"),
+                3 => cron("30 2 * * *", "America/New_York"),
+                4 => cron("0,30 1-3 * * *", "Australia/Lord_Howe"),
+                _ => cron("0 9 * * MON-FRI", "Europe/Berlin"),
+            };
+            let misfire = [Misfire::Skip, Misfire::Once, Misfire::All][misfire];
+            let timetable = Timetable::of(&rule, start_ms).unwrap();
+            let first = timetable.next_after(start_ms).unwrap();
+            let mut now = first;
+            for _ in 0..occurrences_after {
+                now = timetable.next_after(now).unwrap();
+            }
+            let now = now + extra_ms.min(timetable.next_after(now).unwrap() - now - 1);
+            proptest::prop_assert_eq!(timetable.due(first, now, misfire), due_by_walking(&timetable, first, now, misfire));
+        }
+    }
 }
