@@ -56,8 +56,8 @@ enum Command {
         /// Repeat at this period.
         #[arg(long, value_parser = humantime::parse_duration)]
         every: Option<Duration>,
-        /// Not delivered within this long, the task is dead (reason
-        /// `expired`) instead of running late.
+        /// Not delivered within this long of coming due, the task is dead
+        /// (reason `expired`) instead of running late.
         #[arg(long, value_parser = humantime::parse_duration)]
         expires_in: Option<Duration>,
         #[command(flatten)]
