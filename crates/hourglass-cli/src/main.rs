@@ -157,6 +157,20 @@ enum ScheduleCommand {
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// Pause a schedule: it enqueues nothing until resumed.
+    Pause {
+        /// The schedule's name.
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Resume a paused schedule; what it missed goes to its misfire policy.
+    Resume {
+        /// The schedule's name.
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
     /// Delete a schedule (tasks it enqueued stay).
     Delete {
         /// The schedule's name.
@@ -222,6 +236,12 @@ async fn schedule(command: ScheduleCommand) -> anyhow::Result<()> {
         ScheduleCommand::List { server } => print(&Client::new(&server)?.get("/v1/schedules").await?),
         ScheduleCommand::Show { name, server } => {
             print(&Client::new(&server)?.get(&format!("/v1/schedules/{name}")).await?);
+        }
+        ScheduleCommand::Pause { name, server } => {
+            print(&Client::new(&server)?.post(&format!("/v1/schedules/{name}/pause"), &json!({})).await?);
+        }
+        ScheduleCommand::Resume { name, server } => {
+            print(&Client::new(&server)?.post(&format!("/v1/schedules/{name}/resume"), &json!({})).await?);
         }
         ScheduleCommand::Delete { name, server } => {
             Client::new(&server)?.delete(&format!("/v1/schedules/{name}")).await?;

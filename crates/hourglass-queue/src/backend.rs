@@ -167,6 +167,15 @@ pub trait Backend: Send + Sync + 'static {
     /// [`QueueError::Storage`].
     async fn put_schedule(&self, name: &str, new: NewSchedule) -> Result<(ScheduleInfo, bool), QueueError>;
 
+    /// Pauses (`true`) or resumes the schedule `name`. A paused schedule
+    /// enqueues nothing; resumed, the occurrences it missed meanwhile go to
+    /// its misfire policy. Pausing a paused one, or resuming a running one,
+    /// changes nothing.
+    ///
+    /// # Errors
+    /// [`QueueError::ScheduleNotFound`], [`QueueError::Storage`].
+    async fn pause_schedule(&self, name: &str, paused: bool) -> Result<ScheduleInfo, QueueError>;
+
     /// The schedule `name` with its next occurrences.
     ///
     /// # Errors

@@ -7,8 +7,8 @@
 //! written in one atomic batch, so a restart never enqueues one occurrence
 //! twice, and a crash never loses one that was due.
 //!
-//! What happens to occurrences missed while the server was down is the
-//! schedule's [`Misfire`] policy; what happens to an occurrence while the
+//! What happens to occurrences missed while the server was down, or while
+//! the schedule was paused, is the schedule's [`Misfire`] policy; what happens to an occurrence while the
 //! previous one's task is still waiting or running is its [`Overlap`] policy.
 
 use hourglass::Cron;
@@ -35,7 +35,7 @@ pub enum Rule {
 }
 
 /// What a schedule does about occurrences missed while the server was down
-/// (an occurrence is missed when it comes more than
+/// or the schedule paused (an occurrence is missed when it comes more than
 /// [`MISFIRE_GRACE_MS`] late).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Misfire {
@@ -100,6 +100,9 @@ pub struct Schedule {
     pub next_ms: Option<u64>,
     /// The latest occurrence enqueued, and its task's id.
     pub last: Option<(u64, u64)>,
+    /// Paused: nothing is enqueued. Its next occurrence stays where it was,
+    /// so on resuming, those missed meanwhile go to the misfire policy.
+    pub paused: bool,
 }
 
 /// A schedule as a read shows it.

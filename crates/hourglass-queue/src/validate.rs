@@ -68,6 +68,7 @@ pub(crate) fn schedule(
         since_ms: now_ms,
         next_ms,
         last: None,
+        paused: false,
     };
     Ok((schedule, timetable))
 }

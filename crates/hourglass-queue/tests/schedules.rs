@@ -276,3 +276,39 @@ async fn a_durable_schedule_keeps_the_dst_rule() {
     let fall = occurrences_over_two_days("America/New_York", "30 1 * * *", "2026-10-31T04:00:00Z").await;
     assert_eq!(fall, ["2026-10-31T01:30-04:00", "2026-11-01T01:30-04:00"]);
 }
+
+/// Paused 30 s after the first occurrence for ten minutes, then resumed.
+async fn after_ten_minutes_paused(misfire: Misfire) -> Node {
+    let node = Node::new();
+    node.engine.put_schedule("tick", every_minute("q", misfire, Overlap::Allow)).await.unwrap();
+    node.advance(MINUTE).await;
+    node.advance(30_000).await;
+    let info = node.engine.pause_schedule("tick", true).await.unwrap();
+    assert!(info.schedule.paused);
+    for _ in 0..10 {
+        node.advance(MINUTE).await;
+    }
+    assert_eq!(node.due_times("q").await, [T0_MS + MINUTE], "nothing while paused");
+    node.engine.pause_schedule("tick", false).await.unwrap();
+    node.advance(0).await;
+    node
+}
+
+#[tokio::test]
+async fn resuming_a_paused_schedule_applies_its_misfire_policy() {
+    let skip = after_ten_minutes_paused(Misfire::Skip).await;
+    assert_eq!(skip.due_times("q").await, [T0_MS + MINUTE]);
+    assert_eq!(skip.engine.totals().await.occurrences_skipped, 10);
+    let once = after_ten_minutes_paused(Misfire::Once).await;
+    assert_eq!(once.due_times("q").await, [T0_MS + MINUTE, T0_MS + 11 * MINUTE], "one catch-up run");
+    let all = after_ten_minutes_paused(Misfire::All).await;
+    let expected: Vec<u64> = (1..=11).map(|m| T0_MS + m * MINUTE).collect();
+    assert_eq!(all.due_times("q").await, expected, "every missed occurrence");
+    // A definition put while paused stays paused (and starts again from now).
+    all.engine.pause_schedule("tick", true).await.unwrap();
+    let (info, _) = all.engine.put_schedule("tick", every_minute("q", Misfire::All, Overlap::Allow)).await.unwrap();
+    assert!(info.schedule.paused);
+    all.advance(5 * MINUTE).await;
+    assert_eq!(all.due_times("q").await.len(), 11);
+    assert!(matches!(all.engine.pause_schedule("none", true).await, Err(QueueError::ScheduleNotFound(_))));
+}

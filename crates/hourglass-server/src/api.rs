@@ -42,6 +42,8 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/tasks/{id}/retry", post(retry))
         .route("/v1/schedules", get(list_schedules))
         .route("/v1/schedules/{name}", put(put_schedule).get(show_schedule).delete(delete_schedule))
+        .route("/v1/schedules/{name}/pause", post(pause_schedule))
+        .route("/v1/schedules/{name}/resume", post(resume_schedule))
 }
 
 /// A schedule as clients put it: `cron` (with an optional `time_zone`,
@@ -342,6 +344,16 @@ async fn put_schedule(
 async fn show_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
     let Path(name) = name?;
     Ok(Json(ScheduleBody::from(app.backend.schedule(&name).await?)).into_response())
+}
+
+async fn pause_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
+    let Path(name) = name?;
+    Ok(Json(ScheduleBody::from(app.backend.pause_schedule(&name, true).await?)).into_response())
+}
+
+async fn resume_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
+    let Path(name) = name?;
+    Ok(Json(ScheduleBody::from(app.backend.pause_schedule(&name, false).await?)).into_response())
 }
 
 async fn delete_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {

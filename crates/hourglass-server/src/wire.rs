@@ -123,6 +123,8 @@ pub(crate) struct ScheduleBody {
     overlap: &'static str,
     max_attempts: u32,
     since_ms: u64,
+    /// Paused: nothing is enqueued until it is resumed.
+    paused: bool,
     /// The next runs, at most five; empty when the rule has no more.
     next_runs: Vec<RunBody>,
     /// The latest occurrence enqueued, and its task.
@@ -150,6 +152,7 @@ impl From<ScheduleInfo> for ScheduleBody {
             overlap: name_of(&OVERLAPS, schedule.overlap),
             max_attempts: schedule.max_attempts,
             since_ms: schedule.since_ms,
+            paused: schedule.paused,
             time_zone,
         }
     }

@@ -381,6 +381,14 @@ async fn schedules_are_put_shown_listed_fired_and_deleted() {
     assert_eq!(page["schedules"][0]["name"], "tick");
     assert!(page.get("next").is_none());
 
+    let (status, paused) = api.call(Method::POST, "/v1/schedules/tick/pause", None).await;
+    assert_eq!((status, &paused["paused"]), (StatusCode::OK, &json!(true)));
+    api.advance(5_000).await;
+    api.engine.flushed().await;
+    let (_, claimed) = api.call(Method::POST, "/v1/queues/ticks/claim", Some("{}")).await;
+    assert_eq!(claimed["tasks"], json!([]), "nothing while paused");
+    let (status, resumed) = api.call(Method::POST, "/v1/schedules/tick/resume", None).await;
+    assert_eq!((status, &resumed["paused"]), (StatusCode::OK, &json!(false)));
     let (status, _) = api.call(Method::DELETE, "/v1/schedules/tick", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, body) = api.call(Method::GET, "/v1/schedules/tick", None).await;

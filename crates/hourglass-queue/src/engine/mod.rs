@@ -646,8 +646,10 @@ impl Backend for Engine {
                 let old = state.schedules.get(name);
                 let created = old.is_none();
                 let mut armed = put.clone();
-                // The overlap policy looks at the task of the latest occurrence, whichever version made it.
+                // The overlap policy looks at the task of the latest occurrence,
+                // whichever version made it; a paused schedule stays paused.
                 armed.schedule.last = old.and_then(|old| old.schedule.last);
+                armed.schedule.paused = old.is_some_and(|old| old.schedule.paused);
                 let old_bytes = old.map_or(0, |old| schedules::bytes_of(&old.schedule));
                 let held = state.memory_bytes + state.schedules.memory_bytes() - old_bytes;
                 let adding = schedules::bytes_of(&armed.schedule);
@@ -667,6 +669,35 @@ impl Backend for Engine {
             })
             .await?;
         Ok((info_of(armed), created))
+    }
+
+    async fn pause_schedule(&self, name: &str, paused: bool) -> Result<ScheduleInfo, QueueError> {
+        validate::schedule_name(name)?;
+        let armed = self
+            .when_settled(Access::Write, |state| {
+                match state.schedules.pending(name) {
+                    None => return Attempt::Done(Err(QueueError::ScheduleNotFound(name.to_owned()))),
+                    Some(true) => return Attempt::Wait,
+                    Some(false) => {}
+                }
+                let current = state.schedules.get(name).expect("a settled schedule is stored");
+                if current.schedule.paused == paused {
+                    return Attempt::Done(Ok(current.clone()));
+                }
+                let mut armed = current.clone();
+                armed.schedule.paused = paused;
+                state.schedules.hide(name);
+                let mutation = Mutation::PutSchedule(armed.schedule.clone());
+                match self.committer.send(vec![mutation], Some(Settlement::PutSchedule(armed.clone()))) {
+                    Some(reply) => Attempt::Sent(reply, armed),
+                    None => {
+                        state.schedules.restore(name, None);
+                        Attempt::Done(Err(QueueError::ShuttingDown))
+                    }
+                }
+            })
+            .await?;
+        Ok(info_of(armed))
     }
 
     async fn schedule(&self, name: &str) -> Result<ScheduleInfo, QueueError> {

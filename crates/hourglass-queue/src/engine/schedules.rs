@@ -157,8 +157,9 @@ impl Schedules {
 
     fn arm(&mut self, name: &str, at: Option<u64>) {
         let entry = self.entries.get_mut(name).expect("arming a known schedule");
-        let next = entry.current.as_ref().and_then(|armed| armed.schedule.next_ms);
-        entry.armed_at = at.or(next);
+        let current = entry.current.as_ref().filter(|armed| !armed.schedule.paused);
+        let next = current.and_then(|armed| armed.schedule.next_ms);
+        entry.armed_at = next.and(at).or(next);
         if let Some(at) = entry.armed_at {
             self.timeline.insert((at, name.into()));
         }
@@ -189,8 +190,13 @@ impl Schedules {
             }
             match (entry.pending, entry.armed_at) {
                 (true, Some(_)) => return Err(format!("schedule {name} is pending but armed")),
-                (false, None) if entry.current.as_ref().is_some_and(|a| a.schedule.next_ms.is_some()) => {
+                (false, None)
+                    if entry.current.as_ref().is_some_and(|a| a.schedule.next_ms.is_some() && !a.schedule.paused) =>
+                {
                     return Err(format!("schedule {name} has a next occurrence but is not armed"));
+                }
+                (_, Some(_)) if entry.current.as_ref().is_some_and(|a| a.schedule.paused) => {
+                    return Err(format!("schedule {name} is paused but armed"));
                 }
                 (_, Some(at)) => {
                     armed += 1;

@@ -7,8 +7,8 @@
 //!      0    1  format version (1)
 //!      1    1  flags: bits 0-1 the rule (0 cron, 1 every), bits 2-3 misfire
 //!              (0 skip, 1 once, 2 all), bit 4 overlap forbidden, bit 5 a
-//!              next occurrence follows, bit 6 the last one enqueued follows;
-//!              no other bit is set
+//!              next occurrence follows, bit 6 the last one enqueued follows,
+//!              bit 7 paused
 //!      2    8  since_ms         u64 LE
 //!     10    2  max_attempts     u16 LE
 //!          (8) every_ms         u64 LE, not 0; only for an every rule
@@ -32,7 +32,7 @@ const MISFIRE_SHIFT: u8 = 2;
 const OVERLAP_FORBID: u8 = 1 << 4;
 const HAS_NEXT: u8 = 1 << 5;
 const HAS_LAST: u8 = 1 << 6;
-const KNOWN_FLAGS: u8 = 0b0111_1111;
+const PAUSED: u8 = 1 << 7;
 
 /// The record of `schedule`. Lengths are bounded by the engine's limits, far
 /// below these fields' ranges.
@@ -49,7 +49,8 @@ pub(crate) fn encode(schedule: &Schedule) -> Vec<u8> {
     } | misfire << MISFIRE_SHIFT
         | if schedule.overlap == Overlap::Forbid { OVERLAP_FORBID } else { 0 }
         | if schedule.next_ms.is_some() { HAS_NEXT } else { 0 }
-        | if schedule.last.is_some() { HAS_LAST } else { 0 };
+        | if schedule.last.is_some() { HAS_LAST } else { 0 }
+        | if schedule.paused { PAUSED } else { 0 };
     out.push(VERSION);
     out.push(flags);
     out.extend_from_slice(&schedule.since_ms.to_le_bytes());
@@ -86,10 +87,9 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<Schedule, String> {
         VERSION => {}
         version => return Err(format!("unknown schedule record version {version}")),
     }
+    // Every bit of the flags has a meaning; the rule and misfire fields
+    // refuse their unused values below.
     let flags = reader.u8()?;
-    if flags & !KNOWN_FLAGS != 0 {
-        return Err(format!("unknown schedule flags {flags:#04x}"));
-    }
     let misfire = match (flags >> MISFIRE_SHIFT) & 0b11 {
         0 => Misfire::Skip,
         1 => Misfire::Once,
@@ -118,7 +118,20 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<Schedule, String> {
     let payload_len = reader.u32()? as usize;
     let payload = reader.str(payload_len)?.into();
     reader.end()?;
-    Ok(Schedule { name: name.into(), queue, rule, payload, misfire, overlap, max_attempts, since_ms, next_ms, last })
+    let paused = flags & PAUSED != 0;
+    Ok(Schedule {
+        name: name.into(),
+        queue,
+        rule,
+        payload,
+        misfire,
+        overlap,
+        max_attempts,
+        since_ms,
+        next_ms,
+        last,
+        paused,
+    })
 }
 
 #[cfg(test)]
@@ -137,6 +150,7 @@ mod tests {
             since_ms: 1_700_000_000_000,
             next_ms: Some(1_700_000_060_000),
             last: Some((1_700_000_000_000, 42)),
+            paused: false,
         }
     }
 
@@ -151,7 +165,8 @@ mod tests {
             last: None,
             ..schedule()
         };
-        for schedule in [cron, every, Schedule { misfire: Misfire::Skip, ..schedule() }] {
+        let paused = Schedule { paused: true, ..schedule() };
+        for schedule in [cron, every, paused, Schedule { misfire: Misfire::Skip, ..schedule() }] {
             let bytes = encode(&schedule);
             assert_eq!(decode(&schedule.name, &bytes), Ok(schedule));
         }

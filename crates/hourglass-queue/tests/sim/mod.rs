@@ -275,7 +275,13 @@ impl World {
                     Err(_) => {}
                 }
             }
-            5..=6 => {
+            5 => {
+                // Paused or resumed: the occurrences missed meanwhile go to the misfire policy.
+                if let Ok(info) = self.engine.pause_schedule(&name, rng.random_bool(0.5)).await {
+                    self.ledger.lock().seen_schedules.push((name, info.schedule.next_ms));
+                }
+            }
+            6 => {
                 let sent = self.ledger.lock().schedule_sent(&name);
                 let deleted = self.engine.delete_schedule(&name).await.is_ok();
                 let settled = !before && !self.crashed();
