@@ -142,6 +142,10 @@ enum ScheduleCommand {
         /// Deliveries allowed for each task.
         #[arg(long)]
         max_attempts: Option<u32>,
+        /// A deadline for each run: not started within this long of its
+        /// time, it is skipped (or its task dies, reason `expired`).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        expires_in: Option<Duration>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -216,6 +220,7 @@ async fn schedule(command: ScheduleCommand) -> anyhow::Result<()> {
             misfire,
             overlap,
             max_attempts,
+            expires_in,
             server,
         } => {
             let mut body =
@@ -230,6 +235,9 @@ async fn schedule(command: ScheduleCommand) -> anyhow::Result<()> {
             }
             if let Some(max_attempts) = max_attempts {
                 body["max_attempts"] = json!(max_attempts);
+            }
+            if let Some(expires_in) = expires_in {
+                body["expires_after_ms"] = json!(millis(expires_in));
             }
             print(&Client::new(&server)?.put(&format!("/v1/schedules/{name}"), &body).await?);
         }

@@ -52,6 +52,7 @@ async fn main() {
             misfire: Misfire::Skip,
             overlap: Overlap::Allow,
             max_attempts: None,
+            expires_after_ms: None,
         };
         engine.put_schedule(&format!("s{n}"), new).await.expect("put");
     }

@@ -75,6 +75,11 @@ pub struct NewSchedule {
     pub overlap: Overlap,
     /// Attempts of each task; the queue's default if `None`.
     pub max_attempts: Option<u32>,
+    /// A deadline for each occurrence, as Kubernetes' `startingDeadlineSeconds`:
+    /// its task expires this long after the occurrence (dead, reason
+    /// `expired`, if not delivered by then), and an occurrence found already
+    /// past it is skipped rather than enqueued.
+    pub expires_after_ms: Option<u64>,
 }
 
 /// A stored schedule.
@@ -94,6 +99,8 @@ pub struct Schedule {
     pub overlap: Overlap,
     /// Attempts of each task.
     pub max_attempts: u32,
+    /// Each occurrence's deadline, after its time.
+    pub expires_after_ms: Option<u64>,
     /// When this version was put, Unix ms: an [`Rule::Every`] counts from here.
     pub since_ms: u64,
     /// The next occurrence to enqueue, Unix ms; `None` when there are no more.

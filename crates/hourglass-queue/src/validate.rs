@@ -50,8 +50,9 @@ pub(crate) fn schedule(
     if new.payload.len() > payload_bytes_max {
         return Err(QueueError::PayloadTooLarge { bytes: new.payload.len(), max: payload_bytes_max });
     }
-    let max_attempts = new.max_attempts.unwrap_or(MAX_ATTEMPTS_DEFAULT);
-    range("max_attempts", u64::from(max_attempts), 1, u64::from(MAX_ATTEMPTS_MAX))?;
+    let max_attempts = max_attempts(new.max_attempts)?;
+    let expires_after_ms =
+        new.expires_after_ms.map(|ms| checked_range("expires_after_ms", ms, 1, DELAY_MS_MAX)).transpose()?;
     let timetable = Timetable::of(&new.rule, now_ms)?;
     let next_ms = timetable.next_after(now_ms);
     if next_ms.is_none() {
@@ -65,6 +66,7 @@ pub(crate) fn schedule(
         misfire: new.misfire,
         overlap: new.overlap,
         max_attempts,
+        expires_after_ms,
         since_ms: now_ms,
         next_ms,
         last: None,
@@ -146,8 +148,7 @@ fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Check
     if let Some(k) = &new.key {
         key(k)?;
     }
-    let max_attempts = new.max_attempts.unwrap_or(MAX_ATTEMPTS_DEFAULT);
-    range("max_attempts", u64::from(max_attempts), 1, u64::from(MAX_ATTEMPTS_MAX))?;
+    let max_attempts = max_attempts(new.max_attempts)?;
     if let Some(every_ms) = new.every_ms {
         range("every_ms", every_ms, EVERY_MS_MIN, DELAY_MS_MAX)?;
     }
@@ -172,6 +173,12 @@ fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Check
         every_ms: new.every_ms,
         expires_at_ms,
     })
+}
+
+/// Attempts asked for, or the default; within range.
+fn max_attempts(asked: Option<u32>) -> Result<u32, QueueError> {
+    let max_attempts = asked.unwrap_or(MAX_ATTEMPTS_DEFAULT);
+    checked_range("max_attempts", u64::from(max_attempts), 1, u64::from(MAX_ATTEMPTS_MAX)).map(|_| max_attempts)
 }
 
 /// [`range`], returning the value.

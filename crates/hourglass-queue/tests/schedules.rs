@@ -70,6 +70,7 @@ fn every_minute(queue: &str, misfire: Misfire, overlap: Overlap) -> NewSchedule 
         misfire,
         overlap,
         max_attempts: None,
+        expires_after_ms: None,
     }
 }
 
@@ -231,6 +232,9 @@ async fn bad_schedules_are_refused_with_what_is_wrong() {
     let message =
         refused(node.engine.put_schedule("s", NewSchedule { rule: Rule::Every { every_ms: 1 }, ..base.clone() }).await);
     assert!(message.contains("every_ms"), "{message}");
+    let message =
+        refused(node.engine.put_schedule("s", NewSchedule { expires_after_ms: Some(0), ..base.clone() }).await);
+    assert!(message.contains("expires_after_ms"), "{message}");
     let message = refused(node.engine.put_schedule("bad name", base.clone()).await);
     assert!(message.contains("schedule name"), "{message}");
     let message = refused(node.engine.put_schedule("s", NewSchedule { queue: "".into(), ..base.clone() }).await);
@@ -311,4 +315,27 @@ async fn resuming_a_paused_schedule_applies_its_misfire_policy() {
     all.advance(5 * MINUTE).await;
     assert_eq!(all.due_times("q").await.len(), 11);
     assert!(matches!(all.engine.pause_schedule("none", true).await, Err(QueueError::ScheduleNotFound(_))));
+}
+
+#[tokio::test]
+async fn a_deadline_skips_occurrences_too_late_to_start_and_expires_those_not_delivered() {
+    let node = Node::new();
+    let deadline =
+        NewSchedule { expires_after_ms: Some(3 * MINUTE), ..every_minute("q", Misfire::All, Overlap::Allow) };
+    node.engine.put_schedule("tick", deadline).await.unwrap();
+    node.advance(MINUTE).await;
+    node.advance(30_000).await;
+    let node = node.restart_after(10 * MINUTE).await;
+    // Down until 11:30: of the ten missed, only those within 3 minutes of their time are enqueued.
+    let expected: Vec<u64> = [1, 9, 10, 11].iter().map(|m| T0_MS + m * MINUTE).collect();
+    assert_eq!(node.due_times("q").await, expected);
+    assert_eq!(node.engine.totals().await.occurrences_skipped, 7);
+    // Nobody claims: each dies at its deadline, reason expired.
+    node.advance(3 * MINUTE).await;
+    let dead = node.engine.list(
+        "q",
+        hourglass_queue::ListRequest { status: Some(hourglass_queue::Status::Dead), after: None, limit: 100 },
+    );
+    let dead = dead.await.unwrap().tasks;
+    assert!(dead.len() >= 3 && dead.iter().all(|info| info.task.expired), "{dead:?}");
 }

@@ -59,6 +59,7 @@ struct ScheduleRequest {
     misfire: Option<String>,
     overlap: Option<String>,
     max_attempts: Option<u32>,
+    expires_after_ms: Option<u64>,
 }
 
 impl ScheduleRequest {
@@ -80,6 +81,7 @@ impl ScheduleRequest {
             misfire: self.misfire.as_deref().map(wire::parse_misfire).transpose()?.unwrap_or_default(),
             overlap: self.overlap.as_deref().map(wire::parse_overlap).transpose()?.unwrap_or_default(),
             max_attempts: self.max_attempts,
+            expires_after_ms: self.expires_after_ms,
         })
     }
 }

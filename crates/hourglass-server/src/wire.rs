@@ -122,6 +122,8 @@ pub(crate) struct ScheduleBody {
     misfire: &'static str,
     overlap: &'static str,
     max_attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_after_ms: Option<u64>,
     since_ms: u64,
     /// Paused: nothing is enqueued until it is resumed.
     paused: bool,
@@ -151,6 +153,7 @@ impl From<ScheduleInfo> for ScheduleBody {
             misfire: name_of(&MISFIRES, schedule.misfire),
             overlap: name_of(&OVERLAPS, schedule.overlap),
             max_attempts: schedule.max_attempts,
+            expires_after_ms: schedule.expires_after_ms,
             since_ms: schedule.since_ms,
             paused: schedule.paused,
             time_zone,

@@ -250,6 +250,12 @@ impl State {
             skipped += (runs.len() - keep) as u64;
             runs.drain(..runs.len() - keep);
         }
+        if let Some(deadline_ms) = schedule.expires_after_ms {
+            // Too late to start: skipped, not enqueued to die.
+            let before = runs.len();
+            runs.retain(|&occurrence_ms| occurrence_ms.saturating_add(deadline_ms) > now_ms);
+            skipped += (before - runs.len()) as u64;
+        }
         let queue_id = match self.queue_id(&schedule.queue) {
             Ok(queue_id) => queue_id,
             Err(error) => return Firing::Refused { name, error },
@@ -274,7 +280,7 @@ impl State {
                 max_attempts: schedule.max_attempts,
                 key: Some(key.into()),
                 every_ms: None,
-                expires_at_ms: None,
+                expires_at_ms: schedule.expires_after_ms.map(|deadline_ms| occurrence_ms.saturating_add(deadline_ms)),
                 expired: false,
                 state: TaskState::Scheduled,
                 created_ms: now_ms,

@@ -11,6 +11,7 @@
 //!              bit 7 paused
 //!      2    8  since_ms         u64 LE
 //!     10    2  max_attempts     u16 LE
+//!     12    8  expires_after_ms u64 LE, 0 = none
 //!          (8) every_ms         u64 LE, not 0; only for an every rule
 //!          (8) next_ms          u64 LE; only with bit 5
 //!         (16) last occurrence  u64 LE, then its task's id u64 LE; only with bit 6
@@ -55,6 +56,7 @@ pub(crate) fn encode(schedule: &Schedule) -> Vec<u8> {
     out.push(flags);
     out.extend_from_slice(&schedule.since_ms.to_le_bytes());
     out.extend_from_slice(&(schedule.max_attempts.min(u32::from(u16::MAX)) as u16).to_le_bytes());
+    out.extend_from_slice(&schedule.expires_after_ms.unwrap_or(0).to_le_bytes());
     if let Rule::Every { every_ms } = schedule.rule {
         out.extend_from_slice(&every_ms.to_le_bytes());
     }
@@ -99,6 +101,7 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<Schedule, String> {
     let overlap = if flags & OVERLAP_FORBID != 0 { Overlap::Forbid } else { Overlap::Allow };
     let since_ms = reader.u64()?;
     let max_attempts = u32::from(reader.u16()?);
+    let expires_after_ms = Some(reader.u64()?).filter(|&ms| ms != 0);
     let every_ms = match flags & 0b11 {
         0 => None,
         RULE_EVERY => Some(Some(reader.u64()?).filter(|&every| every != 0).ok_or("a period of 0")?),
@@ -127,6 +130,7 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<Schedule, String> {
         misfire,
         overlap,
         max_attempts,
+        expires_after_ms,
         since_ms,
         next_ms,
         last,
@@ -147,6 +151,7 @@ mod tests {
             misfire: Misfire::Once,
             overlap: Overlap::Forbid,
             max_attempts: 3,
+            expires_after_ms: Some(3_600_000),
             since_ms: 1_700_000_000_000,
             next_ms: Some(1_700_000_060_000),
             last: Some((1_700_000_000_000, 42)),

@@ -261,6 +261,7 @@ impl World {
                     misfire: [Misfire::Skip, Misfire::Once, Misfire::All][rng.random_range(0..3)],
                     overlap: if rng.random_bool(0.5) { Overlap::Allow } else { Overlap::Forbid },
                     max_attempts: Some(rng.random_range(1..4)),
+                    expires_after_ms: rng.random_bool(0.3).then(|| rng.random_range(1..500)),
                 };
                 let sent = self.ledger.lock().schedule_sent(&name);
                 let result = self.engine.put_schedule(&name, new).await;
