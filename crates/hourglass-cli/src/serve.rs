@@ -87,9 +87,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let timers = engine.start_timers().context("cannot start the timer thread")?;
     let totals = engine.totals().await;
     eprintln!(
-        "hourglass: serving http://{} with {} tasks ({} in memory) from {} (ready in {:.0?}, fsync {})",
+        "hourglass: serving http://{} with {} tasks and {} schedules ({} in memory) from {} (ready in {:.0?}, fsync {})",
         listener.local_addr()?,
         totals.tasks,
+        totals.schedules,
         ByteSize::b(totals.memory_bytes).display().iec(),
         args.data.display(),
         started.elapsed(),

@@ -60,6 +60,8 @@ pub struct Totals {
     pub occurrences_skipped: u64,
     /// Tasks held now.
     pub tasks: usize,
+    /// Schedules stored now.
+    pub schedules: usize,
     /// Bytes of tasks held in memory, as the memory budget counts them.
     pub memory_bytes: u64,
     /// The memory budget, if the backend has one.

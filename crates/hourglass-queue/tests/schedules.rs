@@ -188,6 +188,7 @@ async fn schedules_survive_restarts_and_can_be_replaced_and_deleted() {
     let page = node.engine.schedules(None, 10).await.unwrap();
     let names: Vec<&str> = page.schedules.iter().map(|info| &*info.schedule.name).collect();
     assert_eq!(names, ["a", "b"]);
+    assert_eq!(node.engine.totals().await.schedules, 2);
     let a = &page.schedules[0].schedule;
     assert_eq!(
         (a.rule.clone(), a.misfire, a.overlap),

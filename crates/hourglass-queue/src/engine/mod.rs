@@ -323,7 +323,10 @@ impl Engine {
         for firing in state.fire_schedules(now_ms, &self.limits) {
             match firing {
                 Firing::Write(mutations, settlement) => {
-                    let Settlement::Fire { name, ids, .. } = &settlement else { unreachable!("firings fire") };
+                    let Settlement::Fire { name, ids, skipped, .. } = &settlement else { unreachable!("firings fire") };
+                    if *skipped > 0 {
+                        tracing::info!(schedule = %name, skipped, enqueued = ids.len(), "occurrences missed");
+                    }
                     let (name, ids) = (name.clone(), ids.clone());
                     if self.committer.send(mutations, Some(settlement)).is_none() {
                         // The writer is gone: the store keeps the schedule as
@@ -750,6 +753,7 @@ impl Backend for Engine {
         let state = self.shared.state.lock();
         Totals {
             tasks: state.held(),
+            schedules: state.schedules.stored(),
             memory_bytes: state.memory_bytes + state.schedules.memory_bytes(),
             memory_bytes_max: Some(self.limits.memory_bytes_max),
             disk_bytes: state.disk_bytes,

@@ -61,6 +61,11 @@ impl Schedules {
         self.entries.len()
     }
 
+    /// Schedules stored (a first put still being written is not).
+    pub(crate) fn stored(&self) -> usize {
+        self.entries.values().filter(|entry| entry.current.is_some()).count()
+    }
+
     pub(crate) fn memory_bytes(&self) -> u64 {
         self.memory_bytes
     }
