@@ -63,6 +63,8 @@ pub struct Cron {
     expression: Box<str>,
     time_zone_name: Box<str>,
     time_zone: TimeZone,
+    /// The expression as croner reads it.
+    whole: croner::Cron,
     /// What is evaluated: the expression itself, or one fixed-time expression
     /// per time its list or range names.
     parts: Vec<croner::Cron>,
@@ -110,15 +112,21 @@ impl Cron {
         let whole = parse(expression)?;
         let parts = match fixed_times(&whole, expression) {
             Some(expressions) => expressions.iter().map(|text| parse(text)).collect::<Result<_, _>>()?,
-            None => vec![whole],
+            None => vec![whole.clone()],
         };
-        Ok(Cron { expression: expression.into(), time_zone_name: time_zone.into(), time_zone: zone, parts })
+        Ok(Cron { expression: expression.into(), time_zone_name: time_zone.into(), time_zone: zone, whole, parts })
     }
 
     /// The first occurrence strictly after `after_ms` (Unix milliseconds), in
     /// Unix milliseconds; `None` if there is none (before the year 5000).
     pub fn next_after_ms(&self, after_ms: u64) -> Option<u64> {
         let after = self.zoned(after_ms)?;
+        // The parts' times fall on the whole's dates: if the whole has no
+        // next date, none of them has, and asking each would search to the
+        // year 5000 as many times (seconds, for a list of 60 minutes).
+        if self.parts.len() > 1 && self.whole.find_next_occurrence(&after, false).is_err() {
+            return None;
+        }
         self.parts.iter().filter_map(|part| unix_ms(part.find_next_occurrence(&after, false))).min()
     }
 
@@ -272,6 +280,11 @@ mod tests {
         let at = ms("2026-06-10T10:00:00Z");
         assert_eq!(Cron::new("0 0 30 2 *", "UTC").unwrap().next_after_ms(at), None);
         assert_eq!(Cron::new("0 0 0 1 1 * 2020", "UTC").unwrap().next_after_ms(at), None);
+        // A list of times on a date that never comes: read as many fixed
+        // times, still answered with one search, not one per time.
+        let minutes: Vec<String> = (0..60).map(|m| m.to_string()).collect();
+        let many = Cron::new(&format!("{} 0 30 2 *", minutes.join(",")), "Europe/Berlin").unwrap();
+        assert_eq!(many.next_after_ms(at), None);
     }
 
     #[test]

@@ -632,7 +632,17 @@ impl Backend for Engine {
 
     async fn put_schedule(&self, name: &str, new: NewSchedule) -> Result<(ScheduleInfo, bool), QueueError> {
         let now_ms = self.clock.now_ms();
-        let (schedule, timetable) = validate::schedule(name, new, self.limits.payload_bytes_max, now_ms)?;
+        // Reading a cron rule and finding that it fires can take milliseconds
+        // (an expression that never fires is searched to the year 5000): off
+        // the runtime's threads.
+        let (name_owned, payload_bytes_max) = (name.to_owned(), self.limits.payload_bytes_max);
+        let checked =
+            tokio::task::spawn_blocking(move || validate::schedule(&name_owned, new, payload_bytes_max, now_ms)).await;
+        let (schedule, timetable) = match checked {
+            Ok(checked) => checked?,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(_) => return Err(QueueError::ShuttingDown),
+        };
         let put = Armed { schedule, timetable };
         let (armed, created) = self
             .when_settled(Access::Write, |state| {
