@@ -2,6 +2,10 @@
 //! crashes, delivered at least once under leases, fired on time by an
 //! in-memory [`hourglass::Wheel`] instead of polling a database.
 //!
+//! Schedules (a cron expression in a time zone, or a period) enqueue an
+//! ordinary task at each occurrence, exactly once across restarts, with
+//! stated misfire and overlap policies: see [`Schedule`].
+//!
 //! The server and the CLI speak to a [`Backend`]: the queue's operations,
 //! with the contract every backend keeps. [`Engine`] is the embedded one, on
 //! this node's disk through a [`Store`].
