@@ -90,11 +90,15 @@ pub(crate) fn parse_overlap(name: &str) -> Result<Overlap, ApiError> {
     parse_name("overlap", &OVERLAPS, name)
 }
 
-/// `at_ms` as a local time with its offset in `time_zone` (UTC if unknown).
-fn local_time(at_ms: u64, time_zone: &str) -> String {
-    let zone = jiff::tz::TimeZone::get(time_zone).unwrap_or(jiff::tz::TimeZone::UTC);
+/// The zone named `time_zone` (UTC if unknown), to show local times in.
+fn zone(time_zone: &str) -> jiff::tz::TimeZone {
+    jiff::tz::TimeZone::get(time_zone).unwrap_or(jiff::tz::TimeZone::UTC)
+}
+
+/// `at_ms` as a local time with its offset in `zone`.
+fn local_time(at_ms: u64, zone: &jiff::tz::TimeZone) -> String {
     match jiff::Timestamp::from_millisecond(at_ms as i64) {
-        Ok(at) => at.to_zoned(zone).strftime("%Y-%m-%dT%H:%M:%S%.3f%:z").to_string(),
+        Ok(at) => at.to_zoned(zone.clone()).strftime("%Y-%m-%dT%H:%M:%S%.3f%:z").to_string(),
         Err(_) => String::new(),
     }
 }
@@ -141,7 +145,8 @@ impl From<ScheduleInfo> for ScheduleBody {
             Rule::Cron { expression, time_zone } => (Some(expression), None, time_zone),
             Rule::Every { every_ms } => (None, Some(every_ms), "UTC".into()),
         };
-        let run = |at_ms: u64, task_id: Option<u64>| RunBody { at_ms, local: local_time(at_ms, &time_zone), task_id };
+        let zone = zone(&time_zone);
+        let run = |at_ms: u64, task_id: Option<u64>| RunBody { at_ms, local: local_time(at_ms, &zone), task_id };
         ScheduleBody {
             name: schedule.name.into(),
             queue: schedule.queue.into(),
@@ -387,6 +392,6 @@ mod tests {
             assert_eq!(parse_overlap(name).unwrap(), overlap);
         }
         assert!(format!("{:?}", parse_misfire("later").unwrap_err()).contains("skip or once or all"));
-        assert_eq!(local_time(1_774_746_000_000, "Europe/Berlin"), "2026-03-29T03:00:00.000+02:00");
+        assert_eq!(local_time(1_774_746_000_000, &zone("Europe/Berlin")), "2026-03-29T03:00:00.000+02:00");
     }
 }

@@ -201,7 +201,8 @@ fn unix_ms(found: Result<Zoned, croner::errors::CronError>) -> Option<u64> {
 /// there are at most [`FIXED_TIMES_MAX`]. `None` if the job is fixed time
 /// already, or truly an interval job.
 fn fixed_times(cron: &croner::Cron, expression: &str) -> Option<Vec<String>> {
-    if cron.determine_job_type() == JobType::FixedTime || expression.trim_start().starts_with('@') {
+    // A nickname is fixed time, or has `*` in its hour field (`@hourly`).
+    if cron.determine_job_type() == JobType::FixedTime {
         return None;
     }
     let pattern = &cron.pattern;

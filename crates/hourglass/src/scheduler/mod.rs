@@ -464,12 +464,8 @@ impl Handle {
         let armed_ns = due_ns.min(now_ns.saturating_add(Scheduler::CALENDAR_RECHECK.as_nanos() as u64));
         let calendar = task::Calendar { cron, running: AtomicBool::new(false), job: Mutex::new(Box::new(job)) };
         let job = Job::Calendar { calendar: Arc::new(calendar), at_ms };
-        let id = self.shared.insert(Due { due_ns: armed_ns, now_ns }, job)?;
         // The run's lateness is measured from the occurrence, not the recheck.
-        if let Some(task) = self.shared.state.lock().wheel.get_mut(id.key()) {
-            task.due_ns = due_ns;
-        }
-        Ok(id)
+        self.shared.insert_armed(due_ns, Due { due_ns: armed_ns, now_ns }, job)
     }
 
     /// Spawns `future` on the builder's tokio runtime, `delay` from now.
@@ -609,8 +605,15 @@ impl Shared {
     }
 
     fn insert(self: &Arc<Self>, due: Due, job: Job) -> Result<TaskId, ScheduleError> {
-        let (due_ns, now_ns) = (due.due_ns, due.now_ns);
-        let tick = self.tick_for(due);
+        self.insert_armed(due.due_ns, due, job)
+    }
+
+    /// Inserts a job due at `due_ns` whose timer is armed at `armed`: the
+    /// same time, or earlier for a calendar job that looks at the wall clock
+    /// again before its occurrence.
+    fn insert_armed(self: &Arc<Self>, due_ns: u64, armed: Due, job: Job) -> Result<TaskId, ScheduleError> {
+        let now_ns = armed.now_ns;
+        let tick = self.tick_for(armed);
         let config = &self.config;
         let mut state = self.state.lock();
         if !state.accepting {
@@ -665,7 +668,7 @@ impl Shared {
             let task = state.wheel.get_mut(key).expect("an expired key is live");
             #[cfg(feature = "cron")]
             if matches!(task.job, Job::Calendar { .. }) {
-                skipped += self.take_calendar(state, key, out);
+                skipped += self.take_calendar(state, key, now_ns, out);
                 continue;
             }
             let Job::Every(repeat) = &task.job else {
@@ -695,10 +698,9 @@ impl Shared {
     /// (or at the recheck, whichever is first). Returns the occurrences
     /// skipped (counted up to [`CALENDAR_MISSED_COUNTED_MAX`]).
     #[cfg(feature = "cron")]
-    fn take_calendar(&self, state: &mut State, key: crate::Key, out: &mut Vec<Run>) -> u64 {
+    fn take_calendar(&self, state: &mut State, key: crate::Key, now_ns: u64, out: &mut Vec<Run>) -> u64 {
         /// Missed occurrences are counted one by one, under the lock: at most this many.
         const CALENDAR_MISSED_COUNTED_MAX: usize = 1_000;
-        let now_ns = self.now_ns();
         let wall_ms = self.wall_clock.now_ms();
         let recheck_ns = now_ns.saturating_add(Scheduler::CALENDAR_RECHECK.as_nanos() as u64);
         let ns_until = |at_ms: u64| now_ns.saturating_add(at_ms.saturating_sub(wall_ms).saturating_mul(1_000_000));
@@ -714,9 +716,17 @@ impl Shared {
         }
         let calendar = calendar.clone();
         let due_ns = now_ns.saturating_sub((wall_ms - occurrence_ms).saturating_mul(1_000_000));
-        let missed = calendar.cron.occurrences_after_ms(occurrence_ms).take_while(|&at| at <= wall_ms);
-        let mut skipped = missed.take(CALENDAR_MISSED_COUNTED_MAX).count() as u64;
-        match calendar.cron.next_after_ms(wall_ms) {
+        // Nearly always none was missed, and the next after the occurrence is
+        // the next after now: one reading of the rule.
+        let after = calendar.cron.next_after_ms(occurrence_ms);
+        let (mut skipped, next) = match after {
+            Some(after_ms) if after_ms <= wall_ms => {
+                let missed = calendar.cron.occurrences_after_ms(occurrence_ms).take_while(|&at| at <= wall_ms);
+                (missed.take(CALENDAR_MISSED_COUNTED_MAX).count() as u64, calendar.cron.next_after_ms(wall_ms))
+            }
+            after => (0, after),
+        };
+        match next {
             Some(next_ms) => {
                 *at_ms = next_ms;
                 task.due_ns = ns_until(next_ms);
