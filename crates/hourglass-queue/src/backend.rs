@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use crate::error::QueueError;
 use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Status, TaskInfo};
 use crate::schedule::{NewSchedule, ScheduleInfo};
-use crate::stats::{QueueStats, Totals};
+use crate::stats::{QueueStats, StorageStats, Totals};
 
 /// Where a listing starts: the position after the last task of the previous
 /// page. Opaque to clients; the server encodes it.
@@ -195,6 +195,26 @@ pub trait Backend: Send + Sync + 'static {
     /// [`QueueError::ScheduleNotFound`], [`QueueError::Storage`].
     async fn delete_schedule(&self, name: &str) -> Result<(), QueueError>;
 
+    /// Pauses (`true`) or resumes `queue`, durably: a paused queue's claims
+    /// hand out nothing (a waiting claim waits on), its due tasks wait, and
+    /// enqueues, timers and expiries go on. Returns the queue's counts.
+    /// Pausing a paused queue, or resuming a running one, changes nothing; a
+    /// queue never used is created paused.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for a malformed name or one queue too many,
+    /// [`QueueError::Storage`].
+    async fn pause_queue(&self, queue: &str, paused: bool) -> Result<QueueStats, QueueError>;
+
+    /// Deletes up to `max` of `queue`'s dead tasks, in one durable write, and
+    /// returns their ids; fewer than `max` means none is left. Deleting every
+    /// dead task of a queue is a loop of these.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for a malformed name or a `max` out of 1 to
+    /// [`LIST_MAX`](crate::limits::LIST_MAX), [`QueueError::Storage`].
+    async fn delete_dead(&self, queue: &str, max: usize) -> Result<Vec<u64>, QueueError>;
+
     /// Every queue's counts, by name.
     async fn queues(&self) -> Vec<QueueStats>;
 
@@ -203,6 +223,10 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Counters since start.
     async fn totals(&self) -> Totals;
+
+    /// What the backend's store did since start (commits, their time and
+    /// size); `None` for a backend that does not count them.
+    async fn storage(&self) -> Option<StorageStats>;
 
     /// Stops handing out tasks and accepting writes, and wakes every waiting
     /// claim. Writes already accepted still complete.

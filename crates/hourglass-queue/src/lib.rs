@@ -44,5 +44,5 @@ pub use hourglass::{ManualWallClock, SystemWallClock, WallClock};
 pub use limits::Limits;
 pub use model::{Claimed, Enqueued, Lease, NewTask, RunAt, Status, Task, TaskInfo, TaskState};
 pub use schedule::{occurrence_key, Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo, UPCOMING};
-pub use stats::{LatenessMs, QueueStats, Totals};
+pub use stats::{LatenessMs, QueueStats, StorageStats, Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};
 pub use store::{Fsync, Loaded, Mutation, RedbStore, Snapshot, Store};

@@ -19,9 +19,35 @@ pub struct QueueStats {
     pub oldest_due_ms: Option<u64>,
     /// From due time to delivery, over this queue's claims.
     pub lateness: LatenessMs,
+    /// Paused: claims hand out nothing, and due tasks wait.
+    pub paused: bool,
+    /// Tasks enqueued since start.
+    pub enqueued: u64,
+    /// Deliveries by claims since start.
+    pub delivered: u64,
+    /// Acks since start.
+    pub acked: u64,
 }
 
-/// Lateness percentiles in milliseconds (fractional).
+/// The upper bounds of the lateness histogram's buckets, in microseconds:
+/// 100 µs to 60 s, about three to a decade. What `/metrics` exposes as a
+/// Prometheus histogram, and what the dashboard's chart of lateness is
+/// worked out from.
+pub const LATENESS_BUCKETS_US: [u64; 18] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+    5_000_000, 10_000_000, 30_000_000, 60_000_000,
+];
+
+const _: () = {
+    let mut i = 1;
+    while i < LATENESS_BUCKETS_US.len() {
+        assert!(LATENESS_BUCKETS_US[i - 1] < LATENESS_BUCKETS_US[i], "bucket bounds rise");
+        i += 1;
+    }
+};
+
+/// Lateness since start, from due time to delivery: percentiles in
+/// milliseconds (fractional), and the histogram they come from.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LatenessMs {
     /// Deliveries measured.
@@ -32,6 +58,11 @@ pub struct LatenessMs {
     pub p99: f64,
     /// Latest.
     pub max: f64,
+    /// The sum of every delivery's lateness, in milliseconds.
+    pub sum: f64,
+    /// Deliveries at most [`LATENESS_BUCKETS_US`]`[i]` late, for each `i`
+    /// (cumulative, as Prometheus counts them).
+    pub buckets: [u64; LATENESS_BUCKETS_US.len()],
 }
 
 /// Counters since the backend started.
@@ -70,4 +101,35 @@ pub struct Totals {
     pub disk_bytes: u64,
     /// The disk budget, if any.
     pub disk_bytes_max: Option<u64>,
+}
+
+/// The upper bounds of the commit-time histogram's buckets, in microseconds:
+/// 50 µs to 1 s.
+pub const COMMIT_BUCKETS_US: [u64; 13] =
+    [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000];
+
+/// The upper bounds of the commit-size histogram's buckets, in changes
+/// (mutations) per commit: 1 to the writer's queue bound.
+pub const BATCH_BUCKETS: [u64; 9] = [1, 4, 16, 64, 256, 1_024, 4_096, 16_384, 65_536];
+
+const _: () = assert!(
+    BATCH_BUCKETS[BATCH_BUCKETS.len() - 1] == crate::limits::QUEUED_MUTATIONS_MAX as u64,
+    "the largest commit is the writer's queue bound"
+);
+
+/// What a backend's store did since start: its commits, their time and size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StorageStats {
+    /// Commits (one transaction, and one fsync when durable, each).
+    pub commits: u64,
+    /// Commits that failed.
+    pub failed: u64,
+    /// Changes written, over every commit.
+    pub mutations: u64,
+    /// Time spent committing, in microseconds.
+    pub commit_us_sum: u64,
+    /// Commits that took at most [`COMMIT_BUCKETS_US`]`[i]`, cumulative.
+    pub commit_us_buckets: [u64; COMMIT_BUCKETS_US.len()],
+    /// Commits of at most [`BATCH_BUCKETS`]`[i]` changes, cumulative.
+    pub batch_buckets: [u64; BATCH_BUCKETS.len()],
 }

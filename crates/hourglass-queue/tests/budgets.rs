@@ -170,6 +170,9 @@ impl Store for FillableDisk {
     fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
         self.inner.load_schedules()
     }
+    fn load_paused(&self) -> Result<Vec<Box<str>>, StoreError> {
+        self.inner.load_paused()
+    }
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         if self.full.load(Ordering::SeqCst) {
             return Err(StoreError::Full("No space left on device (os error 28)".into()));

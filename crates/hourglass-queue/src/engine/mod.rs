@@ -50,7 +50,7 @@ use crate::limits::{payload_inline, Limits, CLOCK_STEP_BACK_REBASE_MS, SCHEDULES
 use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
 use crate::schedule::{NewSchedule, ScheduleInfo, Timetable};
-use crate::stats::{QueueStats, Totals};
+use crate::stats::{QueueStats, StorageStats, Totals};
 use crate::store::{Committer, Fsync, Loaded, Mutation, Reply, Store};
 use crate::validate;
 use reads::Reads;
@@ -142,6 +142,14 @@ impl Engine {
             return Err(StoreError::Database(format!("the stored tasks use more queues than allowed: {error}")));
         }
         state.next_id = state.next_id.max(next_id);
+        for queue in store.load_paused()? {
+            match state.queue_id(&queue) {
+                Ok(queue_id) => state.queues[queue_id as usize].paused = true,
+                Err(error) => {
+                    return Err(StoreError::Database(format!("the paused queues are more than allowed: {error}")))
+                }
+            }
+        }
         for schedule in store.load_schedules()? {
             match Timetable::of(&schedule.rule, schedule.since_ms) {
                 Ok(timetable) => state.schedules.load(Armed { schedule, timetable }),
@@ -312,8 +320,14 @@ impl Engine {
         // Nobody waits for the replies; the writer settles each change.
         let expired = if waiting_out { Vec::new() } else { state.expire(now_ms) };
         for (mutation, settlement) in expired {
-            let Settlement::Change { task, .. } = &settlement else { unreachable!("expiries are changes") };
+            let Settlement::Change { task, why } = &settlement else { unreachable!("expiries are changes") };
             let id = task.id;
+            match why {
+                Why::Expired => tracing::debug!(task = id, queue = %task.queue, "not delivered by its expiry: dead"),
+                _ => {
+                    tracing::debug!(task = id, queue = %task.queue, attempt = task.attempt, dead = task.state == TaskState::Dead, "a lease expired")
+                }
+            }
             if self.committer.send(vec![mutation], Some(settlement)).is_none() {
                 // The writer is gone: the store keeps the lease, and a restart
                 // makes the task due.
@@ -748,6 +762,72 @@ impl Backend for Engine {
         .await
     }
 
+    async fn pause_queue(&self, queue: &str, paused: bool) -> Result<QueueStats, QueueError> {
+        validate::queue_name(queue)?;
+        self.when_settled(Access::Write, |state| {
+            if let Err(closed) = self.check_open() {
+                return Attempt::Done(Err(closed));
+            }
+            let queue_id = match state.queue_id(queue) {
+                Ok(queue_id) => queue_id,
+                Err(error) => return Attempt::Done(Err(error)),
+            };
+            let q = &mut state.queues[queue_id as usize];
+            if q.pausing {
+                return Attempt::Wait;
+            }
+            let mut answer = q.stats();
+            if q.paused == paused {
+                return Attempt::Done(Ok(answer));
+            }
+            answer.paused = paused;
+            q.pausing = true;
+            let mutation = Mutation::PauseQueue { queue: queue.into(), paused };
+            match self.committer.send(vec![mutation], Some(Settlement::PauseQueue { queue: queue_id, paused })) {
+                Some(reply) => Attempt::Sent(reply, answer),
+                None => {
+                    q.pausing = false;
+                    Attempt::Done(Err(QueueError::ShuttingDown))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn delete_dead(&self, queue: &str, max: usize) -> Result<Vec<u64>, QueueError> {
+        validate::queue_name(queue)?;
+        validate::list_limit(max)?;
+        self.when_settled(Access::Write, |state| {
+            if let Err(closed) = self.check_open() {
+                return Attempt::Done(Err(closed));
+            }
+            // The dead set holds settled tasks only: a pending one is filed nowhere.
+            let ids: Vec<u64> = match state.queue(queue) {
+                Some(q) => q.dead.iter().take(max).copied().collect(),
+                None => Vec::new(),
+            };
+            if ids.is_empty() {
+                return Attempt::Done(Ok(ids));
+            }
+            for &id in &ids {
+                state.hide(id);
+            }
+            state.debug_check();
+            let mutations = ids.iter().map(|&id| Mutation::Delete(id)).collect();
+            match self.committer.send(mutations, Some(Settlement::Purge(ids.clone()))) {
+                Some(reply) => Attempt::Sent(reply, ids),
+                None => {
+                    let now_ms = self.clock.now_ms();
+                    for &id in &ids {
+                        state.reveal(id, now_ms);
+                    }
+                    Attempt::Done(Err(QueueError::ShuttingDown))
+                }
+            }
+        })
+        .await
+    }
+
     async fn queues(&self) -> Vec<QueueStats> {
         let state = self.shared.state.lock();
         let mut all: Vec<QueueStats> = state.queues.iter().map(|q| q.stats()).collect();
@@ -770,6 +850,10 @@ impl Backend for Engine {
             disk_bytes_max: self.limits.disk_bytes_max,
             ..state.totals
         }
+    }
+
+    async fn storage(&self) -> Option<StorageStats> {
+        Some(self.committer.stats())
     }
 
     fn close(&self) {

@@ -1,5 +1,6 @@
 //! One queue's indexes: its due tasks in claim order, its keys, its dead
-//! tasks, its counts, and the wake-up of claims waiting on it.
+//! tasks, its counts, whether it is paused, and the wake-up of claims
+//! waiting on it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -7,7 +8,7 @@ use std::sync::Arc;
 use hdrhistogram::Histogram;
 use tokio::sync::Notify;
 
-use crate::stats::{LatenessMs, QueueStats};
+use crate::stats::{LatenessMs, QueueStats, LATENESS_BUCKETS_US};
 
 /// Longest lateness the per-queue histograms record exactly: a day.
 pub(crate) const LATENESS_US_MAX: u64 = 86_400_000_000;
@@ -23,6 +24,15 @@ pub(crate) struct QueueState {
     pub(crate) scheduled: usize,
     pub(crate) leased: usize,
     pub(crate) notify: Arc<Notify>,
+    /// Paused, durably: claims hand out nothing, and due tasks wait.
+    pub(crate) paused: bool,
+    /// A pause or resume of the queue is on its way to the store: another
+    /// waits for it to settle.
+    pub(crate) pausing: bool,
+    /// Since start: tasks enqueued (made durable), delivered by claims, acked.
+    pub(crate) enqueued: u64,
+    pub(crate) delivered: u64,
+    pub(crate) acked: u64,
     /// Allocated on the first claim.
     lateness_us: Option<Box<Histogram<u32>>>,
 }
@@ -37,12 +47,18 @@ impl QueueState {
             scheduled: 0,
             leased: 0,
             notify: Arc::new(Notify::new()),
+            paused: false,
+            pausing: false,
+            enqueued: 0,
+            delivered: 0,
+            acked: 0,
             lateness_us: None,
         }
     }
 
     /// Records one delivery's lateness.
     pub(crate) fn delivered(&mut self, lateness_us: u64) {
+        self.delivered += 1;
         self.lateness_us
             .get_or_insert_with(|| {
                 Box::new(Histogram::new_with_bounds(1, LATENESS_US_MAX, 2).expect("valid histogram bounds"))
@@ -58,6 +74,11 @@ impl QueueState {
                 p50: ms(h.value_at_quantile(0.5)),
                 p99: ms(h.value_at_quantile(0.99)),
                 max: ms(h.max()),
+                sum: ms((h.mean() * h.len() as f64) as u64),
+                // Cumulative: deliveries at most each bound late. The
+                // histogram keeps two significant digits, so a count is
+                // exact to 1 % of its bound.
+                buckets: LATENESS_BUCKETS_US.map(|bound| h.count_between(0, bound)),
             }
         });
         QueueStats {
@@ -68,6 +89,10 @@ impl QueueState {
             dead: self.dead.len(),
             oldest_due_ms: self.ready.first().map(|&(run_at_ms, _)| run_at_ms),
             lateness,
+            paused: self.paused,
+            enqueued: self.enqueued,
+            delivered: self.delivered,
+            acked: self.acked,
         }
     }
 }

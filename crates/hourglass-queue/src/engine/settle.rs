@@ -51,6 +51,10 @@ pub(crate) enum Settlement {
     PutSchedule(Armed),
     /// A schedule deleted: gone once durable, as it was if not.
     DeleteSchedule(Box<str>),
+    /// Dead tasks deleted together: gone once durable, back if not.
+    Purge(Vec<u64>),
+    /// A queue paused or resumed: so once durable, as it was if not.
+    PauseQueue { queue: u32, paused: bool },
 }
 
 /// What the engine and the writer share.
@@ -91,6 +95,7 @@ impl Settler<Settlement> for EngineSettler {
                             if durable {
                                 state.reveal(id, now_ms);
                                 state.totals.enqueued += 1;
+                                state.queue_of(id).enqueued += 1;
                                 timers = true;
                             } else {
                                 state.forget(id);
@@ -104,7 +109,10 @@ impl Settler<Settlement> for EngineSettler {
                                 Why::Nack => state.totals.nacked += 1,
                                 Why::Expire => state.totals.lease_expired += 1,
                                 Why::Expired => state.totals.expired += 1,
-                                Why::Ack => state.totals.acked += 1,
+                                Why::Ack => {
+                                    state.totals.acked += 1;
+                                    state.queue_of(task.id).acked += 1;
+                                }
                                 Why::Reschedule | Why::Cancel => {}
                             }
                             if matches!(why, Why::Nack | Why::Expire | Why::Expired) && task.state == TaskState::Dead {
@@ -122,6 +130,7 @@ impl Settler<Settlement> for EngineSettler {
                             state.totals.occurrences_skipped += skipped;
                             for id in ids {
                                 state.reveal(id, now_ms);
+                                state.queue_of(id).enqueued += 1;
                             }
                             state.schedules.fired(&name, next_ms, last);
                         } else {
@@ -149,8 +158,33 @@ impl Settler<Settlement> for EngineSettler {
                             timers = true;
                         }
                     }
+                    Settlement::Purge(ids) => {
+                        for id in ids {
+                            if durable {
+                                state.forget(id);
+                                state.totals.cancelled += 1;
+                            } else {
+                                state.reveal(id, now_ms);
+                                timers = true;
+                            }
+                        }
+                    }
+                    Settlement::PauseQueue { queue, paused } => {
+                        let q = &mut state.queues[queue as usize];
+                        q.pausing = false;
+                        if durable {
+                            q.paused = paused;
+                            if !paused {
+                                // Claims waiting on it look again.
+                                q.notify.notify_waiters();
+                            }
+                        }
+                    }
                     Settlement::Remove { id, why } => {
                         if durable {
+                            if why == Why::Ack {
+                                state.queue_of(id).acked += 1;
+                            }
                             state.forget(id);
                             match why {
                                 Why::Ack => state.totals.acked += 1,

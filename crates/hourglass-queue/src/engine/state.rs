@@ -108,6 +108,11 @@ impl State {
         self.queue_index.get(name).map(|&id| &self.queues[id as usize])
     }
 
+    /// The queue of task `id`, which must exist.
+    pub(crate) fn queue_of(&mut self, id: u64) -> &mut QueueState {
+        &mut self.queues[self.tasks[&id].queue as usize]
+    }
+
     /// Whether a change of the task is on its way to the store; `None` for no
     /// such task.
     pub(crate) fn pending(&self, id: u64) -> Option<bool> {
@@ -388,6 +393,9 @@ impl State {
         let until_ms = now_ms + lease_ms;
         let mut claimed = Vec::new();
         let mut updates = Vec::new();
+        if self.queues[queue as usize].paused {
+            return (claimed, updates);
+        }
         let mut bytes = 0;
         // Due tasks past their expiry stay for the timer thread, which makes
         // them dead: never delivered late.
@@ -430,11 +438,12 @@ impl State {
         (claimed, updates)
     }
 
-    /// Whether a claim of `queue` at `now_ms` would find a task: one due and
-    /// not past its expiry (those wait for the timer thread to make them dead).
+    /// Whether a claim of `queue` at `now_ms` would find a task: the queue is
+    /// not paused, and has one due and not past its expiry (those wait for
+    /// the timer thread to make them dead).
     pub(crate) fn claimable(&self, queue: &str, now_ms: u64) -> bool {
         let expired = |id: &u64| self.expiries.get(id).is_some_and(|&at| at <= now_ms);
-        self.queue(queue).is_some_and(|q| q.ready.iter().any(|(_, id)| !expired(id)))
+        self.queue(queue).is_some_and(|q| !q.paused && q.ready.iter().any(|(_, id)| !expired(id)))
     }
 
     /// `Ok` if `lease` is the task's current one. The task must not be pending.

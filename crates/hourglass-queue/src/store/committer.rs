@@ -20,9 +20,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, Notify};
 
+use super::commit_stats::CommitStats;
 use super::{Mutation, Store};
 use crate::error::StoreError;
 use crate::limits::{QUEUED_MUTATIONS_MAX, QUEUED_PAYLOAD_BYTES_MAX};
+use crate::stats::StorageStats;
 
 /// The most mutations one transaction gathers.
 const BATCH_MUTATIONS_MAX: usize = 8_192;
@@ -89,6 +91,8 @@ pub(crate) struct Committer<S> {
     queued: Arc<Queued>,
     /// Notified after every batch.
     drained: Arc<Notify>,
+    /// The writer's counts of its commits.
+    stats: Arc<CommitStats>,
     writer: Option<thread::JoinHandle<()>>,
 }
 
@@ -98,6 +102,7 @@ impl<S: Send + 'static> Committer<S> {
         let (requests, receiver) = mpsc::channel();
         let queued = Arc::new(Queued::default());
         let drained = Arc::new(Notify::new());
+        let stats = Arc::new(CommitStats::default());
         let writer = Writer::<S, _> {
             _settlements: std::marker::PhantomData,
             store,
@@ -105,9 +110,15 @@ impl<S: Send + 'static> Committer<S> {
             settler,
             queued: queued.clone(),
             drained: drained.clone(),
+            stats: stats.clone(),
         };
         let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || writer.run(&receiver))?;
-        Ok(Committer { requests: Some(requests), queued, drained, writer: Some(writer) })
+        Ok(Committer { requests: Some(requests), queued, drained, stats, writer: Some(writer) })
+    }
+
+    /// The writer's commits so far: how many, how long, how large.
+    pub(crate) fn stats(&self) -> StorageStats {
+        self.stats.snapshot()
     }
 
     /// Waits while the writer is behind by more than [`QUEUED_MUTATIONS_MAX`]
@@ -170,6 +181,7 @@ struct Writer<S, T> {
     settler: T,
     queued: Arc<Queued>,
     drained: Arc<Notify>,
+    stats: Arc<CommitStats>,
 }
 
 impl<S, T: Settler<S>> Writer<S, T> {
@@ -232,7 +244,14 @@ impl<S, T: Settler<S>> Writer<S, T> {
         } else {
             batch.iter_mut().flat_map(|r| std::mem::take(&mut r.mutations)).collect()
         };
-        let result = if all.is_empty() { Ok(()) } else { self.store.apply(&all, durable) };
+        let result = if all.is_empty() {
+            Ok(())
+        } else {
+            let started = Instant::now();
+            let result = self.store.apply(&all, durable);
+            self.stats.record(all.len(), started.elapsed(), result.is_ok());
+            result
+        };
         if let Err(error) = &result {
             tracing::error!(%error, mutations = all.len(), "a write failed; its requests changed nothing");
         }

@@ -1,6 +1,7 @@
 //! Durable storage of one node's tasks, behind a trait: the embedded backend
 //! writes through it, in order, from one writer thread.
 
+mod commit_stats;
 mod committer;
 pub(crate) mod record;
 mod redb_store;
@@ -36,6 +37,14 @@ pub enum Mutation {
     PutSchedule(Schedule),
     /// Remove the schedule with this name (absent is fine).
     DeleteSchedule(Box<str>),
+    /// Pause (`true`) or resume the queue with this name: a paused queue's
+    /// due tasks wait, and stay waiting across restarts.
+    PauseQueue {
+        /// The queue's name.
+        queue: Box<str>,
+        /// Paused, or resumed.
+        paused: bool,
+    },
 }
 
 impl Mutation {
@@ -44,7 +53,11 @@ impl Mutation {
         match self {
             Mutation::Insert { payload, .. } => payload.len(),
             Mutation::PutSchedule(schedule) => schedule.payload.len(),
-            Mutation::Update(_) | Mutation::Delete(_) | Mutation::NextId(_) | Mutation::DeleteSchedule(_) => 0,
+            Mutation::Update(_)
+            | Mutation::Delete(_)
+            | Mutation::NextId(_)
+            | Mutation::DeleteSchedule(_)
+            | Mutation::PauseQueue { .. } => 0,
         }
     }
 }
@@ -101,6 +114,12 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::CorruptSchedule`] for a record that does not decode.
     fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError>;
+
+    /// The names of the paused queues, in name order.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if they cannot be read.
+    fn load_paused(&self) -> Result<Vec<Box<str>>, StoreError>;
 
     /// Applies `batch` atomically, in order. With `durable`, it is on stable
     /// storage (fsync) when this returns; without, it may be lost by a crash

@@ -48,6 +48,8 @@ const PAYLOADS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("payloads
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Schedules by name: see [`schedule_record`].
 const SCHEDULES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("schedules");
+/// The names of the paused queues (the value is unused: 1).
+const PAUSED: TableDefinition<'_, &str, u8> = TableDefinition::new("paused_queues");
 const NEXT_ID: &str = "next_id";
 /// The database's file name inside the data directory.
 pub const FILE_NAME: &str = "tasks.redb";
@@ -223,6 +225,12 @@ impl RedbStore {
                     Mutation::DeleteSchedule(name) => {
                         txn.open_table(SCHEDULES)?.remove(&**name)?;
                     }
+                    Mutation::PauseQueue { queue, paused: true } => {
+                        txn.open_table(PAUSED)?.insert(&**queue, 1)?;
+                    }
+                    Mutation::PauseQueue { queue, paused: false } => {
+                        txn.open_table(PAUSED)?.remove(&**queue)?;
+                    }
                 }
             }
             if let Some(next_id) = next_id {
@@ -281,6 +289,21 @@ impl Store for RedbStore {
             schedules.push(schedule);
         }
         Ok(schedules)
+    }
+
+    fn load_paused(&self) -> Result<Vec<Box<str>>, StoreError> {
+        let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
+        let table = match txn.open_table(PAUSED) {
+            Ok(table) => table,
+            // A store from before queues could be paused: none is.
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(error) => return Err(db_error(error)),
+        };
+        let mut paused = Vec::new();
+        for item in table.iter().map_err(db_error)? {
+            paused.push(item.map_err(db_error)?.0.value().into());
+        }
+        Ok(paused)
     }
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
@@ -384,6 +407,16 @@ fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
             }
             Mutation::DeleteSchedule(name) => {
                 if schedule(name)?.is_some() {
+                    return Ok(false);
+                }
+            }
+            Mutation::PauseQueue { queue, paused } => {
+                let stored = match txn.open_table(PAUSED) {
+                    Ok(table) => table.get(&**queue).map_err(db_error)?.is_some(),
+                    Err(redb::TableError::TableDoesNotExist(_)) => false,
+                    Err(error) => return Err(db_error(error)),
+                };
+                if stored != *paused {
                     return Ok(false);
                 }
             }

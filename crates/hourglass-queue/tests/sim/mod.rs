@@ -15,6 +15,13 @@
 //! - schedules: a put or delete answered with success holds after the
 //!   restart (unless another was sent for the name); every schedule a client
 //!   saw was durable; and no occurrence was ever stored as two tasks;
+//! - queue pauses: a pause or resume answered with success holds after the
+//!   restart (unless another was sent meanwhile); a claim of a queue whose
+//!   pause was answered, with no resume sent since, hands out nothing; a
+//!   pause a client saw was durable;
+//! - dead tasks deleted together (in a queue of their own, [`GRAVEYARD`]):
+//!   those answered deleted do not come back, and the deletes take nothing
+//!   from the other queue;
 //! - the engine's own invariants hold after the restart.
 //!
 //! The operations of a seed are fixed by the seed; their interleaving with the
@@ -47,6 +54,9 @@ const CALLERS: usize = 4;
 const OPS_PER_CALLER: usize = 60;
 const T0_MS: u64 = 1_800_000_000_000;
 const QUEUE: &str = "sim";
+/// A queue whose tasks die at their first nack, and whose dead are deleted
+/// together.
+const GRAVEYARD: &str = "graveyard";
 
 /// Occurrences schedules enqueued and skipped, over every seed: what the
 /// simulator exercised, printed at the end.
@@ -78,6 +88,10 @@ struct Ledger {
     schedules: HashMap<String, Told>,
     /// (name, next occurrence) pairs of schedules a client saw.
     seen_schedules: Vec<(String, Option<u64>)>,
+    /// The pauses and resumes of [`QUEUE`]: `last` is whether it must be paused.
+    pause: Told,
+    /// Whether [`QUEUE`] was paused, each time a client saw it.
+    seen_paused: Vec<bool>,
 }
 
 /// The puts and deletes of one schedule name.
@@ -100,22 +114,36 @@ struct Sent {
     alone: bool,
 }
 
-impl Ledger {
-    fn schedule_sent(&mut self, name: &str) -> Sent {
-        let told = self.schedules.entry(name.to_owned()).or_default();
-        told.sent += 1;
-        told.last = None;
-        told.in_flight += 1;
-        Sent { number: told.sent, alone: told.in_flight == 1 }
+impl Told {
+    fn sent(&mut self) -> Sent {
+        self.sent += 1;
+        self.last = None;
+        self.in_flight += 1;
+        Sent { number: self.sent, alone: self.in_flight == 1 }
     }
 
-    /// Records the answer to `sent`; `Some(put)` if it succeeded before the crash.
-    fn schedule_answered(&mut self, name: &str, sent: Sent, succeeded: Option<bool>) {
-        let told = self.schedules.get_mut(name).expect("noted when sent");
-        told.in_flight -= 1;
-        if sent.alone && told.sent == sent.number {
-            told.last = succeeded;
+    /// Records the answer to `sent`; `Some(what)` if it succeeded before the crash.
+    fn answered(&mut self, sent: Sent, succeeded: Option<bool>) {
+        self.in_flight -= 1;
+        if sent.alone && self.sent == sent.number {
+            self.last = succeeded;
         }
+    }
+}
+
+impl Ledger {
+    fn schedule_sent(&mut self, name: &str) -> Sent {
+        self.schedules.entry(name.to_owned()).or_default().sent()
+    }
+
+    fn schedule_answered(&mut self, name: &str, sent: Sent, succeeded: Option<bool>) {
+        self.schedules.get_mut(name).expect("noted when sent").answered(sent, succeeded);
+    }
+
+    /// Whether [`QUEUE`] must be paused now: a pause was answered, and
+    /// nothing was sent since. With the number of pauses and resumes sent.
+    fn surely_paused(&self) -> (bool, u64) {
+        (self.pause.in_flight == 0 && self.pause.last == Some(true), self.pause.sent)
     }
 }
 
@@ -296,11 +324,75 @@ impl World {
         }
     }
 
+    /// Pauses or resumes [`QUEUE`], or looks whether it is paused.
+    async fn pause(&self, rng: &mut StdRng) {
+        let before = self.crashed();
+        if rng.random_bool(0.3) {
+            if let Some(stats) = self.engine.queue(QUEUE).await {
+                self.ledger.lock().seen_paused.push(stats.paused);
+            }
+            return;
+        }
+        let paused = rng.random_bool(0.5);
+        let sent = self.ledger.lock().pause.sent();
+        let result = self.engine.pause_queue(QUEUE, paused).await;
+        let settled = !before && !self.crashed();
+        let mut ledger = self.ledger.lock();
+        ledger.pause.answered(sent, (settled && result.is_ok()).then_some(paused));
+        if let Ok(stats) = result {
+            assert_eq!(stats.paused, paused, "a pause answered with the queue as asked");
+            ledger.seen_paused.push(paused);
+        }
+    }
+
+    /// Fills [`GRAVEYARD`] with dead tasks (enqueued, claimed, nacked with no
+    /// attempt left), or deletes some of its dead.
+    async fn graveyard(&self, rng: &mut StdRng) {
+        let before = self.crashed();
+        match rng.random_range(0..3) {
+            0 => {
+                let n = self.next_payload.fetch_add(1, Ordering::SeqCst);
+                self.ledger.lock().sent.insert(n);
+                let mut new = NewTask::new(payload(n), RunAt::Delay(0));
+                new.max_attempts = Some(1);
+                if let Ok(done) = self.engine.enqueue(GRAVEYARD, new).await {
+                    let mut ledger = self.ledger.lock();
+                    // Its tasks may be deleted by a delete whose answer a
+                    // crash loses: they are exempt from surviving.
+                    ledger.touched.insert(done.id);
+                    ledger.seen_ids.insert(done.id);
+                    ledger.seen_due.push((done.id, done.run_at_ms));
+                }
+            }
+            1 => {
+                let Ok(claimed) = self.engine.claim(GRAVEYARD, 2, 1_000, 0).await else { return };
+                for task in claimed {
+                    let n = payload_number(&task.payload);
+                    assert!(self.ledger.lock().sent.contains(&n), "delivered payload {n}, which no client sent");
+                    if let Ok(info) = self.engine.nack(task.id, task.lease, None).await {
+                        self.ledger.lock().seen_due.push((task.id, info.task.run_at_ms));
+                    }
+                }
+            }
+            _ => {
+                if let Ok(ids) = self.engine.delete_dead(GRAVEYARD, rng.random_range(1..4)).await {
+                    if !before && !self.crashed() {
+                        self.ledger.lock().ended.extend(ids);
+                    }
+                }
+            }
+        }
+    }
+
     async fn claim(&self, rng: &mut StdRng) {
         let max = rng.random_range(1..4);
         let lease_ms = rng.random_range(100..1_500);
+        let paused_before = self.ledger.lock().surely_paused();
         if let Ok(claimed) = self.engine.claim(QUEUE, max, lease_ms, 0).await {
             let mut ledger = self.ledger.lock();
+            if paused_before.0 && ledger.surely_paused() == paused_before {
+                assert!(claimed.is_empty(), "a claim of a paused queue handed out {} tasks", claimed.len());
+            }
             for task in claimed {
                 let n = payload_number(&task.payload);
                 assert!(ledger.sent.contains(&n), "delivered payload {n}, which no client sent");
@@ -385,6 +477,8 @@ impl World {
                     }
                 }
             }
+            92..=93 => self.pause(rng).await,
+            94 => self.graveyard(rng).await,
             _ => self.clock.advance_ms(rng.random_range(0..400)),
         }
         if let Err(broken) = self.engine.check_invariants() {
@@ -482,6 +576,13 @@ fn run_seed(seed: u64) {
         if let Some(twice) = history.twice.first() {
             panic!("seed {seed}: an occurrence was stored as two tasks: {twice}");
         }
+        for &paused in &ledger.seen_paused {
+            // Every queue starts durably resumed.
+            assert!(
+                !paused || history.paused.contains(&(QUEUE.into(), true)),
+                "seed {seed}: a client saw the queue paused, which was never durable"
+            );
+        }
     });
     runtime.block_on(async {
         for (name, told) in &ledger.schedules {
@@ -497,6 +598,12 @@ fn run_seed(seed: u64) {
         }
     });
     runtime.block_on(async {
+        let paused = engine.queue(QUEUE).await.is_some_and(|stats| stats.paused);
+        if let Some(told) = ledger.pause.last {
+            assert_eq!(paused, told, "seed {seed}: the queue was answered {}", if told { "paused" } else { "resumed" });
+        }
+        // Resumed, so that everything left is delivered below.
+        engine.pause_queue(QUEUE, false).await.expect("resume after the restart");
         let highest = ledger.seen_ids.iter().copied().max().unwrap_or(0);
         let fresh = engine
             .enqueue("after", NewTask::new(payload(0), RunAt::Delay(0)))

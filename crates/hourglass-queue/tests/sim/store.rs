@@ -14,7 +14,7 @@
 //! Every state a task ever had durably is kept in a history, so a test can ask
 //! whether something a client saw was ever durable.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use hourglass_queue::{Loaded, Mutation, Schedule, Snapshot, Store, StoreError, Task};
@@ -27,6 +27,7 @@ struct Image {
     tasks: BTreeMap<u64, (Task, Box<str>)>,
     next_id: u64,
     schedules: BTreeMap<Box<str>, Schedule>,
+    paused: BTreeSet<Box<str>>,
 }
 
 impl Image {
@@ -55,6 +56,14 @@ impl Image {
                 Mutation::DeleteSchedule(name) => {
                     self.schedules.remove(name);
                 }
+                Mutation::PauseQueue { queue, paused } => {
+                    history.paused.insert((queue.clone(), *paused));
+                    if *paused {
+                        self.paused.insert(queue.clone());
+                    } else {
+                        self.paused.remove(queue);
+                    }
+                }
             }
         }
     }
@@ -68,6 +77,8 @@ pub struct History {
     pub ids: HashSet<u64>,
     pub due: HashSet<(u64, u64)>,
     pub schedules: HashSet<(Box<str>, Option<u64>)>,
+    /// (queue, paused) pairs: every queue starts durably resumed.
+    pub paused: HashSet<(Box<str>, bool)>,
     pub keys: HashMap<Box<str>, u64>,
     /// Keys of schedules' occurrences stored with two tasks: an occurrence
     /// enqueued twice.
@@ -226,6 +237,12 @@ impl Store for CrashStore {
         Ok(inner.durable.schedules.values().cloned().collect())
     }
 
+    fn load_paused(&self) -> Result<Vec<Box<str>>, StoreError> {
+        let inner = self.inner.lock();
+        assert!(inner.unsynced.is_empty(), "loaded from a store with unsynced writes: restart it first");
+        Ok(inner.durable.paused.iter().cloned().collect())
+    }
+
     /// Everything applied: the durable image, then what is not yet synced.
     /// A copy, which is fine at the simulator's sizes.
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
@@ -240,7 +257,11 @@ impl Store for CrashStore {
                 Mutation::Delete(id) => {
                     payloads.remove(id);
                 }
-                Mutation::Update(_) | Mutation::NextId(_) | Mutation::PutSchedule(_) | Mutation::DeleteSchedule(_) => {}
+                Mutation::Update(_)
+                | Mutation::NextId(_)
+                | Mutation::PutSchedule(_)
+                | Mutation::DeleteSchedule(_)
+                | Mutation::PauseQueue { .. } => {}
             }
         }
         Ok(Box::new(Payloads(payloads)))
