@@ -481,3 +481,105 @@ async fn lateness_after_a_restart_stays_visible_in_the_stats() {
     assert_eq!(lateness.samples, 1);
     assert!((9_400.0..9_600.0).contains(&lateness.max), "9.5 s late, and the stats say so: {lateness:?}");
 }
+
+#[tokio::test]
+async fn a_paused_queue_hands_out_nothing_until_resumed_even_across_a_restart() {
+    let h = Harness::new();
+    let id = h.engine.enqueue("q", task("1", RunAt::Delay(0))).await.unwrap().id;
+    h.engine.enqueue("other", task("2", RunAt::Delay(0))).await.unwrap();
+    let stats = h.engine.pause_queue("q", true).await.unwrap();
+    assert!(stats.paused);
+    assert_eq!(stats.due, 1, "the due task waits");
+    assert!(h.engine.claim("q", 10, 1_000, 0).await.unwrap().is_empty(), "a paused queue hands out nothing");
+    assert_eq!(h.engine.claim("other", 10, 1_000, 0).await.unwrap().len(), 1, "other queues go on");
+    // Enqueues and timers go on while paused.
+    h.engine.enqueue("q", task("3", RunAt::Delay(500))).await.unwrap();
+    h.advance(500).await;
+    assert_eq!(h.engine.queue("q").await.unwrap().due, 2);
+    // Pausing again changes nothing; the pause survives a restart.
+    assert!(h.engine.pause_queue("q", true).await.unwrap().paused);
+    let h = h.restart();
+    let stats = h.engine.queue("q").await.unwrap();
+    assert!(stats.paused, "paused after the restart");
+    assert!(h.engine.claim("q", 10, 1_000, 0).await.unwrap().is_empty());
+    // A claim that waits is woken by the resume.
+    let waiting = tokio::spawn({
+        let engine = h.engine.clone();
+        async move { engine.claim("q", 10, 1_000, 30_000).await }
+    });
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiting.is_finished(), "a waiting claim of a paused queue waits");
+    assert!(!h.engine.pause_queue("q", false).await.unwrap().paused);
+    let claimed = waiting.await.unwrap().unwrap();
+    assert_eq!(claimed.len(), 2, "resumed, both due tasks are handed out");
+    assert_eq!(claimed[0].id, id, "oldest due first");
+    let h = h.restart();
+    assert!(!h.engine.queue("q").await.unwrap().paused, "the resume survives a restart");
+    // A queue never used can be paused ahead of its first task; bad names are refused.
+    assert!(h.engine.pause_queue("later", true).await.unwrap().paused);
+    let error = h.engine.pause_queue("bad name", true).await.unwrap_err();
+    assert!(matches!(error, QueueError::Invalid(_)), "{error}");
+}
+
+#[tokio::test]
+async fn dead_tasks_are_deleted_in_bounded_writes_and_nothing_else_is() {
+    let h = Harness::new();
+    let mut dead = Vec::new();
+    for n in 0..5 {
+        let new = NewTask { max_attempts: Some(1), ..task(&n.to_string(), RunAt::Delay(0)) };
+        dead.push(h.engine.enqueue("q", new).await.unwrap().id);
+    }
+    let alive = h.engine.enqueue("q", later(60_000)).await.unwrap().id;
+    let elsewhere = h.engine.enqueue("other", NewTask { max_attempts: Some(1), ..later(0) }).await.unwrap().id;
+    for claimed in h.engine.claim("q", 10, 1_000, 0).await.unwrap() {
+        h.engine.nack(claimed.id, claimed.lease, None).await.unwrap();
+    }
+    let other = h.engine.claim("other", 1, 1_000, 0).await.unwrap().pop().unwrap();
+    h.engine.nack(other.id, other.lease, None).await.unwrap();
+    assert_eq!(h.engine.queue("q").await.unwrap().dead, 5);
+    let first = h.engine.delete_dead("q", 3).await.unwrap();
+    assert_eq!(first, dead[..3], "oldest ids first, at most max");
+    let rest = h.engine.delete_dead("q", 3).await.unwrap();
+    assert_eq!(rest, dead[3..], "fewer than max: none left");
+    assert!(h.engine.delete_dead("q", 3).await.unwrap().is_empty());
+    assert!(h.engine.delete_dead("never", 3).await.unwrap().is_empty());
+    assert!(matches!(h.engine.delete_dead("q", 0).await, Err(QueueError::Invalid(_))));
+    assert!(matches!(h.engine.delete_dead("q", limits::LIST_MAX + 1).await, Err(QueueError::Invalid(_))));
+    let h = h.restart();
+    for id in &dead {
+        assert!(matches!(h.engine.get(*id).await, Err(QueueError::NotFound(_))), "task {id} stays deleted");
+    }
+    assert_eq!(h.engine.get(alive).await.unwrap().status, Status::Scheduled);
+    assert_eq!(h.engine.get(elsewhere).await.unwrap().status, Status::Dead, "another queue's dead stay");
+    assert_eq!(h.engine.totals().await.tasks, 2);
+}
+
+#[tokio::test]
+async fn queue_counters_and_the_writer_s_commits_are_counted() {
+    let h = Harness::new();
+    for n in 0..3 {
+        h.engine.enqueue("q", task(&n.to_string(), RunAt::Delay(0))).await.unwrap();
+    }
+    let claimed = h.engine.claim("q", 2, 1_000, 0).await.unwrap();
+    h.engine.ack(claimed[0].id, claimed[0].lease).await.unwrap();
+    let stats = h.engine.queue("q").await.unwrap();
+    assert_eq!((stats.enqueued, stats.delivered, stats.acked), (3, 2, 1));
+    // Both deliveries were less than a second late: in every bucket from 1 s up.
+    let at_one_second = limits_bucket(1_000_000);
+    assert_eq!(stats.lateness.buckets[at_one_second], 2);
+    assert_eq!(*stats.lateness.buckets.last().unwrap(), 2);
+    let storage = h.engine.storage().await.expect("the engine counts its commits");
+    assert!(storage.commits >= 4, "three enqueues, a claim and an ack: {storage:?}");
+    assert_eq!(storage.failed, 0);
+    assert!(storage.commit_us_sum > 0, "commits take time: {storage:?}");
+    assert_eq!(*storage.batch_buckets.last().unwrap(), storage.commits, "no commit is over the writer's bound");
+    // Each enqueue writes its task and the next id; the claim two leases; the ack one delete.
+    assert_eq!(storage.mutations, 3 * 2 + 2 + 1, "{storage:?}");
+    assert_eq!(storage.batch_buckets[1], storage.commits, "none carried more than 4 changes: {storage:?}");
+}
+
+fn limits_bucket(bound_us: u64) -> usize {
+    hourglass_queue::LATENESS_BUCKETS_US.iter().position(|&b| b == bound_us).unwrap()
+}
