@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use bytesize::ByteSize;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use hourglass_queue::{Backend, Engine, Fsync, Limits, Options, RedbStore, SystemWallClock};
 use hourglass_server::AppState;
 
@@ -50,6 +50,33 @@ pub struct ServeArgs {
     /// against its own checksum when read.
     #[arg(long)]
     check_store: bool,
+    /// The dashboard (at `/`) shows no actions, and the server refuses the
+    /// changes it asks for. The API is unchanged: use --token to guard it.
+    #[arg(long)]
+    read_only_ui: bool,
+    /// How logs are written to stderr: `text` for people, `json` (one object
+    /// a line) for log shippers. RUST_LOG filters them (default
+    /// `hourglass=info,warn`; `hourglass_server=debug,tower_http=debug` logs
+    /// every request).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logs to stderr, filtered by `RUST_LOG`.
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "hourglass=info,warn".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
 }
 
 /// The largest payload limit allowed: the store records a payload's length
@@ -57,12 +84,7 @@ pub struct ServeArgs {
 const PAYLOAD_BYTES_CEILING: usize = 256 << 20;
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "hourglass=info,warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logs(args.log_format);
     if args.fsync_every_ms == Some(0) {
         anyhow::bail!("--fsync-every-ms must be at least 1 (leave it out to fsync before every reply)");
     }
@@ -86,26 +108,37 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let timers = engine.start_timers().context("cannot start the timer thread")?;
     let totals = engine.totals().await;
-    eprintln!(
-        "hourglass: serving http://{} with {} tasks and {} schedules ({} in memory) from {} (ready in {:.0?}, fsync {})",
-        listener.local_addr()?,
-        totals.tasks,
-        totals.schedules,
-        ByteSize::b(totals.memory_bytes).display().iec(),
-        args.data.display(),
-        started.elapsed(),
-        match fsync {
-            Fsync::Always => "before every reply".to_owned(),
-            Fsync::EveryMs(ms) => format!("every {ms} ms"),
-        }
+    let queues = engine.queues().await;
+    let count = |of: fn(&hourglass_queue::QueueStats) -> usize| queues.iter().map(of).sum::<usize>();
+    tracing::info!(
+        tasks = totals.tasks,
+        scheduled = count(|q| q.scheduled),
+        due = count(|q| q.due),
+        dead = count(|q| q.dead),
+        queues = queues.len(),
+        paused = queues.iter().filter(|q| q.paused).count(),
+        schedules = totals.schedules,
+        memory = %ByteSize::b(totals.memory_bytes).display().iec(),
+        took = ?started.elapsed(),
+        data = %args.data.display(),
+        "recovered the store"
     );
-    let state = AppState { backend: engine.clone(), token: args.token.map(Arc::from) };
+    let fsync = match fsync {
+        Fsync::Always => "before every reply".to_owned(),
+        Fsync::EveryMs(ms) => format!("every {ms} ms"),
+    };
+    let address = listener.local_addr()?;
+    tracing::info!(%address, %fsync, read_only_ui = args.read_only_ui, "serving http://{address}/ (dashboard at /)");
+    let mut state = AppState::new(engine.clone(), args.token.map(Arc::from));
+    if args.read_only_ui {
+        state = state.read_only_ui();
+    }
     hourglass_server::serve(listener, state, args.max_payload_bytes, shutdown_signal()).await?;
     engine.close();
     let _ = timers.join();
     // The last reference: the writer drains and syncs before we exit.
     drop(engine);
-    eprintln!("hourglass: stopped cleanly");
+    tracing::info!("stopped cleanly");
     Ok(())
 }
 
@@ -128,5 +161,5 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate => {}
     }
-    eprintln!("hourglass: shutting down");
+    tracing::info!("shutting down: finishing the requests in flight");
 }

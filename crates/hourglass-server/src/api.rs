@@ -30,7 +30,10 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/metrics", get(crate::metrics::metrics))
         .route("/v1/queues", get(list_queues))
         .route("/v1/queues/{queue}", get(queue_stats))
-        .route("/v1/queues/{queue}/dead", get(dead))
+        .route("/v1/overview", get(crate::overview::overview))
+        .route("/v1/queues/{queue}/dead", get(dead).delete(delete_dead))
+        .route("/v1/queues/{queue}/pause", post(pause_queue))
+        .route("/v1/queues/{queue}/resume", post(resume_queue))
         .route("/v1/queues/{queue}/tasks", post(enqueue).get(list_tasks))
         .route("/v1/queues/{queue}/tasks/batch", post(enqueue_batch))
         .route("/v1/queues/{queue}/keys/{key}", get(find_by_key))
@@ -202,6 +205,33 @@ async fn queue_stats(State(app): State<AppState>, queue: Result<Path<String>, Pa
         .await
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no queue {queue:?}")))?;
     Ok(Json(QueueBody::from(stats)).into_response())
+}
+
+async fn pause_queue(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
+    let Path(queue) = queue?;
+    Ok(Json(QueueBody::from(app.backend.pause_queue(&queue, true).await?)).into_response())
+}
+
+async fn resume_queue(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
+    let Path(queue) = queue?;
+    Ok(Json(QueueBody::from(app.backend.pause_queue(&queue, false).await?)).into_response())
+}
+
+/// `DELETE /v1/queues/{queue}/dead`: every dead task of the queue, in writes
+/// of up to [`LIST_MAX`](limits::LIST_MAX). Those that die meanwhile may
+/// stay: it stops once it has deleted as many as there were when it began.
+async fn delete_dead(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
+    let Path(queue) = queue?;
+    let there = app.backend.queue(&queue).await.map_or(0, |q| q.dead);
+    let mut deleted = 0;
+    while deleted < there {
+        let ids = app.backend.delete_dead(&queue, limits::LIST_MAX.min(there - deleted)).await?;
+        deleted += ids.len();
+        if ids.is_empty() {
+            break;
+        }
+    }
+    Ok(Json(json!({ "queue": queue, "deleted": deleted })).into_response())
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,4 +1,5 @@
-//! The HTTP API of `hourglass serve`, over any [`Backend`] of [`hourglass_queue`].
+//! The HTTP API of `hourglass serve`, over any [`Backend`] of [`hourglass_queue`],
+//! and the dashboard that uses it.
 //!
 //! [`router`] builds the whole service as an axum [`Router`], so tests drive it
 //! without a socket; [`serve`] runs it on a listener until a shutdown signal.
@@ -6,18 +7,24 @@
 
 mod api;
 mod error;
+mod history;
 mod metrics;
+mod overview;
+mod ui;
 mod wire;
 
 use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::header;
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use hourglass_queue::{limits, Backend};
+use parking_lot::Mutex;
+use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tracing::Level;
 
 pub use error::ApiError;
 
@@ -25,25 +32,68 @@ pub use error::ApiError;
 /// payload of the configured maximum. Bodies over it get 413.
 const BODY_BYTES_OVERHEAD: usize = limits::BATCH_MAX * 512;
 
+/// The header the dashboard sends with every request, so that
+/// `--read-only-ui` can refuse its changes.
+pub const UI_HEADER: &str = "x-hourglass-ui";
+
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
     /// The queue's operations.
     pub backend: Arc<dyn Backend>,
     /// When set, every request must carry `Authorization: Bearer <token>`.
-    pub token: Option<Arc<str>>,
+    token: Option<Arc<str>>,
+    /// The dashboard shows no actions, and the server refuses every change
+    /// it asks for.
+    read_only_ui: bool,
+    /// The dashboard's last fifteen minutes.
+    history: Arc<Mutex<history::History>>,
 }
 
-/// The whole API. `payload_bytes_max` sizes the request body limit.
+impl AppState {
+    /// The state of a server over `backend`, open to every request unless
+    /// `token` is set.
+    pub fn new(backend: Arc<dyn Backend>, token: Option<Arc<str>>) -> AppState {
+        AppState { backend, token, read_only_ui: false, history: Arc::default() }
+    }
+
+    /// The dashboard shows no actions, and the server refuses the changes
+    /// it would ask for (requests carrying [`UI_HEADER`] other than reads).
+    /// The API itself is unchanged: a token guards it.
+    pub fn read_only_ui(mut self) -> AppState {
+        self.read_only_ui = true;
+        self
+    }
+}
+
+/// The whole API and the dashboard. `payload_bytes_max` sizes the request
+/// body limit. Requests are logged at debug (`RUST_LOG=hourglass_server=debug`
+/// or `tower_http=debug`): method, path, status and time taken.
 pub fn router(state: AppState, payload_bytes_max: usize) -> Router {
     api::routes()
+        .merge(ui::routes())
         .fallback(|| async { ApiError::no_route() })
         .layer(DefaultBodyLimit::max(payload_bytes_max.saturating_add(BODY_BYTES_OVERHEAD)))
-        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(DefaultMakeSpan::new().level(Level::DEBUG))
+                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
+        )
         .with_state(state)
 }
 
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// The token, on every request but the dashboard's static files (which
+/// hold no data: the page asks for the token and sends it with its own
+/// requests); and `--read-only-ui`.
+async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if state.read_only_ui && request.method() != Method::GET && request.headers().contains_key(UI_HEADER) {
+        return ApiError::new(StatusCode::FORBIDDEN, "read_only_ui", "the dashboard is read-only (--read-only-ui)")
+            .into_response();
+    }
+    if ui::is_static(request.uri().path()) {
+        return next.run(request).await;
+    }
     if let Some(token) = &state.token {
         let given = request
             .headers()
@@ -76,13 +126,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let backend = state.backend.clone();
+    let sampler = tokio::spawn(overview::sample(state.backend.clone(), state.history.clone()));
     let app = router(state, payload_bytes_max);
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             backend.close();
         })
-        .await
+        .await;
+    sampler.abort();
+    served
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 
+use hourglass_queue::{BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};
+
 use crate::AppState;
 
 pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
@@ -48,15 +50,65 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         }
     }
     out.push_str(
-        "# HELP hourglass_claim_lateness_ms From due time to delivery, by queue.\n# TYPE hourglass_claim_lateness_ms summary\n",
+        "# HELP hourglass_delivery_lateness_seconds From due time to delivery, by queue.\n# TYPE hourglass_delivery_lateness_seconds histogram\n",
     );
     for q in &queues {
-        let l = q.lateness;
-        for (quantile, value) in [("0.5", l.p50), ("0.99", l.p99), ("1", l.max)] {
-            let _ =
-                writeln!(out, "hourglass_claim_lateness_ms{{queue=\"{}\",quantile=\"{quantile}\"}} {value}", q.name);
-        }
-        let _ = writeln!(out, "hourglass_claim_lateness_ms_count{{queue=\"{}\"}} {}", q.name, l.samples);
+        let l = &q.lateness;
+        let bounds = LATENESS_BUCKETS_US.iter().map(|&us| us as f64 / 1e6);
+        histogram(&mut out, "hourglass_delivery_lateness_seconds", &q.name, bounds, &l.buckets, l.samples, l.sum / 1e3);
+    }
+    out.push_str("# HELP hourglass_queue_paused Whether the queue is paused (1) or not (0).\n# TYPE hourglass_queue_paused gauge\n");
+    for q in &queues {
+        let _ = writeln!(out, "hourglass_queue_paused{{queue=\"{}\"}} {}", q.name, u8::from(q.paused));
+    }
+    if let Some(storage) = app.backend.storage().await {
+        out.push_str("# HELP hourglass_storage_commit_seconds Time each store commit took (fsync included when durable).\n# TYPE hourglass_storage_commit_seconds histogram\n");
+        let bounds = COMMIT_BUCKETS_US.iter().map(|&us| us as f64 / 1e6);
+        let sum = storage.commit_us_sum as f64 / 1e6;
+        histogram(
+            &mut out,
+            "hourglass_storage_commit_seconds",
+            "",
+            bounds,
+            &storage.commit_us_buckets,
+            storage.commits,
+            sum,
+        );
+        out.push_str("# HELP hourglass_storage_commit_changes Changes (mutations) each store commit carried.\n# TYPE hourglass_storage_commit_changes histogram\n");
+        let bounds = BATCH_BUCKETS.iter().map(|&n| n as f64);
+        let sum = storage.mutations as f64;
+        histogram(
+            &mut out,
+            "hourglass_storage_commit_changes",
+            "",
+            bounds,
+            &storage.batch_buckets,
+            storage.commits,
+            sum,
+        );
+        out.push_str("# HELP hourglass_storage_commits_failed_total Store commits that failed.\n# TYPE hourglass_storage_commits_failed_total counter\n");
+        let _ = writeln!(out, "hourglass_storage_commits_failed_total {}", storage.failed);
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+/// One histogram's series in the exposition format: a cumulative bucket per
+/// bound, `+Inf` (every observation), the count and the sum. `queue` labels
+/// it when not empty.
+fn histogram(
+    out: &mut String,
+    name: &str,
+    queue: &str,
+    bounds: impl Iterator<Item = f64>,
+    cumulative: &[u64],
+    count: u64,
+    sum: f64,
+) {
+    let label = if queue.is_empty() { String::new() } else { format!("queue=\"{queue}\",") };
+    for (bound, n) in bounds.zip(cumulative) {
+        let _ = writeln!(out, "{name}_bucket{{{label}le=\"{bound}\"}} {n}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{{label}le=\"+Inf\"}} {count}");
+    let braces = if queue.is_empty() { String::new() } else { format!("{{queue=\"{queue}\"}}") };
+    let _ = writeln!(out, "{name}_count{braces} {count}\n{name}_sum{braces} {sum}");
 }

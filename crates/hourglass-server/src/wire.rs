@@ -307,6 +307,11 @@ pub(crate) struct QueueBody {
     dead: usize,
     oldest_due_ms: Option<u64>,
     lateness: LatenessBody,
+    paused: bool,
+    /// Since the server started.
+    enqueued: u64,
+    delivered: u64,
+    acked: u64,
 }
 
 impl From<QueueStats> for QueueBody {
@@ -320,6 +325,10 @@ impl From<QueueStats> for QueueBody {
             dead: q.dead,
             oldest_due_ms: q.oldest_due_ms,
             lateness: LatenessBody { samples: l.samples, p50: l.p50, p99: l.p99, max: l.max },
+            paused: q.paused,
+            enqueued: q.enqueued,
+            delivered: q.delivered,
+            acked: q.acked,
         }
     }
 }

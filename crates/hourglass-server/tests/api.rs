@@ -21,12 +21,16 @@ struct Api {
 }
 
 fn api_with(limits: Limits, token: Option<&str>) -> Api {
+    api_built(limits, token, |state| state)
+}
+
+fn api_built(limits: Limits, token: Option<&str>, build: impl FnOnce(AppState) -> AppState) -> Api {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualWallClock::at_ms(T0_MS));
     let store = RedbStore::open(dir.path()).unwrap();
     let payload_bytes_max = limits.payload_bytes_max;
     let engine = Engine::open(Box::new(store), Options { fsync: Fsync::Always, limits }, clock.clone()).unwrap();
-    let state = AppState { backend: engine.clone(), token: token.map(Arc::from) };
+    let state = build(AppState::new(engine.clone(), token.map(Arc::from)));
     Api { _dir: dir, clock, engine, router: router(state, payload_bytes_max) }
 }
 
@@ -234,7 +238,7 @@ async fn end_to_end_over_tcp_with_a_waiting_consumer() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let state = AppState { backend: engine, token: None };
+    let state = AppState::new(engine, None);
     let server = tokio::spawn(hourglass_server::serve(listener, state, Limits::DEFAULT_PAYLOAD_BYTES_MAX, async {
         let _ = stopped.await;
     }));
@@ -449,4 +453,122 @@ async fn a_task_that_expires_goes_dead_with_the_reason_expired() {
     let late = format!(r#"{{"payload":1,"delay_ms":1000,"expires_at_ms":{}}}"#, T0_MS + 1_000);
     let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks", Some(&late)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+#[tokio::test]
+async fn a_queue_pauses_and_resumes_and_its_dead_are_deleted_over_http() {
+    let api = api();
+    for n in 0..3 {
+        let body = json!({ "payload": n, "max_attempts": 1 }).to_string();
+        api.call(Method::POST, "/v1/queues/q/tasks", Some(&body)).await;
+    }
+    let (status, body) = api.call(Method::POST, "/v1/queues/q/pause", Some("{}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!((body["paused"].as_bool(), body["due"].as_u64()), (Some(true), Some(3)));
+    let claim = r#"{"max": 10, "lease_ms": 1000}"#;
+    let (_, claimed) = api.call(Method::POST, "/v1/queues/q/claim", Some(claim)).await;
+    assert_eq!(claimed["tasks"].as_array().unwrap().len(), 0, "a paused queue hands out nothing");
+    let (_, body) = api.call(Method::POST, "/v1/queues/q/resume", Some("{}")).await;
+    assert_eq!(body["paused"], json!(false));
+    let (_, claimed) = api.call(Method::POST, "/v1/queues/q/claim", Some(claim)).await;
+    for task in claimed["tasks"].as_array().unwrap() {
+        let uri = format!("/v1/tasks/{}/nack", task["id"]);
+        let (status, _) = api.call(Method::POST, &uri, Some(&json!({ "lease": task["lease"] }).to_string())).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (_, stats) = api.call(Method::GET, "/v1/queues/q", None).await;
+    assert_eq!(stats["dead"], json!(3));
+    let (status, body) = api.call(Method::DELETE, "/v1/queues/q/dead", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["deleted"], json!(3));
+    let (_, stats) = api.call(Method::GET, "/v1/queues/q", None).await;
+    assert_eq!(
+        (stats["dead"].as_u64(), stats["enqueued"].as_u64(), stats["delivered"].as_u64()),
+        (Some(0), Some(3), Some(3))
+    );
+    let (status, body) = api.call(Method::POST, "/v1/queues/bad%20name/pause", Some("{}")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (_, body) = api.call(Method::DELETE, "/v1/queues/never/dead", None).await;
+    assert_eq!(body["deleted"], json!(0), "a queue never used has no dead");
+}
+
+#[tokio::test]
+async fn the_dashboard_s_files_need_no_token_and_its_data_does() {
+    let api = api_with(Limits::default(), Some("s3cret"));
+    let (status, page) = api.call(Method::GET, "/", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.as_str().unwrap().contains("<script src=\"/ui/app.js\""), "the page: {page}");
+    for file in ["/ui/app.js", "/ui/app.css"] {
+        let (status, _) = api.call(Method::GET, file, None).await;
+        assert_eq!(status, StatusCode::OK, "{file}");
+    }
+    let request = Request::builder().uri("/").body(Body::empty()).unwrap();
+    let response = api.router.clone().oneshot(request).await.unwrap();
+    let policy = response.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+    assert!(policy.contains("default-src 'none'") && policy.contains("connect-src 'self'"), "{policy}");
+    let (status, body) = api.call(Method::GET, "/v1/overview", None).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::UNAUTHORIZED, "unauthorized"));
+    let (status, _) = api.call_with(Method::GET, "/v1/overview", None, Some("wrong")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = api.call(Method::GET, "/ui/other.js", None).await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (StatusCode::UNAUTHORIZED, "unauthorized"),
+        "only the three files are open"
+    );
+    api.call_with(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload": 1}"#), Some("s3cret")).await;
+    let (status, body) = api.call_with(Method::GET, "/v1/overview", None, Some("s3cret")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["queues"][0]["name"], json!("q"));
+    assert_eq!(body["queues"][0]["due"], json!(1));
+    assert_eq!(body["queues"][0]["rates"]["enqueued"], json!(0.0), "no sample yet: no rate");
+    assert_eq!(body["read_only_ui"], json!(false));
+    assert!(body["history"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_read_only_ui_refuses_the_dashboard_s_changes_and_not_the_api_s() {
+    let api = api_built(Limits::default(), None, AppState::read_only_ui);
+    let (_, body) = api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload": 1}"#)).await;
+    let id = body["id"].as_u64().unwrap();
+    let (_, overview) = api.call(Method::GET, "/v1/overview", None).await;
+    assert_eq!(overview["read_only_ui"], json!(true));
+    let from_ui = |method: Method, uri: String| {
+        Request::builder().method(method).uri(uri).header(hourglass_server::UI_HEADER, "1").body(Body::empty()).unwrap()
+    };
+    for (method, uri) in [(Method::DELETE, format!("/v1/tasks/{id}")), (Method::POST, "/v1/queues/q/pause".into())] {
+        let response = api.router.clone().oneshot(from_ui(method, uri.clone())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{uri}");
+    }
+    let response = api.router.clone().oneshot(from_ui(Method::GET, format!("/v1/tasks/{id}"))).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "reads are fine");
+    assert_eq!(api.engine.get(id).await.unwrap().task.id, id, "nothing was cancelled");
+    let (status, _) = api.call(Method::DELETE, &format!("/v1/tasks/{id}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "the API itself is unchanged");
+}
+
+#[tokio::test]
+async fn metrics_expose_lateness_histograms_per_queue_and_the_store_s_commits() {
+    let api = api();
+    api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload": 1}"#)).await;
+    api.advance(3).await;
+    api.call(Method::POST, "/v1/queues/q/claim", Some(r#"{"max": 1}"#)).await;
+    let request = Request::builder().uri("/metrics").body(Body::empty()).unwrap();
+    let response = api.router.clone().oneshot(request).await.unwrap();
+    let text = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    let line = |prefix: &str| {
+        text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in:\n{text}")).to_owned()
+    };
+    assert!(text.contains("# TYPE hourglass_delivery_lateness_seconds histogram"));
+    // Claimed 3 ms late: not within 2.5 ms, within 5 ms.
+    assert!(line(r#"hourglass_delivery_lateness_seconds_bucket{queue="q",le="0.0025"}"#).ends_with(" 0"));
+    assert!(line(r#"hourglass_delivery_lateness_seconds_bucket{queue="q",le="0.005"}"#).ends_with(" 1"));
+    assert!(line(r#"hourglass_delivery_lateness_seconds_bucket{queue="q",le="+Inf"}"#).ends_with(" 1"));
+    assert!(line(r#"hourglass_delivery_lateness_seconds_count{queue="q"}"#).ends_with(" 1"));
+    assert!(line(r#"hourglass_tasks{queue="q",state="leased"}"#).ends_with(" 1"));
+    assert!(line(r#"hourglass_queue_paused{queue="q"}"#).ends_with(" 0"));
+    let commits = line("hourglass_storage_commit_seconds_count ");
+    assert!(commits.split(' ').nth(1).unwrap().parse::<u64>().unwrap() >= 1, "{commits}");
+    assert!(text.contains(r#"hourglass_storage_commit_changes_bucket{le="+Inf"}"#));
+    assert!(line("hourglass_storage_commits_failed_total ").ends_with(" 0"));
 }

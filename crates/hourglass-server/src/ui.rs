@@ -1,0 +1,46 @@
+//! The dashboard's static files, compiled into the binary (`include_str!`):
+//! one page, one script, one style sheet, no library and no build step. The
+//! page asks the API for everything it shows, with the token the person
+//! gives it, so the files themselves are served without one.
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+
+use crate::AppState;
+
+const INDEX_HTML: &str = include_str!("../ui/index.html");
+const APP_JS: &str = include_str!("../ui/app.js");
+const APP_CSS: &str = include_str!("../ui/app.css");
+
+/// Where the files are served; nothing else is served without the token.
+const STATIC_PATHS: [&str; 3] = ["/", "/ui/app.js", "/ui/app.css"];
+
+/// Nothing but this server: no CDN, no inline script, no framing.
+const CONTENT_SECURITY_POLICY: &str =
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(|| file("text/html; charset=utf-8", INDEX_HTML)))
+        .route("/ui/app.js", get(|| file("text/javascript; charset=utf-8", APP_JS)))
+        .route("/ui/app.css", get(|| file("text/css; charset=utf-8", APP_CSS)))
+}
+
+pub(crate) fn is_static(path: &str) -> bool {
+    STATIC_PATHS.contains(&path)
+}
+
+async fn file(content_type: &'static str, body: &'static str) -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            // Files change with the binary: a restart may bring new ones.
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+}

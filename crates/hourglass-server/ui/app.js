@@ -1,0 +1,352 @@
+// hourglass dashboard. Plain JavaScript, no library, no build step: every
+// value the server sends is put on the page as text, never as markup.
+"use strict";
+
+const REFRESH_MS = 1000;          // the page polls at most every 2 s; this is 1 s
+const PAGE_SIZE = 50;             // tasks per page of a queue's listing
+const STATES = ["scheduled", "due", "leased", "dead"];
+const TOKEN_KEY = "hourglass.token";
+
+let readOnly = false;
+let timer = null;
+let generation = 0;               // bumped on every navigation: stale refreshes are dropped
+
+// ---------- requests ----------
+
+class Unauthorized extends Error {}
+
+async function api(method, path, body) {
+  const headers = { "x-hourglass-ui": "1" };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers["authorization"] = "Bearer " + token;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (response.status === 401) throw new Unauthorized();
+  if (response.status === 204) return null;
+  const text = await response.text();
+  let value = null;
+  try { value = text ? JSON.parse(text) : null; } catch (_) { value = null; }
+  if (!response.ok) {
+    const message = value && value.error ? value.error.code + ": " + value.error.message : response.status + " " + text;
+    throw new Error(message);
+  }
+  return value;
+}
+
+function askToken(message) {
+  const dialog = document.getElementById("token-dialog");
+  if (message) document.getElementById("token-message").textContent = message;
+  if (!dialog.open) dialog.showModal();
+}
+
+// ---------- small DOM helpers ----------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    // Through the CSSOM: the content security policy refuses style attributes.
+    else if (name === "style") node.style.cssText = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
+  return node;
+}
+
+function toast(message) {
+  const node = document.getElementById("toast");
+  node.textContent = message;
+  node.classList.add("show");
+  clearTimeout(node.hideTimer);
+  node.hideTimer = setTimeout(() => node.classList.remove("show"), 3000);
+}
+
+function confirmed(message) {
+  const dialog = document.getElementById("confirm-dialog");
+  document.getElementById("confirm-message").textContent = message;
+  dialog.returnValue = "";
+  dialog.showModal();
+  return new Promise((resolve) => dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true }));
+}
+
+const number = new Intl.NumberFormat();
+function fmt(n) { return n === null || n === undefined ? "–" : number.format(n); }
+function ms(n) { return n === null || n === undefined ? "–" : n < 10 ? n.toFixed(2) + " ms" : n < 1000 ? n.toFixed(1) + " ms" : (n / 1000).toFixed(2) + " s"; }
+function rate(n) { return n < 10 ? n.toFixed(1) : number.format(Math.round(n)); }
+
+function relative(atMs, nowMs) {
+  let s = Math.round((atMs - nowMs) / 1000);
+  const future = s > 0;
+  s = Math.abs(s);
+  const text = s < 60 ? s + " s" : s < 3600 ? Math.round(s / 60) + " min" : s < 172800 ? (s / 3600).toFixed(1) + " h" : Math.round(s / 86400) + " d";
+  return s === 0 ? "now" : future ? "in " + text : text + " ago";
+}
+function absolute(atMs) { return new Date(atMs).toLocaleString(); }
+function when(atMs, nowMs) {
+  if (atMs === null || atMs === undefined) return "–";
+  return el("span", { title: new Date(atMs).toISOString() }, absolute(atMs), " ", el("span", { class: "muted" }, "(" + relative(atMs, nowMs) + ")"));
+}
+
+function action(label, run, attrs) {
+  if (readOnly) return null;
+  return el("button", Object.assign({ type: "button", onclick: async (event) => {
+    const button = event.currentTarget;
+    button.disabled = true;
+    try { await run(); refresh(); } catch (error) { report(error); } finally { button.disabled = false; }
+  } }, attrs || {}), label);
+}
+
+function report(error) {
+  if (error instanceof Unauthorized) {
+    askToken(sessionStorage.getItem(TOKEN_KEY) ? "That token was refused. Give the server's token." : null);
+  } else {
+    toast(error.message);
+  }
+}
+
+// ---------- charts: an SVG line chart of the last fifteen minutes ----------
+
+function lineChart(title, points, series, format, test) {
+  const width = 600, height = 160, left = 44, bottom = 18, top = 8;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none", role: "img", "aria-label": title });
+  const values = points.flatMap((p) => series.map((s) => p[s.key])).filter((v) => v !== null && v !== undefined);
+  const max = Math.max(1e-9, ...values) * 1.1;
+  const t0 = points.length ? points[0].at_ms : 0, t1 = points.length ? points[points.length - 1].at_ms : 1;
+  const x = (t) => left + (t1 === t0 ? 0 : (t - t0) / (t1 - t0)) * (width - left - 4);
+  const y = (v) => top + (1 - v / max) * (height - top - bottom);
+  for (const fraction of [0, 0.5, 1]) {
+    const v = max * fraction;
+    chart.append(svg("line", { x1: left, x2: width, y1: y(v), y2: y(v), class: "axis" }));
+    const label = svg("text", { x: left - 4, y: y(v) + 3, "text-anchor": "end", class: "tick" });
+    label.textContent = format(v);
+    chart.append(label);
+  }
+  const span = svg("text", { x: width - 4, y: height - 4, "text-anchor": "end", class: "tick" });
+  span.textContent = points.length > 1 ? "last " + relative(t0, t1).replace(" ago", "") : "collecting…";
+  chart.append(span);
+  for (const s of series) {
+    let d = "", pen = "M";
+    for (const p of points) {
+      const v = p[s.key];
+      if (v === null || v === undefined) { pen = "M"; continue; }
+      d += `${pen}${x(p.at_ms).toFixed(1)},${y(v).toFixed(1)} `;
+      pen = "L";
+    }
+    if (d) chart.append(svg("path", { d, class: "line " + s.color, "vector-effect": "non-scaling-stroke" }));
+  }
+  const legend = el("div", { class: "legend" }, series.map((s) => el("span", {}, el("i", { class: s.color }), s.label)));
+  return el("div", { class: "chart", "data-test": test }, el("h2", {}, title), chart, legend);
+}
+
+// ---------- pages ----------
+
+async function overviewPage(main) {
+  const o = await api("GET", "/v1/overview");
+  readOnly = o.read_only_ui;
+  const t = o.totals;
+  const sum = (key) => o.queues.reduce((n, q) => n + q[key], 0);
+  main.replaceChildren(
+    el("h1", {}, "Overview", readOnly ? el("span", { class: "badge" }, "read-only") : null),
+    el("div", { class: "cards", "data-test": "totals" },
+      card("tasks", t.tasks), card("scheduled", sum("scheduled")), card("due", sum("due")), card("leased", sum("leased")),
+      card("dead", sum("dead")), card("enqueued", t.enqueued), card("delivered", t.delivered), card("acked", t.acked),
+      card("schedules", t.schedules)),
+    el("div", { class: "charts" },
+      lineChart("Throughput (tasks/s)", o.history, [
+        { key: "enqueued", label: "enqueued", color: "c1" },
+        { key: "delivered", label: "delivered", color: "c2" },
+        { key: "acked", label: "acked", color: "c3" }], rate, "chart-throughput"),
+      lineChart("Delivery lateness", o.history, [
+        { key: "lateness_p50_ms", label: "p50", color: "c1" },
+        { key: "lateness_p99_ms", label: "p99", color: "c3" }], ms, "chart-lateness")),
+    el("h2", {}, "Queues"),
+    o.queues.length === 0 ? el("div", { class: "scroll empty" }, "No queue yet. Enqueue a task: POST /v1/queues/NAME/tasks") :
+    el("div", { class: "scroll" }, el("table", { "data-test": "queues" },
+      el("thead", {}, el("tr", {},
+        el("th", {}, "queue"), ...STATES.map((s) => el("th", { class: "num" }, s)),
+        el("th", { class: "hide-narrow" }, "oldest due"), el("th", { class: "num hide-narrow" }, "p50"), el("th", { class: "num hide-narrow" }, "p99"),
+        el("th", { class: "num hide-narrow" }, "in/s"), el("th", { class: "num hide-narrow" }, "out/s"), el("th", { class: "num hide-narrow" }, "acked/s"),
+        readOnly ? null : el("th", {}, ""))),
+      el("tbody", {}, o.queues.map((q) => el("tr", { "data-queue": q.name },
+        el("td", {}, el("a", { href: "#/queue/" + encodeURIComponent(q.name) }, q.name), " ", stateBadge(q)),
+        ...STATES.map((s) => el("td", { class: "num", "data-count": s }, fmt(q[s]))),
+        el("td", { class: "hide-narrow" }, q.oldest_due_ms === null ? "–" : relative(q.oldest_due_ms, o.now_ms)),
+        el("td", { class: "num hide-narrow" }, q.lateness.samples ? ms(q.lateness.p50) : "–"),
+        el("td", { class: "num hide-narrow" }, q.lateness.samples ? ms(q.lateness.p99) : "–"),
+        el("td", { class: "num hide-narrow" }, rate(q.rates.enqueued)),
+        el("td", { class: "num hide-narrow" }, rate(q.rates.delivered)),
+        el("td", { class: "num hide-narrow" }, rate(q.rates.acked)),
+        readOnly ? null : el("td", {}, pauseButton(q)))))))
+  );
+}
+
+function card(label, value) {
+  return el("div", { class: "card", "data-total": label }, el("div", { class: "n" }, fmt(value)), el("div", { class: "l" }, label));
+}
+
+function stateBadge(q) {
+  return q.paused ? el("span", { class: "badge paused", "data-test": "paused" }, "paused") : null;
+}
+
+function pauseButton(q) {
+  const path = "/v1/queues/" + encodeURIComponent(q.name) + (q.paused ? "/resume" : "/pause");
+  return action(q.paused ? "Resume" : "Pause", async () => {
+    await api("POST", path, {});
+    toast((q.paused ? "Resumed " : "Paused ") + q.name);
+  }, { "data-test": q.paused ? "resume" : "pause" });
+}
+
+async function queuePage(main, name, params) {
+  const state = params.get("state") || "";
+  const after = params.get("after");
+  const base = "/v1/queues/" + encodeURIComponent(name);
+  const query = new URLSearchParams({ limit: PAGE_SIZE });
+  if (state) query.set("state", state);
+  if (after) query.set("after", after);
+  const [o, page] = await Promise.all([api("GET", "/v1/overview"), api("GET", base + "/tasks?" + query)]);
+  readOnly = o.read_only_ui;
+  const q = o.queues.find((q) => q.name === name);
+  const link = (s, a) => "#/queue/" + encodeURIComponent(name) + "?" + new URLSearchParams(Object.assign(s ? { state: s } : {}, a ? { after: a } : {}));
+  main.replaceChildren(
+    el("h1", {}, el("a", { href: "#/" }, "Overview"), " / ", name, q ? stateBadge(q) : null),
+    q ? el("div", { class: "cards", "data-test": "queue-counts" }, STATES.map((s) => card(s, q[s])),
+      card("p50 late (ms)", q.lateness.samples ? +q.lateness.p50.toFixed(2) : null), card("p99 late (ms)", q.lateness.samples ? +q.lateness.p99.toFixed(2) : null))
+      : el("p", { class: "muted" }, "This queue has never been used."),
+    q ? el("div", { class: "actions" }, pauseButton(q),
+      q.dead > 0 ? action("Delete all " + fmt(q.dead) + " dead", async () => {
+        if (!(await confirmed(`Delete every dead task of ${name}? This cannot be undone.`))) return;
+        const done = await api("DELETE", base + "/dead");
+        toast("Deleted " + fmt(done.deleted) + " dead tasks");
+      }, { class: "danger", "data-test": "delete-dead" }) : null) : null,
+    el("div", { class: "tabs", "data-test": "state-filter" },
+      ["", ...STATES].map((s) => el("a", { href: link(s), class: s === state ? "on" : null, "data-state": s || "all" }, s || "all"))),
+    page.tasks.length === 0 ? el("div", { class: "scroll empty" }, after ? "No more tasks." : "No tasks" + (state ? " " + state : "") + ".") :
+    el("div", { class: "scroll" }, el("table", { "data-test": "tasks" },
+      el("thead", {}, el("tr", {}, el("th", { class: "num" }, "id"), el("th", {}, "state"), el("th", {}, "key"),
+        el("th", {}, "due"), el("th", { class: "num" }, "attempts"))),
+      el("tbody", {}, page.tasks.map((t) => el("tr", { "data-task": t.id },
+        el("td", { class: "num" }, el("a", { href: "#/task/" + t.id }, t.id)),
+        el("td", {}, el("span", { class: "badge " + t.state }, t.state)),
+        el("td", {}, t.key || el("span", { class: "muted" }, "–")),
+        el("td", {}, when(t.run_at_ms, o.now_ms)),
+        el("td", { class: "num" }, t.attempt + " / " + t.max_attempts)))))),
+    el("div", { class: "pager" },
+      after ? el("a", { href: link(state) }, "« first page") : null,
+      page.next ? el("a", { href: link(state, page.next), "data-test": "next-page" }, "next page »") : null)
+  );
+}
+
+async function taskPage(main, id) {
+  const [o, t] = await Promise.all([api("GET", "/v1/overview"), api("GET", "/v1/tasks/" + id)]);
+  readOnly = o.read_only_ui;
+  const fields = [
+    ["id", t.id], ["queue", el("a", { href: "#/queue/" + encodeURIComponent(t.queue) }, t.queue)],
+    ["state", el("span", { class: "badge " + t.state, "data-test": "task-state" }, t.state)],
+    ["dead reason", t.dead_reason], ["due", when(t.run_at_ms, o.now_ms)],
+    ["attempts", t.attempt + " of " + t.max_attempts], ["key", t.key],
+    ["repeats every", t.every_ms === undefined ? null : ms(t.every_ms)],
+    ["lease until", t.lease_until_ms === undefined ? null : when(t.lease_until_ms, o.now_ms)],
+    ["expires", t.expires_at_ms === undefined ? null : when(t.expires_at_ms, o.now_ms)],
+    ["created", when(t.created_ms, o.now_ms)],
+  ].filter(([, value]) => value !== null && value !== undefined);
+  const path = "/v1/tasks/" + t.id;
+  main.replaceChildren(
+    el("h1", {}, el("a", { href: "#/" }, "Overview"), " / ", el("a", { href: "#/queue/" + encodeURIComponent(t.queue) }, t.queue), " / task " + t.id),
+    el("div", { class: "actions" },
+      t.state === "dead" ? action("Retry", async () => { await api("POST", path + "/retry", {}); toast("Task " + t.id + " retried"); }, { "data-test": "retry" }) : null,
+      t.state === "scheduled" || t.state === "due" ? action("Run now", async () => { await api("PATCH", path, { delay_ms: 0 }); toast("Task " + t.id + " is due now"); }, { "data-test": "run-now" }) : null,
+      action(t.state === "dead" ? "Delete" : "Cancel", async () => {
+        if (!(await confirmed(`${t.state === "dead" ? "Delete" : "Cancel"} task ${t.id}? This cannot be undone.`))) return;
+        await api("DELETE", path);
+        toast("Task " + t.id + " deleted");
+        location.hash = "#/queue/" + encodeURIComponent(t.queue);
+      }, { class: "danger", "data-test": "cancel" })),
+    el("dl", { "data-test": "task-fields" }, fields.flatMap(([name, value]) => [el("dt", {}, name), el("dd", { "data-field": name }, value)])),
+    el("h2", {}, "Payload"),
+    el("pre", { "data-test": "payload" }, JSON.stringify(t.payload, null, 2))
+  );
+}
+
+// ---------- search: a task id, or an idempotency key in any queue ----------
+
+async function search(text) {
+  text = text.trim();
+  if (!text) return;
+  if (/^\d+$/.test(text)) { location.hash = "#/task/" + text; return; }
+  const o = await api("GET", "/v1/overview");
+  const current = decodeURIComponent((location.hash.match(/^#\/queue\/([^?]+)/) || [])[1] || "");
+  const names = o.queues.map((q) => q.name).sort((a, b) => (b === current) - (a === current));
+  for (const name of names) {
+    try {
+      const t = await api("GET", "/v1/queues/" + encodeURIComponent(name) + "/keys/" + encodeURIComponent(text));
+      location.hash = "#/task/" + t.id;
+      return;
+    } catch (error) {
+      if (error instanceof Unauthorized) throw error;
+    }
+  }
+  toast("No task with id or key " + JSON.stringify(text));
+}
+
+// ---------- routing and refresh ----------
+
+async function render() {
+  const mine = generation;
+  const main = document.getElementById("main");
+  const [path, query] = location.hash.replace(/^#/, "").split("?");
+  const params = new URLSearchParams(query || "");
+  const parts = (path || "/").split("/").filter(Boolean);
+  const live = document.getElementById("live");
+  try {
+    const scratch = document.createElement("div");
+    if (parts[0] === "queue" && parts[1]) await queuePage(scratch, decodeURIComponent(parts[1]), params);
+    else if (parts[0] === "task" && /^\d+$/.test(parts[1] || "")) await taskPage(scratch, parts[1]);
+    else await overviewPage(scratch);
+    if (mine !== generation) return;
+    // Swapped whole, after the data arrived: no flicker, no half page.
+    main.replaceChildren(...scratch.childNodes);
+    live.classList.remove("stale");
+  } catch (error) {
+    if (mine !== generation) return;
+    live.classList.add("stale");
+    if (error instanceof Unauthorized) {
+      main.replaceChildren(el("p", { class: "error", "data-test": "unauthorized" }, "This server needs a token."));
+      report(error);
+    } else {
+      main.replaceChildren(el("p", { class: "error", "data-test": "error" }, error.message));
+    }
+  }
+}
+
+function refresh() {
+  clearTimeout(timer);
+  const dialogOpen = document.querySelector("dialog[open]");
+  const done = dialogOpen ? Promise.resolve() : render();
+  done.finally(() => { timer = setTimeout(refresh, REFRESH_MS); });
+}
+
+window.addEventListener("hashchange", () => { generation++; refresh(); });
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("search").addEventListener("submit", (event) => {
+    event.preventDefault();
+    search(document.getElementById("search-text").value).catch(report);
+  });
+  document.getElementById("token-form").addEventListener("submit", () => {
+    sessionStorage.setItem(TOKEN_KEY, document.getElementById("token-input").value);
+    document.getElementById("token-input").value = "";
+    generation++;
+    setTimeout(refresh, 0);
+  });
+  refresh();
+});
