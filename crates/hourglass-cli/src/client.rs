@@ -47,7 +47,11 @@ impl Client {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.with_context(|| format!("cannot reach {url}"))?;
+        let response = request.send().await.with_context(|| {
+            format!(
+                "cannot reach {url}: is `hourglass serve` running there? (--server or HOURGLASS_SERVER names another)"
+            )
+        })?;
         let status = response.status();
         let text = response.text().await.with_context(|| format!("{method} {url}: cannot read the response"))?;
         if status == StatusCode::NO_CONTENT || text.is_empty() {
@@ -59,7 +63,14 @@ impl Client {
         } else {
             let message = value["error"]["message"].as_str().unwrap_or(&text);
             let code = value["error"]["code"].as_str().unwrap_or("error");
-            Err(anyhow!("{method} {path}: {status} {code}: {message}"))
+            let hint = match status {
+                StatusCode::UNAUTHORIZED if self.token.is_none() => {
+                    " (the server needs a token: give --token or set HOURGLASS_TOKEN)"
+                }
+                StatusCode::UNAUTHORIZED => " (the server refused this token)",
+                _ => "",
+            };
+            Err(anyhow!("{method} {path}: {status} {code}: {message}{hint}"))
         }
     }
 }

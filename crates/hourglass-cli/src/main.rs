@@ -5,7 +5,9 @@
 
 mod bench;
 mod client;
+mod render;
 mod serve;
+mod tail;
 
 use std::time::Duration;
 
@@ -74,17 +76,56 @@ enum Command {
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// Show a task.
+    /// Show a task: every field, and its payload.
     Show {
         /// The task's id.
         id: u64,
+        /// Print the server's JSON answer instead.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// Show every queue's counts, or one queue's.
+    /// Show every queue's counts, lateness and rates, or one queue's.
     Stats {
         /// One queue.
         queue: Option<String>,
+        /// Print the server's JSON answer instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Follow a queue live: a line whenever its tasks are enqueued,
+    /// delivered, acked or die, with its counts. Ctrl-C stops.
+    Tail {
+        /// The queue.
+        queue: String,
+        /// How often to look.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+        every: Duration,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Pause a queue: claims hand out nothing and due tasks wait, until
+    /// resumed (a pause survives restarts).
+    Pause {
+        /// The queue.
+        queue: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Resume a paused queue.
+    Resume {
+        /// The queue.
+        queue: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Delete every dead task of a queue.
+    DeleteDead {
+        /// The queue.
+        queue: String,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -199,6 +240,11 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// This machine's clock, Unix ms: for times shown relative to now.
+fn now_ms() -> u64 {
+    u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
+}
+
 fn print(value: &Value) {
     println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()));
 }
@@ -303,13 +349,46 @@ async fn run(command: Command) -> anyhow::Result<()> {
             println!("cancelled {id}");
             Ok(())
         }
-        Command::Show { id, server } => {
-            print(&Client::new(&server)?.get(&format!("/v1/tasks/{id}")).await?);
+        Command::Show { id, json, server } => {
+            let task = Client::new(&server)?.get(&format!("/v1/tasks/{id}")).await?;
+            if json {
+                print(&task);
+            } else {
+                print!("{}", render::task(&task, now_ms()));
+            }
             Ok(())
         }
-        Command::Stats { queue, server } => {
-            let path = queue.map_or_else(|| "/v1/queues".to_owned(), |queue| format!("/v1/queues/{queue}"));
-            print(&Client::new(&server)?.get(&path).await?);
+        Command::Stats { queue, json, server } => {
+            let mut overview = Client::new(&server)?.get("/v1/overview").await?;
+            if let Some(queue) = &queue {
+                let queues = overview["queues"].as_array_mut().map(std::mem::take).unwrap_or_default();
+                let one: Vec<Value> = queues.into_iter().filter(|q| q["name"] == json!(queue)).collect();
+                if one.is_empty() {
+                    anyhow::bail!("no queue {queue:?} on this server: `hourglass stats` lists them");
+                }
+                overview["queues"] = json!(one);
+            }
+            if json {
+                print(&json!({ "queues": overview["queues"], "totals": overview["totals"] }));
+            } else {
+                print!("{}", render::queues(&overview));
+            }
+            Ok(())
+        }
+        Command::Tail { queue, every, server } => tail::follow(&Client::new(&server)?, &queue, every).await,
+        Command::Pause { queue, server } => {
+            Client::new(&server)?.post(&format!("/v1/queues/{queue}/pause"), &json!({})).await?;
+            println!("paused {queue}: claims hand out nothing until `hourglass resume {queue}`");
+            Ok(())
+        }
+        Command::Resume { queue, server } => {
+            Client::new(&server)?.post(&format!("/v1/queues/{queue}/resume"), &json!({})).await?;
+            println!("resumed {queue}");
+            Ok(())
+        }
+        Command::DeleteDead { queue, server } => {
+            let done = Client::new(&server)?.delete(&format!("/v1/queues/{queue}/dead")).await?;
+            println!("deleted {} dead tasks of {queue}", render::count(&done["deleted"]));
             Ok(())
         }
         Command::Claim { queue, max, lease, wait, ack, server } => {

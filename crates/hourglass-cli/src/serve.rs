@@ -72,7 +72,8 @@ enum LogFormat {
 /// Logs to stderr, filtered by `RUST_LOG`.
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "hourglass=info,warn".into());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
     match format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().flatten_event(true).init(),

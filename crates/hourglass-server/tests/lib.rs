@@ -1,2 +1,3 @@
 //! Integration tests of the HTTP API, compiled into one binary.
 mod api;
+mod browser;

@@ -144,6 +144,13 @@ function lineChart(title, points, series, format, test) {
       pen = "L";
     }
     if (d) chart.append(svg("path", { d, class: "line " + s.color, "vector-effect": "non-scaling-stroke" }));
+    // A point with no neighbour draws no line: mark it.
+    points.forEach((p, i) => {
+      const v = p[s.key], near = (j) => points[j] && points[j][s.key] !== null && points[j][s.key] !== undefined;
+      if (v !== null && v !== undefined && !near(i - 1) && !near(i + 1)) {
+        chart.append(svg("circle", { cx: x(p.at_ms), cy: y(v), r: 2.5, class: "dot " + s.color }));
+      }
+    });
   }
   const legend = el("div", { class: "legend" }, series.map((s) => el("span", {}, el("i", { class: s.color }), s.label)));
   return el("div", { class: "chart", "data-test": test }, el("h2", {}, title), chart, legend);

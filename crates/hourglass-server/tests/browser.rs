@@ -1,0 +1,236 @@
+//! The dashboard in a real browser: Chromium, driven through chromedriver
+//! (WebDriver) by fantoccini, against a server on a free port with a token.
+//!
+//! It opens the overview, sees a queue made through the API with the right
+//! counts, opens a dead task and retries it, sees the counts change without
+//! a reload, pauses and resumes the queue, and checks that a wrong token
+//! gets nothing. Screenshots go to `target/screenshots/`.
+//!
+//! Chromium and chromedriver come from Debian's `chromium` and
+//! `chromium-driver` (`.ci/run` installs them). Where they are missing the
+//! test says so and passes, except in CI (`CI=true`), where it fails.
+
+use std::net::TcpListener as StdListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hourglass_queue::{Backend, Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
+use hourglass_server::AppState;
+use serde_json::json;
+
+const TOKEN: &str = "browser-test-token";
+/// How long the page may take to show what a step waits for: generous, for
+/// a loaded machine; the page itself refreshes every second.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn binary(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|dir| PathBuf::from(dir).join(name)).find(|path| path.is_file())
+}
+
+/// Kills chromedriver (and its browser) when the test ends, however it ends.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn screenshots() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn shoot(browser: &Client, name: &str) {
+    let path = screenshots().join(name);
+    std::fs::write(&path, browser.screenshot().await.unwrap()).unwrap();
+    println!("browser: screenshot {}", path.display());
+}
+
+/// Looks until `check` answers `Some`, or fails after [`PATIENCE`] with `what`.
+async fn until<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "the page never showed {what} within {PATIENCE:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The text of the first element `css` selects, if any.
+async fn text(browser: &Client, css: &str) -> Option<String> {
+    browser.find(Locator::Css(css)).await.ok()?.text().await.ok()
+}
+
+async fn click(browser: &Client, css: &str) {
+    let element = until(css, || async { browser.find(Locator::Css(css)).await.ok() }).await;
+    element.click().await.unwrap_or_else(|error| panic!("cannot click {css}: {error}"));
+}
+
+/// Waits until the element `css` selects reads `expected`.
+async fn shows(browser: &Client, css: &str, expected: &str) {
+    until(&format!("{css} = {expected:?}"), || async {
+        (text(browser, css).await.as_deref() == Some(expected)).then_some(())
+    })
+    .await;
+}
+
+async fn sign_in(browser: &Client, token: &str) {
+    let input = until("the token dialog", || async {
+        let input = browser.find(Locator::Css("[data-test=token-input]")).await.ok()?;
+        input.is_displayed().await.ok()?.then_some(input)
+    })
+    .await;
+    input.send_keys(token).await.unwrap();
+    click(browser, "[data-test=token-submit]").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_a_real_browser() {
+    let in_ci = std::env::var("CI").is_ok_and(|ci| ci == "true");
+    let (Some(chromium), Some(chromedriver)) = (binary("chromium"), binary("chromedriver")) else {
+        assert!(
+            !in_ci,
+            "CI=true and chromium or chromedriver is missing: .ci/run installs chromium and chromium-driver"
+        );
+        println!(
+            "browser: SKIPPED, chromium or chromedriver is not installed (apt-get install chromium chromium-driver)"
+        );
+        return;
+    };
+
+    // The server: a real engine, the real router, on a free port, with a token.
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let engine = Engine::open(Box::new(store), Options::default(), Arc::new(SystemWallClock)).unwrap();
+    let timers = engine.start_timers().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let state = AppState::new(engine.clone(), Some(Arc::from(TOKEN)));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(hourglass_server::serve(listener, state, 1 << 20, async {
+        let _ = stopped.await;
+    }));
+
+    // A queue made through the API: two tasks due in an hour, one dead.
+    for n in 0..2 {
+        engine
+            .enqueue("orders", NewTask::new(json!({ "order": n }).to_string(), RunAt::Delay(3_600_000)))
+            .await
+            .unwrap();
+    }
+    let doomed = NewTask {
+        max_attempts: Some(1),
+        ..NewTask::new(json!({ "order": 99, "card": "declined" }).to_string(), RunAt::Delay(0))
+    };
+    let dead_id = engine.enqueue("orders", doomed).await.unwrap().id;
+    let claimed = engine.claim("orders", 1, 30_000, 0).await.unwrap().remove(0);
+    engine.nack(claimed.id, claimed.lease, None).await.unwrap();
+
+    // The browser.
+    let port = free_port();
+    let _driver = Driver(
+        Command::new(&chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver"),
+    );
+    let capabilities = json!({
+        "goog:chromeOptions": {
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]
+        }
+    });
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let webdriver = format!("http://127.0.0.1:{port}");
+    let browser = until("chromedriver accepting a session", || async {
+        let mut builder = ClientBuilder::new(connector.clone());
+        builder.capabilities(capabilities.as_object().unwrap().clone());
+        builder.connect(&webdriver).await.ok()
+    })
+    .await;
+
+    // A wrong token gets nothing: the page says so, asks again, shows no queue.
+    browser.goto(&format!("{base}/")).await.unwrap();
+    sign_in(&browser, "not-the-token").await;
+    until("the refusal", || async { text(&browser, "[data-test=unauthorized]").await }).await;
+    until("the dialog asking again", || async {
+        text(&browser, "#token-message").await.filter(|message| message.contains("refused"))
+    })
+    .await;
+    assert!(browser.find(Locator::Css("[data-test=queues]")).await.is_err(), "no data without the right token");
+    shoot(&browser, "dashboard-wrong-token.png").await;
+
+    // The right token: the overview shows the queue with its counts.
+    sign_in(&browser, TOKEN).await;
+    let row = "[data-queue=orders]";
+    shows(&browser, &format!("{row} [data-count=scheduled]"), "2").await;
+    shows(&browser, &format!("{row} [data-count=dead]"), "1").await;
+    shows(&browser, &format!("{row} [data-count=due]"), "0").await;
+    // A mark a reload would wipe: the counts must change under it.
+    browser.execute("window.hourglassTestMark = 42;", vec![]).await.unwrap();
+    // The charts draw once the server has sampled twice (a second apart).
+    until("a line in the throughput chart", || async {
+        browser.find(Locator::Css("[data-test=chart-throughput] path")).await.ok()
+    })
+    .await;
+    shoot(&browser, "dashboard-overview.png").await;
+
+    // The queue's dead tasks, then the dead task itself.
+    click(&browser, &format!("{row} a")).await;
+    click(&browser, "[data-test=state-filter] [data-state=dead]").await;
+    click(&browser, &format!("[data-task=\"{dead_id}\"] a")).await;
+    shows(&browser, "[data-test=task-state]", "dead").await;
+    shows(&browser, "[data-field=\"dead reason\"]", "attempts").await;
+    let payload = text(&browser, "[data-test=payload]").await.unwrap();
+    assert!(payload.contains("\"card\": \"declined\""), "the payload, pretty-printed: {payload}");
+    shoot(&browser, "dashboard-task.png").await;
+
+    // Retry it: the page shows it due, and the overview's counts follow.
+    click(&browser, "[data-test=retry]").await;
+    shows(&browser, "[data-test=task-state]", "due").await;
+    click(&browser, "[data-test=nav-overview]").await;
+    shows(&browser, &format!("{row} [data-count=dead]"), "0").await;
+    shows(&browser, &format!("{row} [data-count=due]"), "1").await;
+    assert_eq!(engine.queue("orders").await.unwrap().dead, 0);
+
+    // Pause and resume the queue from the page; the server agrees.
+    click(&browser, &format!("{row} [data-test=pause]")).await;
+    until("the paused badge", || async { text(&browser, &format!("{row} [data-test=paused]")).await }).await;
+    assert!(engine.queue("orders").await.unwrap().paused, "paused on the server");
+    assert!(engine.claim("orders", 10, 30_000, 0).await.unwrap().is_empty(), "a paused queue hands out nothing");
+    shoot(&browser, "dashboard-paused.png").await;
+    click(&browser, &format!("{row} [data-test=resume]")).await;
+    until("the badge gone", || async {
+        browser.find(Locator::Css(&format!("{row} [data-test=paused]"))).await.is_err().then_some(())
+    })
+    .await;
+    assert!(!engine.queue("orders").await.unwrap().paused, "resumed on the server");
+    let mark = browser.execute("return window.hourglassTestMark;", vec![]).await.unwrap();
+    assert_eq!(mark, json!(42), "everything above happened without a reload");
+
+    // A phone-sized screen: the overview still shows the queue.
+    browser.set_window_size(390, 844).await.unwrap();
+    shows(&browser, &format!("{row} [data-count=due]"), "1").await;
+    shoot(&browser, "dashboard-phone.png").await;
+
+    browser.close().await.unwrap();
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+    engine.close();
+    timers.join().unwrap();
+    println!("browser: the dashboard passed in {}", chromium.display());
+}
