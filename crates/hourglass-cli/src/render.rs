@@ -169,6 +169,9 @@ pub fn task(task: &Value, now_ms: u64) -> String {
     if let Some(reason) = task["dead_reason"].as_str() {
         fields.push(("dead reason", reason.to_owned()));
     }
+    if let Some(error) = task["last_error"].as_str() {
+        fields.push(("last error", error.to_owned()));
+    }
     fields.extend(when(&task["run_at_ms"], now_ms).map(|due| ("due", due)));
     fields.push(("attempts", format!("{} of {}", task["attempt"], task["max_attempts"])));
     if let Some(key) = task["key"].as_str() {
@@ -220,13 +223,14 @@ mod tests {
     fn a_task_prints_every_field_it_has_and_its_payload() {
         let now_ms = 1_800_000_000_000;
         let task = json!({
-            "id": 42, "queue": "emails", "state": "dead", "dead_reason": "attempts",
+            "id": 42, "queue": "emails", "state": "dead", "dead_reason": "attempts", "last_error": "SMTP 550",
             "run_at_ms": now_ms - 60_000, "attempt": 5, "max_attempts": 5, "key": "order-7",
             "created_ms": now_ms - 120_000, "payload": { "to": "a@example.com" }
         });
         let text = super::task(&task, now_ms);
         assert!(text.contains("id:          42\n"), "{text}");
         assert!(text.contains("dead reason: attempts\n"), "{text}");
+        assert!(text.contains("last error:  SMTP 550\n"), "{text}");
         assert!(text.contains("attempts:    5 of 5\n"), "{text}");
         assert!(text.contains("due:         2027-01-15T07:59:00.000Z (1m ago)\n"), "{text}");
         assert!(text.ends_with("payload:\n{\n  \"to\": \"a@example.com\"\n}\n"), "{text}");

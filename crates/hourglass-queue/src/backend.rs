@@ -138,11 +138,21 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Gives a delivery back: the task is due again after `delay_ms` (or a
     /// backoff that doubles with each attempt), or dead if out of attempts.
+    /// `reason` (what went wrong, at most
+    /// [`NACK_REASON_BYTES_MAX`](crate::limits::NACK_REASON_BYTES_MAX) bytes)
+    /// becomes the task's [`last_error`](crate::Task::last_error); a nack
+    /// without one clears it.
     ///
     /// # Errors
     /// [`QueueError::NotFound`], [`QueueError::StaleLease`], [`QueueError::Invalid`],
     /// [`QueueError::Storage`].
-    async fn nack(&self, id: u64, lease: Lease, delay_ms: Option<u64>) -> Result<TaskInfo, QueueError>;
+    async fn nack(
+        &self,
+        id: u64,
+        lease: Lease,
+        delay_ms: Option<u64>,
+        reason: Option<&str>,
+    ) -> Result<TaskInfo, QueueError>;
 
     /// Extends a lease to `lease_ms` from now; returns the new end (Unix ms).
     ///

@@ -119,6 +119,20 @@ pub const TASK_OVERHEAD_BYTES: u64 = 146;
 /// Two hash table entries and two allocations for a key.
 pub const KEY_OVERHEAD_BYTES: u64 = 96;
 
+/// Longest reason a nack may give, in bytes of UTF-8: room for an error
+/// message, not for a stack trace. A task's reason is charged to the memory
+/// and disk budgets, but a nack is never refused for them (the consumer must
+/// be able to give a task back), so a budget may be passed by at most this
+/// much a task.
+pub const NACK_REASON_BYTES_MAX: usize = 1_024;
+/// One hash table entry and one allocation for a task's last error.
+pub const ERROR_OVERHEAD_BYTES: u64 = 48;
+
+/// What a task's last error costs the (memory, disk) budgets.
+pub const fn error_bytes(error_bytes: usize) -> (u64, u64) {
+    (ERROR_OVERHEAD_BYTES + error_bytes as u64, 2 + error_bytes as u64)
+}
+
 /// A wall clock stepped back by this much or more is met by rebuilding the
 /// timers at their deadlines on the clock as it now reads (work in
 /// proportion to the tasks held); a smaller step back is waited out, and

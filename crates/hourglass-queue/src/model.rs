@@ -28,6 +28,10 @@ pub struct Task {
     pub expires_at_ms: Option<u64>,
     /// Dead because it expired, not for want of attempts.
     pub expired: bool,
+    /// Why its latest delivery failed: the reason its latest nack gave (at
+    /// most [`NACK_REASON_BYTES_MAX`](crate::limits::NACK_REASON_BYTES_MAX)
+    /// bytes), or `lease expired`. Kept until the task is removed.
+    pub last_error: Option<Box<str>>,
     /// Where it is in its life.
     pub state: TaskState,
     /// When it was enqueued, in milliseconds since the Unix epoch.

@@ -17,6 +17,17 @@ pub(crate) struct Checked {
     pub(crate) expires_at_ms: Option<u64>,
 }
 
+/// A nack's reason: at most [`NACK_REASON_BYTES_MAX`] bytes.
+pub(crate) fn reason(reason: Option<&str>) -> Result<(), QueueError> {
+    match reason {
+        Some(reason) if reason.len() > NACK_REASON_BYTES_MAX => Err(QueueError::Invalid(format!(
+            "a nack's reason is at most {NACK_REASON_BYTES_MAX} bytes, not {}",
+            reason.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn queue_name(queue: &str) -> Result<(), QueueError> {
     name("queue", queue, QUEUE_NAME_BYTES_MAX)
 }

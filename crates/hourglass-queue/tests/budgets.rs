@@ -67,7 +67,7 @@ async fn large_payloads_live_in_the_store_and_come_back_whole() {
     }
     // A nack's answer carries the payload too.
     let first = &claimed[3];
-    let nacked = engine.nack(first.id, first.lease, Some(0)).await.unwrap();
+    let nacked = engine.nack(first.id, first.lease, Some(0), None).await.unwrap();
     assert_eq!(nacked.payload, first.payload);
 
     // A restart loads the bodies only, and the payloads are still there.

@@ -153,12 +153,12 @@ async fn nacks_back_off_until_the_task_is_dead_then_retry_revives_it() {
     let new = NewTask { max_attempts: Some(2), ..later(0) };
     let id = h.engine.enqueue("q", new).await.unwrap().id;
     let first = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
-    let info = h.engine.nack(id, first.lease, Some(50)).await.unwrap();
+    let info = h.engine.nack(id, first.lease, Some(50), None).await.unwrap();
     assert_eq!((info.status, info.task.run_at_ms), (Status::Scheduled, T0_MS + 50));
     h.advance(50).await;
     let second = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
     assert_eq!(second.attempt, 2);
-    let info = h.engine.nack(id, second.lease, None).await.unwrap();
+    let info = h.engine.nack(id, second.lease, None, None).await.unwrap();
     assert_eq!(info.status, Status::Dead);
     let dead = h.engine.list("q", ListRequest { status: Some(Status::Dead), after: None, limit: 10 }).await.unwrap();
     assert_eq!(dead.tasks.iter().map(|t| t.task.id).collect::<Vec<_>>(), [id]);
@@ -212,7 +212,12 @@ async fn bad_input_is_refused_and_changes_nothing() {
     assert!(matches!(h.engine.claim("q", 1, 1, 0).await, Err(QueueError::Invalid(_))));
     assert!(matches!(h.engine.claim("q", 1, 1_000, limits::WAIT_MS_MAX + 1).await, Err(QueueError::Invalid(_))));
     assert!(matches!(h.engine.extend(1, Lease(1), limits::LEASE_MS_MAX + 1).await, Err(QueueError::Invalid(_))));
-    assert!(matches!(h.engine.nack(1, Lease(1), Some(limits::DELAY_MS_MAX + 1)).await, Err(QueueError::Invalid(_))));
+    assert!(matches!(
+        h.engine.nack(1, Lease(1), Some(limits::DELAY_MS_MAX + 1), None).await,
+        Err(QueueError::Invalid(_))
+    ));
+    let too_long = "x".repeat(limits::NACK_REASON_BYTES_MAX + 1);
+    assert!(matches!(h.engine.nack(1, Lease(1), None, Some(&too_long)).await, Err(QueueError::Invalid(_))));
     assert_eq!(h.engine.totals().await.tasks, 0, "nothing was added");
     for _ in 0..3 {
         h.engine.enqueue("q", later(0)).await.unwrap();
@@ -368,7 +373,7 @@ async fn payloads_survive_every_rewrite_and_a_restart() {
     let id = h.engine.enqueue("q", task(payload, RunAt::Delay(0))).await.unwrap().id;
     let first = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
     assert_eq!(&*first.payload, payload);
-    h.engine.nack(id, first.lease, Some(0)).await.unwrap(); // rewritten on disk
+    h.engine.nack(id, first.lease, Some(0), None).await.unwrap(); // rewritten on disk
     let second = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
     h.advance(500).await; // the lease expires: rewritten again
     assert_eq!(&*second.payload, payload);
@@ -534,10 +539,10 @@ async fn dead_tasks_are_deleted_in_bounded_writes_and_nothing_else_is() {
     let alive = h.engine.enqueue("q", later(60_000)).await.unwrap().id;
     let elsewhere = h.engine.enqueue("other", NewTask { max_attempts: Some(1), ..later(0) }).await.unwrap().id;
     for claimed in h.engine.claim("q", 10, 1_000, 0).await.unwrap() {
-        h.engine.nack(claimed.id, claimed.lease, None).await.unwrap();
+        h.engine.nack(claimed.id, claimed.lease, None, None).await.unwrap();
     }
     let other = h.engine.claim("other", 1, 1_000, 0).await.unwrap().pop().unwrap();
-    h.engine.nack(other.id, other.lease, None).await.unwrap();
+    h.engine.nack(other.id, other.lease, None, None).await.unwrap();
     assert_eq!(h.engine.queue("q").await.unwrap().dead, 5);
     let first = h.engine.delete_dead("q", 3).await.unwrap();
     assert_eq!(first, dead[..3], "oldest ids first, at most max");
@@ -582,4 +587,31 @@ async fn queue_counters_and_the_writer_s_commits_are_counted() {
 
 fn limits_bucket(bound_us: u64) -> usize {
     hourglass_queue::LATENESS_BUCKETS_US.iter().position(|&b| b == bound_us).unwrap()
+}
+
+#[tokio::test]
+async fn a_nack_s_reason_is_the_task_s_last_error_until_the_next_failure_and_survives_a_restart() {
+    let h = Harness::new();
+    let id = h.engine.enqueue("q", NewTask { max_attempts: Some(3), ..later(0) }).await.unwrap().id;
+    let first = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
+    let reason = "SMTP 451: mailbox busy, try again";
+    let info = h.engine.nack(id, first.lease, Some(0), Some(reason)).await.unwrap();
+    assert_eq!(info.task.last_error.as_deref(), Some(reason));
+    let memory_with_error = h.engine.totals().await.memory_bytes;
+    let h = h.restart();
+    assert_eq!(h.engine.get(id).await.unwrap().task.last_error.as_deref(), Some(reason), "kept across a restart");
+    assert_eq!(h.engine.totals().await.memory_bytes, memory_with_error, "charged the same after a restart");
+    // A lease that runs out says so.
+    let second = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
+    h.advance(1_000).await;
+    h.engine.flushed().await;
+    let info = h.engine.get(second.id).await.unwrap();
+    assert_eq!((info.task.attempt, info.task.last_error.as_deref()), (2, Some("lease expired")));
+    // A nack without a reason clears it; the charge goes with it.
+    h.advance(10_000).await;
+    let third = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
+    let info = h.engine.nack(id, third.lease, None, None).await.unwrap();
+    assert_eq!((info.status, info.task.last_error), (Status::Dead, None));
+    assert!(h.engine.totals().await.memory_bytes < memory_with_error);
+    h.engine.check_invariants().unwrap();
 }

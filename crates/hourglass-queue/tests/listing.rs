@@ -45,7 +45,7 @@ async fn pages_cover_each_state_once_in_order() {
         let id = engine.enqueue("q", new).await.unwrap().id;
         let claimed = engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
         assert_eq!(claimed.id, id, "the oldest due first");
-        engine.nack(id, claimed.lease, None).await.unwrap();
+        engine.nack(id, claimed.lease, None, None).await.unwrap();
         dead.push(id);
     }
 

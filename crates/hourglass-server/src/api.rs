@@ -329,12 +329,14 @@ struct LeaseBody {
     lease: String,
     delay_ms: Option<u64>,
     lease_ms: Option<u64>,
+    /// A nack's reason: what went wrong.
+    reason: Option<String>,
 }
 
 async fn ack(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>, body: Body<LeaseBody>) -> ApiResult {
     let Path(id) = id?;
     let Json(body) = body?;
-    if body.delay_ms.is_some() || body.lease_ms.is_some() {
+    if body.delay_ms.is_some() || body.lease_ms.is_some() || body.reason.is_some() {
         return Err(ApiError::invalid("ack takes only lease"));
     }
     app.backend.ack(id, wire::parse_lease(&body.lease)?).await?;
@@ -345,16 +347,17 @@ async fn nack(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>,
     let Path(id) = id?;
     let Json(body) = body?;
     if body.lease_ms.is_some() {
-        return Err(ApiError::invalid("nack takes lease and delay_ms"));
+        return Err(ApiError::invalid("nack takes lease, delay_ms and reason"));
     }
-    let info = app.backend.nack(id, wire::parse_lease(&body.lease)?, body.delay_ms).await?;
+    let lease = wire::parse_lease(&body.lease)?;
+    let info = app.backend.nack(id, lease, body.delay_ms, body.reason.as_deref()).await?;
     Ok(Json(TaskBody::from(info)).into_response())
 }
 
 async fn extend(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>, body: Body<LeaseBody>) -> ApiResult {
     let Path(id) = id?;
     let Json(body) = body?;
-    let (Some(lease_ms), None) = (body.lease_ms, body.delay_ms) else {
+    let (Some(lease_ms), None, None) = (body.lease_ms, body.delay_ms, &body.reason) else {
         return Err(ApiError::invalid("extend takes lease and lease_ms"));
     };
     let until_ms = app.backend.extend(id, wire::parse_lease(&body.lease)?, lease_ms).await?;

@@ -202,6 +202,9 @@ pub(crate) struct TaskBody {
     /// For a dead task: `attempts` (it ran out of them) or `expired`.
     #[serde(skip_serializing_if = "Option::is_none")]
     dead_reason: Option<&'static str>,
+    /// Why its latest delivery failed: a nack's reason, or `lease expired`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_error: Option<Box<str>>,
     created_ms: u64,
 }
 
@@ -229,6 +232,7 @@ impl From<TaskInfo> for TaskBody {
                 TaskState::Dead => Some("attempts"),
                 TaskState::Scheduled | TaskState::Leased { .. } => None,
             },
+            last_error: task.last_error,
             created_ms: task.created_ms,
         }
     }

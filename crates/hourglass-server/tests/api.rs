@@ -473,8 +473,10 @@ async fn a_queue_pauses_and_resumes_and_its_dead_are_deleted_over_http() {
     let (_, claimed) = api.call(Method::POST, "/v1/queues/q/claim", Some(claim)).await;
     for task in claimed["tasks"].as_array().unwrap() {
         let uri = format!("/v1/tasks/{}/nack", task["id"]);
-        let (status, _) = api.call(Method::POST, &uri, Some(&json!({ "lease": task["lease"] }).to_string())).await;
+        let body = json!({ "lease": task["lease"], "reason": "upstream 503" }).to_string();
+        let (status, body) = api.call(Method::POST, &uri, Some(&body)).await;
         assert_eq!(status, StatusCode::OK);
+        assert_eq!((body["state"].as_str(), body["last_error"].as_str()), (Some("dead"), Some("upstream 503")));
     }
     let (_, stats) = api.call(Method::GET, "/v1/queues/q", None).await;
     assert_eq!(stats["dead"], json!(3));

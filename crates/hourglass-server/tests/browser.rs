@@ -136,7 +136,7 @@ async fn the_dashboard_in_a_real_browser() {
     };
     let dead_id = engine.enqueue("orders", doomed).await.unwrap().id;
     let claimed = engine.claim("orders", 1, 30_000, 0).await.unwrap().remove(0);
-    engine.nack(claimed.id, claimed.lease, None).await.unwrap();
+    engine.nack(claimed.id, claimed.lease, None, Some("card declined by the bank (code 51)")).await.unwrap();
 
     // The browser.
     let port = free_port();
@@ -195,6 +195,7 @@ async fn the_dashboard_in_a_real_browser() {
     click(&browser, &format!("[data-task=\"{dead_id}\"] a")).await;
     shows(&browser, "[data-test=task-state]", "dead").await;
     shows(&browser, "[data-field=\"dead reason\"]", "attempts").await;
+    shows(&browser, "[data-field=\"last error\"]", "card declined by the bank (code 51)").await;
     let payload = text(&browser, "[data-test=payload]").await.unwrap();
     assert!(payload.contains("\"card\": \"declined\""), "the payload, pretty-printed: {payload}");
     shoot(&browser, "dashboard-task.png").await;

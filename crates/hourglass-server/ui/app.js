@@ -260,7 +260,7 @@ async function taskPage(main, id) {
   const fields = [
     ["id", t.id], ["queue", el("a", { href: "#/queue/" + encodeURIComponent(t.queue) }, t.queue)],
     ["state", el("span", { class: "badge " + t.state, "data-test": "task-state" }, t.state)],
-    ["dead reason", t.dead_reason], ["due", when(t.run_at_ms, o.now_ms)],
+    ["dead reason", t.dead_reason], ["last error", t.last_error], ["due", when(t.run_at_ms, o.now_ms)],
     ["attempts", t.attempt + " of " + t.max_attempts], ["key", t.key],
     ["repeats every", t.every_ms === undefined ? null : ms(t.every_ms)],
     ["lease until", t.lease_until_ms === undefined ? null : when(t.lease_until_ms, o.now_ms)],

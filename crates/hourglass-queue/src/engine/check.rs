@@ -8,7 +8,7 @@ use hourglass::Key;
 
 use super::slot::{Phase, NO_TIMER};
 use super::state::State;
-use crate::limits::{payload_inline, PAYLOAD_INLINE_MAX};
+use crate::limits::{error_bytes, payload_inline, PAYLOAD_INLINE_MAX};
 use crate::store::Sizes;
 
 /// Above this many tasks, debug builds stop walking the whole state after
@@ -30,8 +30,9 @@ impl State {
                 return Err(format!("task {id}: its sizes {sizes:?} disagree with the task"));
             }
             let (task_memory, task_disk) = State::charges(sizes);
-            memory += task_memory;
-            disk += task_disk;
+            let (error_memory, error_disk) = self.errors.get(&id).map_or((0, 0), |error| error_bytes(error.len()));
+            memory += task_memory + error_memory;
+            disk += task_disk + error_disk;
             let held = slot.payload.as_ref().map(|payload| payload.len());
             if held.is_some() != payload_inline(slot.payload_bytes as usize)
                 || held.is_some_and(|len| len != slot.payload_bytes as usize)
@@ -147,7 +148,13 @@ impl State {
                 }
             }
         }
-        let side = self.leases.keys().chain(self.repeats.keys()).chain(self.expiries.keys()).chain(&self.expired);
+        let side = self
+            .leases
+            .keys()
+            .chain(self.repeats.keys())
+            .chain(self.expiries.keys())
+            .chain(&self.expired)
+            .chain(self.errors.keys());
         if let Some(id) = side.clone().find(|id| self.tasks.get(id).is_none()) {
             return Err(format!("a side table names task {id}, which does not exist"));
         }

@@ -433,6 +433,7 @@ impl Backend for Engine {
                     every_ms: new.every_ms,
                     expires_at_ms: new.expires_at_ms,
                     expired: false,
+                    last_error: None,
                     state: TaskState::Scheduled,
                     created_ms: now_ms,
                 };
@@ -602,12 +603,20 @@ impl Backend for Engine {
         .await
     }
 
-    async fn nack(&self, id: u64, lease: Lease, delay_ms: Option<u64>) -> Result<TaskInfo, QueueError> {
+    async fn nack(
+        &self,
+        id: u64,
+        lease: Lease,
+        delay_ms: Option<u64>,
+        reason: Option<&str>,
+    ) -> Result<TaskInfo, QueueError> {
         validate::delay(delay_ms)?;
+        validate::reason(reason)?;
         let now_ms = self.clock.now_ms();
         self.change(id, Why::Nack, |state, task| {
             state.check_lease(id, lease)?;
             state::fail_attempt(task, now_ms, delay_ms);
+            task.last_error = reason.map(Into::into);
             Ok(())
         })
         .await

@@ -287,6 +287,7 @@ impl State {
                 every_ms: None,
                 expires_at_ms: schedule.expires_after_ms.map(|deadline_ms| occurrence_ms.saturating_add(deadline_ms)),
                 expired: false,
+                last_error: None,
                 state: TaskState::Scheduled,
                 created_ms: now_ms,
             };

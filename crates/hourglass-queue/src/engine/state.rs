@@ -26,7 +26,9 @@ use super::slot::{Phase, Slot, NO_TIMER};
 use super::tasks::Tasks;
 use crate::backend::{Cursor, ListRequest, Page};
 use crate::error::QueueError;
-use crate::limits::{payload_inline, task_memory_bytes, Limits, ANSWER_PAYLOAD_BYTES_MAX, LIST_SCAN_MAX, QUEUES_MAX};
+use crate::limits::{
+    error_bytes, payload_inline, task_memory_bytes, Limits, ANSWER_PAYLOAD_BYTES_MAX, LIST_SCAN_MAX, QUEUES_MAX,
+};
 use crate::model::{Claimed, Lease, Status, Task, TaskInfo, TaskState};
 use crate::retry::backoff_ms;
 use crate::stats::Totals;
@@ -47,6 +49,9 @@ pub(crate) struct State {
     pub(crate) expiries: FxHashMap<u64, u64>,
     /// Dead tasks that died because they expired.
     pub(crate) expired: FxHashSet<u64>,
+    /// The last error of each task that has one (a nack's reason, or a
+    /// lease that expired).
+    pub(crate) errors: FxHashMap<u64, Box<str>>,
     pub(crate) queues: Vec<QueueState>,
     pub(crate) queue_index: HashMap<Arc<str>, u32>,
     pub(crate) leases: FxHashMap<u64, Leased>,
@@ -75,6 +80,7 @@ impl State {
             repeats: FxHashMap::default(),
             expiries: FxHashMap::default(),
             expired: FxHashSet::default(),
+            errors: FxHashMap::default(),
             queues: Vec::new(),
             queue_index: HashMap::new(),
             leases: FxHashMap::default(),
@@ -147,6 +153,7 @@ impl State {
             every_ms: self.repeats.get(&id).copied(),
             expires_at_ms: self.expiries.get(&id).copied(),
             expired: self.expired.contains(&id),
+            last_error: self.errors.get(&id).cloned(),
             state,
             created_ms: slot.created_ms,
         }
@@ -269,6 +276,14 @@ impl State {
         } else {
             self.expired.remove(&task.id);
         }
+        if self.errors.get(&task.id) != task.last_error.as_ref() {
+            // Charged apart from the task's sizes, which do not change.
+            let old = match task.last_error.clone() {
+                Some(error) => self.errors.insert(task.id, error),
+                None => self.errors.remove(&task.id),
+            };
+            self.charge_error(old.as_deref(), task.last_error.as_deref());
+        }
         let slot = self.tasks.get_mut(&task.id).expect("a known task");
         slot.run_at_ms = task.run_at_ms;
         // Attempts are bounded by MAX_ATTEMPTS_MAX, far below u16::MAX.
@@ -289,6 +304,20 @@ impl State {
         }
     }
 
+    /// Moves the budgets' counts from a task's last error `old` to `new`.
+    fn charge_error(&mut self, old: Option<&str>, new: Option<&str>) {
+        if let Some(old) = old {
+            let (memory, disk) = error_bytes(old.len());
+            self.memory_bytes -= memory;
+            self.disk_bytes -= disk;
+        }
+        if let Some(new) = new {
+            let (memory, disk) = error_bytes(new.len());
+            self.memory_bytes += memory;
+            self.disk_bytes += disk;
+        }
+    }
+
     /// Removes the task from everything; `false` if there was no such task.
     pub(crate) fn forget(&mut self, id: u64) -> bool {
         let Some(pending) = self.pending(id) else { return false };
@@ -306,6 +335,8 @@ impl State {
         self.repeats.remove(&id);
         self.expiries.remove(&id);
         self.expired.remove(&id);
+        let error = self.errors.remove(&id);
+        self.charge_error(error.as_deref(), None);
         if let Some(key) = self.keys.remove(&id) {
             self.queues[slot.queue as usize].keys.remove(&key);
         }
@@ -508,6 +539,7 @@ impl State {
                 Phase::Leased => {
                     let mut task = self.task(id);
                     fail_attempt(&mut task, now_ms, None);
+                    task.last_error = Some(LEASE_EXPIRED.into());
                     // The wheel has consumed the timer; unfile sees none.
                     self.hide(id);
                     writes.push((Mutation::Update(task.clone()), Settlement::Change { task, why: Why::Expire }));
@@ -600,6 +632,9 @@ pub(crate) fn status(task: &Task, now_ms: u64) -> Status {
         TaskState::Dead => Status::Dead,
     }
 }
+
+/// The last error of a task whose lease ran out.
+pub(crate) const LEASE_EXPIRED: &str = "lease expired";
 
 /// A delivery failed: due again after `delay_ms` or a backoff, or dead if out
 /// of attempts or past its expiry.

@@ -44,11 +44,15 @@
 //!      0    1  format version (2)
 //!      1    1  flags: bit 0 dead, bit 1 dead because it expired (only
 //!              with bit 0), bit 2 the body's expiry no longer holds (the
-//!              task was retried, or never had one); no other bit is set
+//!              task was retried, or never had one), bit 3 a last error
+//!              follows; no other bit is set
 //!      2    8  run_at_ms        u64 LE
 //!     10    2  attempt          u16 LE
-//!     12    4  CRC-32 of the 12 bytes before it, u32 LE
+//!     12   (2) error length e   u16 LE, then e bytes of UTF-8; only with bit 3
+//!           4  CRC-32 of every byte before it, u32 LE
 //! ```
+//!
+//! (Bit 3 came later, within version 2: a record without it is as before.)
 //!
 //! Version 1 states are version 2 without the CRC; they are still read.
 //!
@@ -86,6 +90,9 @@ const FLAG_EXPIRES: u8 = 8;
 const FLAG_EXPIRED: u8 = 2;
 /// In a state record: the body's expiry no longer holds (the task was retried).
 const FLAG_NO_EXPIRY: u8 = 4;
+/// In a state record: the task's last error follows its attempts.
+const FLAG_ERROR: u8 = 8;
+const _: () = assert!(crate::limits::NACK_REASON_BYTES_MAX < u16::MAX as usize, "an error's length fits in a u16");
 const _: () = assert!(crate::limits::MAX_ATTEMPTS_MAX <= u16::MAX as u32, "attempts fit in a u16");
 
 /// Attempts, bounded by `MAX_ATTEMPTS_MAX` (asserted above), so never saturated.
@@ -106,6 +113,7 @@ fn state_flags(task: &Task) -> u8 {
     dead_flag(task)
         | if task.state == TaskState::Dead && task.expired { FLAG_EXPIRED } else { 0 }
         | if task.expires_at_ms.is_none() { FLAG_NO_EXPIRY } else { 0 }
+        | if task.last_error.is_some() { FLAG_ERROR } else { 0 }
 }
 
 /// Whether a payload of this size is kept apart from its body: one too large
@@ -293,22 +301,29 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
         every_ms,
         expires_at_ms,
         expired: false,
+        last_error: None,
         state,
         created_ms,
     };
     Ok((task, payload))
 }
 
-/// What changes in a task's life: its due time, attempts and whether it is
-/// dead.
-pub(crate) fn encode_state(task: &Task) -> [u8; STATE_BYTES] {
-    let mut out = [0; STATE_BYTES];
-    out[0] = STATE_VERSION;
-    out[1] = state_flags(task);
-    out[2..10].copy_from_slice(&task.run_at_ms.to_le_bytes());
-    out[10..12].copy_from_slice(&attempts(task.attempt));
-    let crc = crc32fast::hash(&out[..12]);
-    out[12..].copy_from_slice(&crc.to_le_bytes());
+/// What changes in a task's life: its due time, attempts, whether it is
+/// dead, and its last error. [`STATE_BYTES`] long, plus the error's length
+/// and bytes if it has one.
+pub(crate) fn encode_state(task: &Task) -> Vec<u8> {
+    let error = task.last_error.as_deref();
+    let mut out = Vec::with_capacity(STATE_BYTES + error.map_or(0, |error| 2 + error.len()));
+    out.push(STATE_VERSION);
+    out.push(state_flags(task));
+    out.extend_from_slice(&task.run_at_ms.to_le_bytes());
+    out.extend_from_slice(&attempts(task.attempt));
+    if let Some(error) = error {
+        // Bounded by NACK_REASON_BYTES_MAX (asserted above to fit).
+        out.extend_from_slice(&(error.len() as u16).to_le_bytes());
+        out.extend_from_slice(error.as_bytes());
+    }
+    seal(&mut out);
     out
 }
 
@@ -323,7 +338,7 @@ pub(crate) fn apply_state(task: &mut Task, bytes: &[u8]) -> Result<(), String> {
     let mut reader = Reader { bytes, at: 0 };
     reader.u8()?;
     let flags = reader.u8()?;
-    (task.state, task.expired) = match flags & !FLAG_NO_EXPIRY {
+    (task.state, task.expired) = match flags & !(FLAG_NO_EXPIRY | FLAG_ERROR) {
         0 => (TaskState::Scheduled, false),
         FLAG_DEAD => (TaskState::Dead, false),
         both if both == FLAG_DEAD | FLAG_EXPIRED => (TaskState::Dead, true),
@@ -334,6 +349,12 @@ pub(crate) fn apply_state(task: &mut Task, bytes: &[u8]) -> Result<(), String> {
     }
     task.run_at_ms = reader.u64()?;
     task.attempt = u32::from(reader.u16()?);
+    task.last_error = if flags & FLAG_ERROR != 0 {
+        let len = reader.u16()? as usize;
+        Some(reader.str(len)?.into())
+    } else {
+        None
+    };
     reader.end()
 }
 
@@ -396,6 +417,7 @@ mod tests {
             every_ms: Some(60_000),
             expires_at_ms: None,
             expired: false,
+            last_error: None,
             state: TaskState::Scheduled,
             created_ms: 1_699_999_999_000,
         }
@@ -477,6 +499,7 @@ mod tests {
             (encode(&task(), PAYLOAD), "body"),
             (encode(&task(), &payload), "body with its payload apart"),
             (encode_state(&task()).to_vec(), "state"),
+            (encode_state(&Task { last_error: Some("timeout".into()), ..task() }), "state"),
             (encode_payload(&payload), "payload"),
         ];
         for (record, what) in records {
@@ -540,6 +563,29 @@ mod tests {
         assert_eq!(read, changed);
         v1[1] = 8;
         assert!(apply_state(&mut task(), &v1).is_err(), "unknown flags");
+    }
+
+    #[test]
+    fn a_last_error_is_kept_in_the_state_and_goes_with_the_next_state() {
+        let failed = Task { attempt: 3, last_error: Some("SMTP 451: try again later ✉".into()), ..task() };
+        let bytes = encode_state(&failed);
+        assert_eq!(bytes.len(), STATE_BYTES + 2 + "SMTP 451: try again later ✉".len());
+        let mut read = task();
+        apply_state(&mut read, &bytes).unwrap();
+        assert_eq!(read, failed);
+        // A later state without one clears it; the longest reason fits.
+        apply_state(&mut read, &encode_state(&task())).unwrap();
+        assert_eq!(read.last_error, None);
+        let longest = Task { last_error: Some("e".repeat(crate::limits::NACK_REASON_BYTES_MAX).into()), ..task() };
+        apply_state(&mut read, &encode_state(&longest)).unwrap();
+        assert_eq!(read, longest);
+        // A reason that is not UTF-8 is refused (with its CRC made right).
+        let mut bad = encode_state(&failed);
+        bad.truncate(bad.len() - CRC_BYTES);
+        let at = bad.len() - 1;
+        bad[at] = 0xff;
+        seal(&mut bad);
+        assert!(apply_state(&mut task(), &bad).is_err());
     }
 
     #[test]

@@ -485,6 +485,7 @@ mod tests {
             every_ms: None,
             expires_at_ms: None,
             expired: false,
+            last_error: None,
             state: TaskState::Scheduled,
             created_ms: 1,
         }

@@ -369,7 +369,7 @@ impl World {
                 for task in claimed {
                     let n = payload_number(&task.payload);
                     assert!(self.ledger.lock().sent.contains(&n), "delivered payload {n}, which no client sent");
-                    if let Ok(info) = self.engine.nack(task.id, task.lease, None).await {
+                    if let Ok(info) = self.engine.nack(task.id, task.lease, None, None).await {
                         self.ledger.lock().seen_due.push((task.id, info.task.run_at_ms));
                     }
                 }
@@ -434,7 +434,8 @@ impl World {
             60..=66 => {
                 if let Some((id, lease)) = self.any_lease(rng) {
                     let delay = rng.random_bool(0.5).then(|| rng.random_range(0..1_000));
-                    if let Ok(info) = self.engine.nack(id, lease, delay).await {
+                    let reason = rng.random_bool(0.5).then(|| format!("failed at step {}", rng.random_range(0..100)));
+                    if let Ok(info) = self.engine.nack(id, lease, delay, reason.as_deref()).await {
                         self.ledger.lock().seen_due.push((id, info.task.run_at_ms));
                     }
                 }
