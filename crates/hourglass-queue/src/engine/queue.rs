@@ -75,10 +75,7 @@ impl QueueState {
                 p99: ms(h.value_at_quantile(0.99)),
                 max: ms(h.max()),
                 sum: ms((h.mean() * h.len() as f64) as u64),
-                // Cumulative: deliveries at most each bound late. The
-                // histogram keeps two significant digits, so a count is
-                // exact to 1 % of its bound.
-                buckets: LATENESS_BUCKETS_US.map(|bound| h.count_between(0, bound)),
+                buckets: buckets(h),
             }
         });
         QueueStats {
@@ -94,5 +91,46 @@ impl QueueState {
             delivered: self.delivered,
             acked: self.acked,
         }
+    }
+}
+
+/// Deliveries at most each of [`LATENESS_BUCKETS_US`] late, cumulative, in one
+/// pass over the values recorded (a `count_between` per bound walked the
+/// histogram 18 times, under the engine's lock, for every queue). The
+/// histogram keeps two significant digits, so a count is exact to 1 % of its
+/// bound.
+fn buckets(h: &Histogram<u32>) -> [u64; LATENESS_BUCKETS_US.len()] {
+    let mut counts = [0u64; LATENESS_BUCKETS_US.len()];
+    for recorded in h.iter_recorded() {
+        let at = LATENESS_BUCKETS_US.partition_point(|&bound| bound < recorded.value_iterated_to());
+        if let Some(count) = counts.get_mut(at) {
+            *count += u64::from(recorded.count_at_value());
+        }
+    }
+    let mut total = 0;
+    counts.map(|count| {
+        total += count;
+        total
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lateness_buckets_are_cumulative_counts_at_their_bounds() {
+        let mut q = QueueState::new("q".into());
+        for us in [50, 100, 900, 3_000, 3_000, 70_000_000] {
+            q.delivered(us);
+        }
+        let at = |bound| LATENESS_BUCKETS_US.iter().position(|&b| b == bound).unwrap();
+        let buckets = q.stats().lateness.buckets;
+        assert_eq!(buckets[at(100)], 2, "50 and 100 us are within 100 us");
+        assert_eq!(buckets[at(1_000)], 3);
+        assert_eq!(buckets[at(2_500)], 3);
+        assert_eq!(buckets[at(5_000)], 5);
+        assert_eq!(buckets[at(60_000_000)], 5, "70 s is past the last bound: counted by no bucket");
+        assert_eq!((q.stats().lateness.samples, q.stats().delivered), (6, 6));
     }
 }
