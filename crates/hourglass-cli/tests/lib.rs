@@ -1,4 +1,5 @@
 //! Integration tests of the `hourglass` binary, compiled into one binary.
 
 mod crash;
+mod people;
 mod schedules;
