@@ -70,6 +70,15 @@ async fn pages_cover_each_state_once_in_order() {
         let page = engine.list("q", ListRequest { status, after: end, limit: 10 }).await.unwrap();
         assert_eq!((page.tasks.len(), page.next), (0, None), "{status:?}");
     }
+    // Leased tasks, through the lease table: this queue's only, by id, paged whole.
+    let mut leased: Vec<u64> = engine.claim("q", 7, 60_000, 0).await.unwrap().iter().map(|c| c.id).collect();
+    engine.claim("other", 2, 60_000, 0).await.unwrap();
+    leased.sort_unstable();
+    let leased_pages = pages(&engine, "q", Some(Status::Leased), 3).await;
+    assert_eq!(leased_pages.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 1]);
+    assert_eq!(leased_pages.concat(), leased);
+    let page = engine.list("q", ListRequest { status: Some(Status::Leased), after: end, limit: 10 }).await.unwrap();
+    assert_eq!((page.tasks.len(), page.next), (0, None));
     let too_many = ListRequest { status: None, after: None, limit: hourglass_queue::limits::LIST_MAX + 1 };
     assert!(matches!(engine.list("q", too_many).await, Err(QueueError::Invalid(_))));
 }
