@@ -22,7 +22,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use hourglass_queue::{limits, Backend};
-use parking_lot::Mutex;
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
@@ -46,15 +45,15 @@ pub struct AppState {
     /// The dashboard shows no actions, and the server refuses every change
     /// it asks for.
     read_only_ui: bool,
-    /// The dashboard's last fifteen minutes.
-    history: Arc<Mutex<history::History>>,
+    /// The dashboard's last fifteen minutes and latest reading.
+    dashboard: Arc<overview::Dashboard>,
 }
 
 impl AppState {
     /// The state of a server over `backend`, open to every request unless
     /// `token` is set.
     pub fn new(backend: Arc<dyn Backend>, token: Option<Arc<str>>) -> AppState {
-        AppState { backend, token, read_only_ui: false, history: Arc::default() }
+        AppState { backend, token, read_only_ui: false, dashboard: Arc::default() }
     }
 
     /// The dashboard shows no actions, and the server refuses the changes
@@ -126,7 +125,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let backend = state.backend.clone();
-    let sampler = tokio::spawn(overview::sample(state.backend.clone(), state.history.clone()));
+    let sampler = tokio::spawn(overview::sample(state.backend.clone(), state.dashboard.clone()));
     let app = router(state, payload_bytes_max);
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -3,10 +3,11 @@
 //! the last fifteen minutes. And the task that samples them once a second.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::Json;
-use hourglass_queue::Backend;
+use hourglass_queue::{Backend, QueueStats, Totals};
 use parking_lot::Mutex;
 use serde::Serialize;
 
@@ -40,16 +41,48 @@ pub(crate) fn now_ms() -> u64 {
     u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
 }
 
+/// How old a reading of the queues an overview may show. Readings are
+/// shared: however many dashboards are open, the backend is read at most
+/// this often for them (at 1,000 queues a reading is about 3 ms of work).
+pub(crate) const FRESH_FOR: Duration = Duration::from_millis(500);
+
+/// Every queue's stats and the totals, as read at `at`.
+struct Reading {
+    at: Instant,
+    queues: Arc<Vec<QueueStats>>,
+    totals: Totals,
+}
+
+/// What the dashboard keeps in the server: the last fifteen minutes, and
+/// the latest reading of the queues.
+#[derive(Default)]
+pub(crate) struct Dashboard {
+    history: Mutex<History>,
+    latest: Mutex<Option<Reading>>,
+}
+
+impl Dashboard {
+    /// The latest reading if it is at most `fresh_for` old, else a new one.
+    async fn read(&self, backend: &dyn Backend, fresh_for: Duration) -> (Arc<Vec<QueueStats>>, Totals) {
+        if let Some(reading) = self.latest.lock().as_ref().filter(|r| r.at.elapsed() <= fresh_for) {
+            return (reading.queues.clone(), reading.totals);
+        }
+        let queues = Arc::new(backend.queues().await);
+        let totals = backend.totals().await;
+        *self.latest.lock() = Some(Reading { at: Instant::now(), queues: queues.clone(), totals });
+        (queues, totals)
+    }
+}
+
 pub(crate) async fn overview(State(app): State<AppState>) -> Json<Overview> {
-    let queues = app.backend.queues().await;
-    let totals = app.backend.totals().await;
-    let history = app.history.lock();
+    let (queues, totals) = app.dashboard.read(&*app.backend, FRESH_FOR).await;
+    let history = app.dashboard.history.lock();
     Json(Overview {
         now_ms: now_ms(),
         read_only_ui: app.read_only_ui,
         queues: queues
-            .into_iter()
-            .map(|q| OverviewQueue { rates: history.rates(&q.name), queue: QueueBody::from(q) })
+            .iter()
+            .map(|q| OverviewQueue { rates: history.rates(&q.name), queue: QueueBody::from(q.clone()) })
             .collect(),
         totals: TotalsBody::from(totals),
         history: history.points(),
@@ -57,13 +90,14 @@ pub(crate) async fn overview(State(app): State<AppState>) -> Json<Overview> {
     })
 }
 
-/// Samples every queue once a [`SAMPLE_EVERY`], for as long as the server runs.
-pub(crate) async fn sample(backend: Arc<dyn Backend>, history: Arc<Mutex<History>>) {
+/// Samples every queue once a [`SAMPLE_EVERY`], for as long as the server
+/// runs; each sample is also the overviews' latest reading.
+pub(crate) async fn sample(backend: Arc<dyn Backend>, dashboard: Arc<Dashboard>) {
     let mut every = tokio::time::interval(SAMPLE_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let queues = backend.queues().await;
-        history.lock().record(now_ms(), &queues);
+        let (queues, _) = dashboard.read(&*backend, Duration::ZERO).await;
+        dashboard.history.lock().record(now_ms(), &queues);
     }
 }

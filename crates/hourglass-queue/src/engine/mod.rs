@@ -773,34 +773,36 @@ impl Backend for Engine {
 
     async fn pause_queue(&self, queue: &str, paused: bool) -> Result<QueueStats, QueueError> {
         validate::queue_name(queue)?;
-        self.when_settled(Access::Write, |state| {
-            if let Err(closed) = self.check_open() {
-                return Attempt::Done(Err(closed));
-            }
-            let queue_id = match state.queue_id(queue) {
-                Ok(queue_id) => queue_id,
-                Err(error) => return Attempt::Done(Err(error)),
-            };
-            let q = &mut state.queues[queue_id as usize];
-            if q.pausing {
-                return Attempt::Wait;
-            }
-            let mut answer = q.stats();
-            if q.paused == paused {
-                return Attempt::Done(Ok(answer));
-            }
-            answer.paused = paused;
-            q.pausing = true;
-            let mutation = Mutation::PauseQueue { queue: queue.into(), paused };
-            match self.committer.send(vec![mutation], Some(Settlement::PauseQueue { queue: queue_id, paused })) {
-                Some(reply) => Attempt::Sent(reply, answer),
-                None => {
-                    q.pausing = false;
-                    Attempt::Done(Err(QueueError::ShuttingDown))
+        let read = self
+            .when_settled(Access::Write, |state| {
+                if let Err(closed) = self.check_open() {
+                    return Attempt::Done(Err(closed));
                 }
-            }
-        })
-        .await
+                let queue_id = match state.queue_id(queue) {
+                    Ok(queue_id) => queue_id,
+                    Err(error) => return Attempt::Done(Err(error)),
+                };
+                let q = &mut state.queues[queue_id as usize];
+                if q.pausing {
+                    return Attempt::Wait;
+                }
+                let mut answer = q.stats();
+                if q.paused == paused {
+                    return Attempt::Done(Ok(answer));
+                }
+                answer.0.paused = paused;
+                q.pausing = true;
+                let mutation = Mutation::PauseQueue { queue: queue.into(), paused };
+                match self.committer.send(vec![mutation], Some(Settlement::PauseQueue { queue: queue_id, paused })) {
+                    Some(reply) => Attempt::Sent(reply, answer),
+                    None => {
+                        q.pausing = false;
+                        Attempt::Done(Err(QueueError::ShuttingDown))
+                    }
+                }
+            })
+            .await?;
+        Ok(queue::with_lateness(vec![read]).remove(0))
     }
 
     async fn delete_dead(&self, queue: &str, max: usize) -> Result<Vec<u64>, QueueError> {
@@ -839,13 +841,16 @@ impl Backend for Engine {
 
     async fn queues(&self) -> Vec<QueueStats> {
         let state = self.shared.state.lock();
-        let mut all: Vec<QueueStats> = state.queues.iter().map(|q| q.stats()).collect();
+        let read: Vec<_> = state.queues.iter().map(|q| q.stats()).collect();
+        drop(state);
+        let mut all = queue::with_lateness(read);
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
 
     async fn queue(&self, name: &str) -> Option<QueueStats> {
-        self.shared.state.lock().queue(name).map(|q| q.stats())
+        let read = self.shared.state.lock().queue(name).map(|q| q.stats());
+        read.map(|read| queue::with_lateness(vec![read]).remove(0))
     }
 
     async fn totals(&self) -> Totals {

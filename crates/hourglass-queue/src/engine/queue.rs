@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::stats::{LatenessMs, QueueStats, LATENESS_BUCKETS_US};
@@ -33,8 +34,7 @@ pub(crate) struct QueueState {
     pub(crate) enqueued: u64,
     pub(crate) delivered: u64,
     pub(crate) acked: u64,
-    /// Allocated on the first claim.
-    lateness_us: Option<Box<Histogram<u32>>>,
+    lateness_us: Lateness,
 }
 
 impl QueueState {
@@ -52,7 +52,7 @@ impl QueueState {
             enqueued: 0,
             delivered: 0,
             acked: 0,
-            lateness_us: None,
+            lateness_us: Lateness::default(),
         }
     }
 
@@ -60,38 +60,66 @@ impl QueueState {
     pub(crate) fn delivered(&mut self, lateness_us: u64) {
         self.delivered += 1;
         self.lateness_us
+            .0
+            .lock()
             .get_or_insert_with(|| {
                 Box::new(Histogram::new_with_bounds(1, LATENESS_US_MAX, 2).expect("valid histogram bounds"))
             })
             .saturating_record(lateness_us.clamp(1, LATENESS_US_MAX));
     }
 
-    pub(crate) fn stats(&self) -> QueueStats {
-        let lateness = self.lateness_us.as_ref().filter(|h| !h.is_empty()).map_or(LatenessMs::default(), |h| {
-            let ms = |us: u64| us as f64 / 1_000.0;
-            LatenessMs {
-                samples: h.len(),
-                p50: ms(h.value_at_quantile(0.5)),
-                p99: ms(h.value_at_quantile(0.99)),
-                max: ms(h.max()),
-                sum: ms((h.mean() * h.len() as f64) as u64),
-                buckets: buckets(h),
-            }
-        });
-        QueueStats {
+    /// The queue's counts, read under the engine's lock, with its lateness
+    /// still to [`read`](Lateness::read) once the lock is released.
+    pub(crate) fn stats(&self) -> (QueueStats, Lateness) {
+        let stats = QueueStats {
             name: self.name.clone(),
             scheduled: self.scheduled - self.ready.len(),
             due: self.ready.len(),
             leased: self.leased,
             dead: self.dead.len(),
             oldest_due_ms: self.ready.first().map(|&(run_at_ms, _)| run_at_ms),
-            lateness,
+            lateness: LatenessMs::default(),
             paused: self.paused,
             enqueued: self.enqueued,
             delivered: self.delivered,
             acked: self.acked,
+        };
+        (stats, self.lateness_us.clone())
+    }
+}
+
+/// A queue's lateness histogram, allocated on its first claim. Behind a lock
+/// of its own: working out its percentiles and buckets walks thousands of
+/// counters, which must not hold the engine's lock (with 1,000 queues, ten
+/// overviews a second doubled lateness p99 at 10 k tasks/s when it did).
+#[derive(Clone, Default)]
+pub(crate) struct Lateness(Arc<Mutex<Option<Box<Histogram<u32>>>>>);
+
+impl Lateness {
+    /// Percentiles and buckets of the deliveries so far.
+    pub(crate) fn read(&self) -> LatenessMs {
+        let histogram = self.0.lock();
+        let Some(h) = histogram.as_ref().filter(|h| !h.is_empty()) else { return LatenessMs::default() };
+        let ms = |us: u64| us as f64 / 1_000.0;
+        LatenessMs {
+            samples: h.len(),
+            p50: ms(h.value_at_quantile(0.5)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+            sum: ms((h.mean() * h.len() as f64) as u64),
+            buckets: buckets(h),
         }
     }
+}
+
+/// Fills in each queue's lateness, after the engine's lock.
+pub(crate) fn with_lateness(read: Vec<(QueueStats, Lateness)>) -> Vec<QueueStats> {
+    read.into_iter()
+        .map(|(mut stats, lateness)| {
+            stats.lateness = lateness.read();
+            stats
+        })
+        .collect()
 }
 
 /// Deliveries at most each of [`LATENESS_BUCKETS_US`] late, cumulative, in one
@@ -125,12 +153,13 @@ mod tests {
             q.delivered(us);
         }
         let at = |bound| LATENESS_BUCKETS_US.iter().position(|&b| b == bound).unwrap();
-        let buckets = q.stats().lateness.buckets;
+        let stats = || with_lateness(vec![q.stats()]).remove(0);
+        let buckets = stats().lateness.buckets;
         assert_eq!(buckets[at(100)], 2, "50 and 100 us are within 100 us");
         assert_eq!(buckets[at(1_000)], 3);
         assert_eq!(buckets[at(2_500)], 3);
         assert_eq!(buckets[at(5_000)], 5);
         assert_eq!(buckets[at(60_000_000)], 5, "70 s is past the last bound: counted by no bucket");
-        assert_eq!((q.stats().lateness.samples, q.stats().delivered), (6, 6));
+        assert_eq!((stats().lateness.samples, stats().delivered), (6, 6));
     }
 }
