@@ -1,14 +1,17 @@
-//! The dashboard in a real browser: Chromium, driven through chromedriver
-//! (WebDriver) by fantoccini, against a server on a free port with a token.
+//! The dashboard in a real browser: Chromium (and Firefox where it is
+//! installed), driven through WebDriver by fantoccini, against a server on a
+//! free port with a token.
 //!
-//! It opens the overview, sees a queue made through the API with the right
-//! counts, opens a dead task and retries it, sees the counts change without
-//! a reload, pauses and resumes the queue, and checks that a wrong token
-//! gets nothing. Screenshots go to `target/screenshots/`.
+//! It checks that a wrong token gets nothing, opens the overview and sees a
+//! queue made through the API with the right counts, opens a dead task (its
+//! last error, its payload) and retries it, sees the counts change without a
+//! reload, pauses and resumes the queue, searches by key and by id, and looks
+//! at a phone-sized window. Screenshots go to `target/screenshots/`.
 //!
 //! Chromium and chromedriver come from Debian's `chromium` and
 //! `chromium-driver` (`.ci/run` installs them). Where they are missing the
-//! test says so and passes, except in CI (`CI=true`), where it fails.
+//! test says so and passes, except in CI (`CI=true`), where it fails. Firefox
+//! runs where `firefox-esr` and `geckodriver` are on the PATH.
 
 use std::net::TcpListener as StdListener;
 use std::path::PathBuf;
@@ -96,8 +99,17 @@ async fn sign_in(browser: &Client, token: &str) {
     click(browser, "[data-test=token-submit]").await;
 }
 
+/// A browser and the WebDriver server that drives it.
+struct Kind {
+    name: &'static str,
+    driver: PathBuf,
+    /// Arguments of the driver, given a free port.
+    driver_args: fn(u16) -> Vec<String>,
+    capabilities: serde_json::Value,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_in_a_real_browser() {
+async fn the_dashboard_in_chromium() {
     let in_ci = std::env::var("CI").is_ok_and(|ci| ci == "true");
     let (Some(chromium), Some(chromedriver)) = (binary("chromium"), binary("chromedriver")) else {
         assert!(
@@ -109,7 +121,33 @@ async fn the_dashboard_in_a_real_browser() {
         );
         return;
     };
+    let capabilities = json!({
+        "goog:chromeOptions": {
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]
+        }
+    });
+    let driver_args = |port: u16| vec![format!("--port={port}")];
+    the_dashboard_in(Kind { name: "chromium", driver: chromedriver, driver_args, capabilities }).await;
+}
 
+/// The same in Firefox, where `firefox-esr` (Debian) and `geckodriver`
+/// (`cargo install geckodriver`) are on the PATH; CI does not install them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_firefox() {
+    let (Some(firefox), Some(geckodriver)) = (binary("firefox-esr").or(binary("firefox")), binary("geckodriver"))
+    else {
+        println!("browser: Firefox not run: firefox-esr or geckodriver is not on the PATH");
+        return;
+    };
+    let capabilities = json!({
+        "moz:firefoxOptions": { "binary": firefox, "args": ["-headless", "-width=1280", "-height=900"] }
+    });
+    let driver_args = |port: u16| vec!["--port".to_owned(), port.to_string()];
+    the_dashboard_in(Kind { name: "firefox", driver: geckodriver, driver_args, capabilities }).await;
+}
+
+async fn the_dashboard_in(kind: Kind) {
     // The server: a real engine, the real router, on a free port, with a token.
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
@@ -124,11 +162,13 @@ async fn the_dashboard_in_a_real_browser() {
     }));
 
     // A queue made through the API: two tasks due in an hour, one dead.
+    let mut keyed = 0;
     for n in 0..2 {
-        engine
-            .enqueue("orders", NewTask::new(json!({ "order": n }).to_string(), RunAt::Delay(3_600_000)))
-            .await
-            .unwrap();
+        let new = NewTask {
+            key: Some(format!("order-{n}")),
+            ..NewTask::new(json!({ "order": n }).to_string(), RunAt::Delay(3_600_000))
+        };
+        keyed = engine.enqueue("orders", new).await.unwrap().id;
     }
     let doomed = NewTask {
         max_attempts: Some(1),
@@ -141,27 +181,22 @@ async fn the_dashboard_in_a_real_browser() {
     // The browser.
     let port = free_port();
     let _driver = Driver(
-        Command::new(&chromedriver)
-            .arg(format!("--port={port}"))
+        Command::new(&kind.driver)
+            .args((kind.driver_args)(port))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start chromedriver"),
+            .expect("start the WebDriver server"),
     );
-    let capabilities = json!({
-        "goog:chromeOptions": {
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]
-        }
-    });
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
     let webdriver = format!("http://127.0.0.1:{port}");
-    let browser = until("chromedriver accepting a session", || async {
+    let browser = until("the WebDriver server accepting a session", || async {
         let mut builder = ClientBuilder::new(connector.clone());
-        builder.capabilities(capabilities.as_object().unwrap().clone());
+        builder.capabilities(kind.capabilities.as_object().unwrap().clone());
         builder.connect(&webdriver).await.ok()
     })
     .await;
+    let shot = |what: &str| format!("dashboard-{}-{what}.png", kind.name);
 
     // A wrong token gets nothing: the page says so, asks again, shows no queue.
     browser.goto(&format!("{base}/")).await.unwrap();
@@ -172,7 +207,7 @@ async fn the_dashboard_in_a_real_browser() {
     })
     .await;
     assert!(browser.find(Locator::Css("[data-test=queues]")).await.is_err(), "no data without the right token");
-    shoot(&browser, "dashboard-wrong-token.png").await;
+    shoot(&browser, &shot("wrong-token")).await;
 
     // The right token: the overview shows the queue with its counts.
     sign_in(&browser, TOKEN).await;
@@ -187,7 +222,7 @@ async fn the_dashboard_in_a_real_browser() {
         browser.find(Locator::Css("[data-test=chart-throughput] path")).await.ok()
     })
     .await;
-    shoot(&browser, "dashboard-overview.png").await;
+    shoot(&browser, &shot("overview")).await;
 
     // The queue's dead tasks, then the dead task itself.
     click(&browser, &format!("{row} a")).await;
@@ -198,7 +233,7 @@ async fn the_dashboard_in_a_real_browser() {
     shows(&browser, "[data-field=\"last error\"]", "card declined by the bank (code 51)").await;
     let payload = text(&browser, "[data-test=payload]").await.unwrap();
     assert!(payload.contains("\"card\": \"declined\""), "the payload, pretty-printed: {payload}");
-    shoot(&browser, "dashboard-task.png").await;
+    shoot(&browser, &shot("task")).await;
 
     // Retry it: the page shows it due, and the overview's counts follow.
     click(&browser, "[data-test=retry]").await;
@@ -213,7 +248,7 @@ async fn the_dashboard_in_a_real_browser() {
     until("the paused badge", || async { text(&browser, &format!("{row} [data-test=paused]")).await }).await;
     assert!(engine.queue("orders").await.unwrap().paused, "paused on the server");
     assert!(engine.claim("orders", 10, 30_000, 0).await.unwrap().is_empty(), "a paused queue hands out nothing");
-    shoot(&browser, "dashboard-paused.png").await;
+    shoot(&browser, &shot("paused")).await;
     click(&browser, &format!("{row} [data-test=resume]")).await;
     until("the badge gone", || async {
         browser.find(Locator::Css(&format!("{row} [data-test=paused]"))).await.is_err().then_some(())
@@ -223,15 +258,25 @@ async fn the_dashboard_in_a_real_browser() {
     let mark = browser.execute("return window.hourglassTestMark;", vec![]).await.unwrap();
     assert_eq!(mark, json!(42), "everything above happened without a reload");
 
+    // Search: by idempotency key, then by id.
+    for (query, id) in [("order-1".to_owned(), keyed), (dead_id.to_string(), dead_id)] {
+        let input = browser.find(Locator::Css("[data-test=search-text]")).await.unwrap();
+        input.clear().await.unwrap();
+        input.send_keys(&query).await.unwrap();
+        browser.find(Locator::Css("#search button")).await.unwrap().click().await.unwrap();
+        shows(&browser, "[data-field=id]", &id.to_string()).await;
+    }
+    click(&browser, "[data-test=nav-overview]").await;
+
     // A phone-sized screen: the overview still shows the queue.
     browser.set_window_size(390, 844).await.unwrap();
     shows(&browser, &format!("{row} [data-count=due]"), "1").await;
-    shoot(&browser, "dashboard-phone.png").await;
+    shoot(&browser, &shot("phone")).await;
 
     browser.close().await.unwrap();
     let _ = stop.send(());
     server.await.unwrap().unwrap();
     engine.close();
     timers.join().unwrap();
-    println!("browser: the dashboard passed in {}", chromium.display());
+    println!("browser: the dashboard passed in {}", kind.name);
 }
