@@ -56,8 +56,8 @@ pub struct ServeArgs {
     read_only_ui: bool,
     /// How logs are written to stderr: `text` for people, `json` (one object
     /// a line) for log shippers. RUST_LOG filters them (default
-    /// `hourglass=info,warn`; `hourglass_server=debug,tower_http=debug` logs
-    /// every request).
+    /// `hourglass=info,warn`; `tower_http=debug` adds a line per request,
+    /// `hourglass=debug` one per expired lease).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 }

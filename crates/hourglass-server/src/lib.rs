@@ -66,20 +66,28 @@ impl AppState {
 }
 
 /// The whole API and the dashboard. `payload_bytes_max` sizes the request
-/// body limit. Requests are logged at debug (`RUST_LOG=hourglass_server=debug`
-/// or `tower_http=debug`): method, path, status and time taken.
+/// body limit. With `tower_http=debug` logging on when the router is built
+/// (`RUST_LOG`), each request is logged: method, path, status and time taken.
+/// Otherwise the layer is left out: idle, it still cost 4 % of durable
+/// enqueues over HTTP (`BENCHMARKS.md`, "The dashboard").
 pub fn router(state: AppState, payload_bytes_max: usize) -> Router {
-    api::routes()
+    let app = api::routes()
         .merge(ui::routes())
         .fallback(|| async { ApiError::no_route() })
         .layer(DefaultBodyLimit::max(payload_bytes_max.saturating_add(BODY_BYTES_OVERHEAD)))
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
-        .layer(
+        .layer(middleware::from_fn_with_state(state.clone(), guard));
+    let app = if tracing::enabled!(target: "tower_http::trace", Level::DEBUG) {
+        app.layer(
             TraceLayer::new_for_http()
                 .make_span_with(DefaultMakeSpan::new().level(Level::DEBUG))
+                // One line a request, when it is answered.
+                .on_request(())
                 .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
         )
-        .with_state(state)
+    } else {
+        app
+    };
+    app.with_state(state)
 }
 
 /// The token, on every request but the dashboard's static files (which

@@ -77,8 +77,9 @@ async fn text(browser: &Client, css: &str) -> Option<String> {
 }
 
 async fn click(browser: &Client, css: &str) {
-    let element = until(css, || async { browser.find(Locator::Css(css)).await.ok() }).await;
-    element.click().await.unwrap_or_else(|error| panic!("cannot click {css}: {error}"));
+    // The page redraws itself every second: an element found just before a
+    // redraw is stale by the click, which then did nothing. Find it again.
+    until(css, || async { browser.find(Locator::Css(css)).await.ok()?.click().await.ok() }).await;
 }
 
 /// Waits until the element `css` selects reads `expected`.
@@ -263,7 +264,7 @@ async fn the_dashboard_in(kind: Kind) {
         let input = browser.find(Locator::Css("[data-test=search-text]")).await.unwrap();
         input.clear().await.unwrap();
         input.send_keys(&query).await.unwrap();
-        browser.find(Locator::Css("#search button")).await.unwrap().click().await.unwrap();
+        click(&browser, "#search button").await;
         shows(&browser, "[data-field=id]", &id.to_string()).await;
     }
     click(&browser, "[data-test=nav-overview]").await;
