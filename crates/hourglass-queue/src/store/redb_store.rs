@@ -274,12 +274,8 @@ impl Store for RedbStore {
 
     fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
-        let table = match txn.open_table(SCHEDULES) {
-            Ok(table) => table,
-            // A store from before schedules: none.
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(error) => return Err(db_error(error)),
-        };
+        // A store from before schedules has none.
+        let Some(table) = added_later(&txn, SCHEDULES)? else { return Ok(Vec::new()) };
         let mut schedules = Vec::new();
         for item in table.iter().map_err(db_error)? {
             let (name, bytes) = item.map_err(db_error)?;
@@ -293,12 +289,8 @@ impl Store for RedbStore {
 
     fn load_paused(&self) -> Result<Vec<Box<str>>, StoreError> {
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
-        let table = match txn.open_table(PAUSED) {
-            Ok(table) => table,
-            // A store from before queues could be paused: none is.
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(error) => return Err(db_error(error)),
-        };
+        // A store from before queues could be paused has none paused.
+        let Some(table) = added_later(&txn, PAUSED)? else { return Ok(Vec::new()) };
         let mut paused = Vec::new();
         for item in table.iter().map_err(db_error)? {
             paused.push(item.map_err(db_error)?.0.value().into());
@@ -374,11 +366,7 @@ fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
     let states = txn.open_table(STATES).map_err(db_error)?;
     let meta = txn.open_table(META).map_err(db_error)?;
     let schedule = |name: &str| -> Result<Option<Vec<u8>>, StoreError> {
-        let table = match txn.open_table(SCHEDULES) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(error) => return Err(db_error(error)),
-        };
+        let Some(table) = added_later(&txn, SCHEDULES)? else { return Ok(None) };
         Ok(table.get(name).map_err(db_error)?.map(|bytes| bytes.value().to_vec()))
     };
     for mutation in batch {
@@ -411,10 +399,9 @@ fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
                 }
             }
             Mutation::PauseQueue { queue, paused } => {
-                let stored = match txn.open_table(PAUSED) {
-                    Ok(table) => table.get(&**queue).map_err(db_error)?.is_some(),
-                    Err(redb::TableError::TableDoesNotExist(_)) => false,
-                    Err(error) => return Err(db_error(error)),
+                let stored = match added_later(&txn, PAUSED)? {
+                    Some(table) => table.get(&**queue).map_err(db_error)?.is_some(),
+                    None => false,
                 };
                 if stored != *paused {
                     return Ok(false);
@@ -423,6 +410,18 @@ fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
         }
     }
     Ok(true)
+}
+
+/// A table that stores written by earlier versions lack: `None` there.
+fn added_later<K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &ReadTransaction,
+    table: TableDefinition<'_, K, V>,
+) -> Result<Option<ReadOnlyTable<K, V>>, StoreError> {
+    match txn.open_table(table) {
+        Ok(table) => Ok(Some(table)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(error) => Err(db_error(error)),
+    }
 }
 
 /// The payloads table of `txn`, opened at the first call.
@@ -522,5 +521,19 @@ mod tests {
         assert!(landed(&delete));
         // The payload went with the task.
         assert!(store.snapshot().unwrap().payload(2).is_err());
+
+        // A pause tells once written (before, the table does not even exist);
+        // so does the resume, and the paused queues are loaded by name.
+        let pause = [Mutation::PauseQueue { queue: "q".into(), paused: true }];
+        assert!(!landed(&pause));
+        assert_eq!(store.load_paused().unwrap(), Vec::<Box<str>>::new());
+        store.apply(&pause, true).unwrap();
+        assert!(landed(&pause));
+        assert_eq!(store.load_paused().unwrap(), [Box::from("q")]);
+        let resume = [Mutation::PauseQueue { queue: "q".into(), paused: false }];
+        assert!(!landed(&resume));
+        store.apply(&resume, true).unwrap();
+        assert!(landed(&resume));
+        assert!(store.load_paused().unwrap().is_empty());
     }
 }
