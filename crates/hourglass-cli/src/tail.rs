@@ -35,8 +35,12 @@ pub fn line(before: &Value, now: &Value) -> Option<String> {
     if moved.is_empty() && !counts_moved {
         return None;
     }
-    let counts: Vec<String> = COUNTS.iter().map(|name| format!("{name} {}", render::count(&now[*name]))).collect();
-    Some(format!("{:<40} {}", moved.join("  "), counts.join("  ")))
+    Some(format!("{:<40} {}", moved.join("  "), counts(now)))
+}
+
+/// A queue's counts per state: `scheduled 9  due 0  leased 1  dead 1`.
+pub fn counts(queue: &Value) -> String {
+    COUNTS.iter().map(|name| format!("{name} {}", render::count(&queue[*name]))).collect::<Vec<_>>().join("  ")
 }
 
 pub async fn follow(client: &Client, queue: &str, every: Duration) -> anyhow::Result<()> {
@@ -47,7 +51,8 @@ pub async fn follow(client: &Client, queue: &str, every: Duration) -> anyhow::Re
     let mut before = client.get(&path).await.map_err(|error| {
         error.context(format!("cannot follow {queue:?}: a queue exists once a task was added to it"))
     })?;
-    println!("following {queue} (Ctrl-C stops): {}", line(&Value::Null, &before).unwrap_or_default().trim_start());
+    let paused = if before["paused"].as_bool() == Some(true) { " (paused)" } else { "" };
+    println!("following {queue}{paused}, Ctrl-C stops: {}", counts(&before));
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
