@@ -168,7 +168,9 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Creates or replaces the schedule `name`; returns it as stored, and
     /// whether it is new. A replaced schedule starts again from now: its
-    /// next occurrence is the first after now.
+    /// next occurrence is the first after now, and after the last one the
+    /// version it replaces ran (which may have run one since the request
+    /// came in).
     ///
     /// # Errors
     /// [`QueueError::Invalid`] (a bad name, expression or time zone, or a

@@ -340,3 +340,27 @@ async fn a_deadline_skips_occurrences_too_late_to_start_and_expires_those_not_de
     let dead = dead.await.unwrap().tasks;
     assert!(dead.len() >= 3 && dead.iter().all(|info| info.task.expired), "{dead:?}");
 }
+
+/// A put counts from when its request came in, and the version it replaces
+/// may have run an occurrence after that (while the put was checked, or
+/// waited for the writer): that occurrence is not run again. The crash
+/// simulator found it as one occurrence stored as two tasks (seed 11108 of
+/// 30,000). Here the request's "now" comes before the run by stepping the
+/// clock back 30 s, which the engine waits out.
+#[tokio::test]
+async fn a_replaced_schedule_does_not_run_again_what_the_old_version_ran() {
+    let node = Node::new();
+    node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow)).await.unwrap();
+    node.advance(MINUTE).await;
+    let task = node.engine.claim("q", 1, 30_000, 0).await.unwrap().remove(0);
+    node.engine.ack(task.id, task.lease).await.unwrap();
+    node.clock.set_us((T0_MS + MINUTE - 30_000) * 1_000);
+    let (info, created) =
+        node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow)).await.unwrap();
+    assert!(!created);
+    assert_eq!(info.schedule.next_ms, Some(T0_MS + 2 * MINUTE), "not the minute the old version ran");
+    node.advance(30_000).await;
+    assert!(node.due_times("q").await.is_empty(), "the occurrence it ran is not enqueued again");
+    node.advance(MINUTE).await;
+    assert_eq!(node.due_times("q").await, [T0_MS + 2 * MINUTE]);
+}

@@ -686,6 +686,16 @@ impl Backend for Engine {
                 // whichever version made it; a paused schedule stays paused.
                 armed.schedule.last = old.and_then(|old| old.schedule.last);
                 armed.schedule.paused = old.is_some_and(|old| old.schedule.paused);
+                // The new version counts from when the request came in; the
+                // old one may have fired since (while this one was checked,
+                // or waited for the writer). An occurrence it ran is not run
+                // again: the new version's first is after it. (Its anchor,
+                // `since_ms`, stays: a period counts from it.)
+                if let Some((ran_ms, _)) = armed.schedule.last {
+                    if armed.schedule.next_ms.is_some_and(|next_ms| next_ms <= ran_ms) {
+                        armed.schedule.next_ms = armed.timetable.next_after(ran_ms);
+                    }
+                }
                 let old_bytes = old.map_or(0, |old| schedules::bytes_of(&old.schedule));
                 let held = state.memory_bytes + state.schedules.memory_bytes() - old_bytes;
                 let adding = schedules::bytes_of(&armed.schedule);
