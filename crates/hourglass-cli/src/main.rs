@@ -359,7 +359,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Stats { queue, json, server } => {
-            let mut overview = Client::new(&server)?.get("/v1/overview").await?;
+            let mut overview = Client::new(&server)?.get("/v1/overview?fresh=true").await?;
             if let Some(queue) = &queue {
                 let queues = overview["queues"].as_array_mut().map(std::mem::take).unwrap_or_default();
                 let one: Vec<Value> = queues.into_iter().filter(|q| q["name"] == json!(queue)).collect();

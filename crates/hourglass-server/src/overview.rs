@@ -5,12 +5,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::Json;
 use hourglass_queue::{Backend, QueueStats, Totals};
 use parking_lot::Mutex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::error::ApiError;
 use crate::history::{History, Point, Rates, SAMPLE_EVERY};
 use crate::wire::{QueueBody, TotalsBody};
 use crate::AppState;
@@ -74,10 +76,23 @@ impl Dashboard {
     }
 }
 
-pub(crate) async fn overview(State(app): State<AppState>) -> Json<Overview> {
-    let (queues, totals) = app.dashboard.read(&*app.backend, FRESH_FOR).await;
+/// `?fresh=true` reads the queues now rather than sharing the latest reading:
+/// for a command that must see what it just did (`hourglass stats`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OverviewQuery {
+    fresh: Option<bool>,
+}
+
+pub(crate) async fn overview(
+    State(app): State<AppState>,
+    query: Result<Query<OverviewQuery>, QueryRejection>,
+) -> Result<Json<Overview>, ApiError> {
+    let Query(query) = query?;
+    let fresh_for = if query.fresh == Some(true) { Duration::ZERO } else { FRESH_FOR };
+    let (queues, totals) = app.dashboard.read(&*app.backend, fresh_for).await;
     let history = app.dashboard.history.lock();
-    Json(Overview {
+    Ok(Json(Overview {
         now_ms: now_ms(),
         read_only_ui: app.read_only_ui,
         queues: queues
@@ -87,7 +102,7 @@ pub(crate) async fn overview(State(app): State<AppState>) -> Json<Overview> {
         totals: TotalsBody::from(totals),
         history: history.points(),
         sample_every_s: SAMPLE_EVERY.as_secs(),
-    })
+    }))
 }
 
 /// Samples every queue once a [`SAMPLE_EVERY`], for as long as the server

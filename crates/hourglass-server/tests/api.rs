@@ -526,6 +526,12 @@ async fn the_dashboard_s_files_need_no_token_and_its_data_does() {
     assert_eq!(body["queues"][0]["rates"]["enqueued"], json!(0.0), "no sample yet: no rate");
     assert_eq!(body["read_only_ui"], json!(false));
     assert!(body["history"].as_array().unwrap().is_empty());
+    // A reading is shared for a moment; ?fresh=true reads again.
+    api.call_with(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload": 2}"#), Some("s3cret")).await;
+    let (_, fresh) = api.call_with(Method::GET, "/v1/overview?fresh=true", None, Some("s3cret")).await;
+    assert_eq!(fresh["queues"][0]["due"], json!(2));
+    let (status, body) = api.call_with(Method::GET, "/v1/overview?stale=1", None, Some("s3cret")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
 
 #[tokio::test]

@@ -8,6 +8,15 @@ const STATES = ["scheduled", "due", "leased", "dead"];
 const TOKEN_KEY = "hourglass.token";
 
 let readOnly = false;
+let freshNext = false;            // after an action: see it at once, not the shared reading
+
+// The overview's path: the server shares one reading of the queues among
+// pages for up to half a second, except right after this page changed something.
+function overviewPath() {
+  const path = freshNext ? "/v1/overview?fresh=true" : "/v1/overview";
+  freshNext = false;
+  return path;
+}
 let timer = null;
 let generation = 0;               // bumped on every navigation: stale refreshes are dropped
 
@@ -103,7 +112,7 @@ function action(label, run, attrs) {
   return el("button", Object.assign({ type: "button", onclick: async (event) => {
     const button = event.currentTarget;
     button.disabled = true;
-    try { await run(); refresh(); } catch (error) { report(error); } finally { button.disabled = false; }
+    try { await run(); freshNext = true; refresh(); } catch (error) { report(error); } finally { button.disabled = false; }
   } }, attrs || {}), label);
 }
 
@@ -159,7 +168,7 @@ function lineChart(title, points, series, format, test) {
 // ---------- pages ----------
 
 async function overviewPage(main) {
-  const o = await api("GET", "/v1/overview");
+  const o = await api("GET", overviewPath());
   readOnly = o.read_only_ui;
   const t = o.totals;
   const sum = (key) => o.queues.reduce((n, q) => n + q[key], 0);
@@ -221,7 +230,7 @@ async function queuePage(main, name, params) {
   const query = new URLSearchParams({ limit: PAGE_SIZE });
   if (state) query.set("state", state);
   if (after) query.set("after", after);
-  const [o, page] = await Promise.all([api("GET", "/v1/overview"), api("GET", base + "/tasks?" + query)]);
+  const [o, page] = await Promise.all([api("GET", overviewPath()), api("GET", base + "/tasks?" + query)]);
   readOnly = o.read_only_ui;
   const q = o.queues.find((q) => q.name === name);
   const link = (s, a) => "#/queue/" + encodeURIComponent(name) + "?" + new URLSearchParams(Object.assign(s ? { state: s } : {}, a ? { after: a } : {}));
@@ -255,7 +264,7 @@ async function queuePage(main, name, params) {
 }
 
 async function taskPage(main, id) {
-  const [o, t] = await Promise.all([api("GET", "/v1/overview"), api("GET", "/v1/tasks/" + id)]);
+  const [o, t] = await Promise.all([api("GET", overviewPath()), api("GET", "/v1/tasks/" + id)]);
   readOnly = o.read_only_ui;
   const fields = [
     ["id", t.id], ["queue", el("a", { href: "#/queue/" + encodeURIComponent(t.queue) }, t.queue)],
