@@ -53,6 +53,17 @@ impl Node {
         node
     }
 
+    /// A schedule `tick` firing every minute into `q`, whose first
+    /// occurrence has run and been acked: only the schedule remembers it.
+    async fn ran_once(misfire: Misfire) -> Node {
+        let node = Node::new();
+        node.engine.put_schedule("tick", every_minute("q", misfire, Overlap::Allow)).await.unwrap();
+        node.advance(MINUTE).await;
+        let task = node.engine.claim("q", 1, 30_000, 0).await.unwrap().remove(0);
+        node.engine.ack(task.id, task.lease).await.unwrap();
+        node
+    }
+
     /// The due times of the tasks of `queue`, in order.
     async fn due_times(&self, queue: &str) -> Vec<u64> {
         let page = self.engine.list(queue, hourglass_queue::ListRequest { status: None, after: None, limit: 1_000 });
@@ -96,12 +107,7 @@ async fn each_occurrence_is_one_task_with_its_key_due_at_its_time() {
 
 #[tokio::test]
 async fn a_restart_never_enqueues_an_occurrence_twice() {
-    let node = Node::new();
-    node.engine.put_schedule("tick", every_minute("q", Misfire::All, Overlap::Allow)).await.unwrap();
-    node.advance(MINUTE).await;
-    // Done and acked: only the schedule remembers the occurrence.
-    let task = node.engine.claim("q", 1, 30_000, 0).await.unwrap().remove(0);
-    node.engine.ack(task.id, task.lease).await.unwrap();
+    let node = Node::ran_once(Misfire::All).await;
     let node = node.restart_after(0).await;
     assert!(node.due_times("q").await.is_empty(), "the acked occurrence is not enqueued again");
     node.advance(MINUTE).await;
@@ -349,11 +355,7 @@ async fn a_deadline_skips_occurrences_too_late_to_start_and_expires_those_not_de
 /// clock back 30 s, which the engine waits out.
 #[tokio::test]
 async fn a_replaced_schedule_does_not_run_again_what_the_old_version_ran() {
-    let node = Node::new();
-    node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow)).await.unwrap();
-    node.advance(MINUTE).await;
-    let task = node.engine.claim("q", 1, 30_000, 0).await.unwrap().remove(0);
-    node.engine.ack(task.id, task.lease).await.unwrap();
+    let node = Node::ran_once(Misfire::Skip).await;
     node.clock.set_us((T0_MS + MINUTE - 30_000) * 1_000);
     let (info, created) =
         node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow)).await.unwrap();
