@@ -92,12 +92,9 @@ pub fn router(state: AppState, payload_bytes_max: usize) -> Router {
 
 /// The token, on every request but the dashboard's static files (which
 /// hold no data: the page asks for the token and sends it with its own
-/// requests); and `--read-only-ui`.
+/// requests); then `--read-only-ui`, so that nobody without the token learns
+/// even that.
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if state.read_only_ui && request.method() != Method::GET && request.headers().contains_key(UI_HEADER) {
-        return ApiError::new(StatusCode::FORBIDDEN, "read_only_ui", "the dashboard is read-only (--read-only-ui)")
-            .into_response();
-    }
     if ui::is_static(request.uri().path()) {
         return next.run(request).await;
     }
@@ -110,6 +107,10 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         if !given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())) {
             return ApiError::unauthorized().into_response();
         }
+    }
+    if state.read_only_ui && request.method() != Method::GET && request.headers().contains_key(UI_HEADER) {
+        return ApiError::new(StatusCode::FORBIDDEN, "read_only_ui", "the dashboard is read-only (--read-only-ui)")
+            .into_response();
     }
     next.run(request).await
 }

@@ -580,3 +580,21 @@ async fn metrics_expose_lateness_histograms_per_queue_and_the_store_s_commits() 
     assert!(text.contains(r#"hourglass_storage_commit_changes_bucket{le="+Inf"}"#));
     assert!(line("hourglass_storage_commits_failed_total ").ends_with(" 0"));
 }
+
+#[tokio::test]
+async fn without_the_token_a_read_only_ui_says_nothing_but_unauthorized() {
+    let api = api_built(Limits::default(), Some("s3cret"), AppState::read_only_ui);
+    let from_ui = |token: Option<&str>| {
+        let mut request = Request::builder().method(Method::POST).uri("/v1/queues/q/pause");
+        request = request.header(hourglass_server::UI_HEADER, "1");
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        request.body(Body::empty()).unwrap()
+    };
+    let response = api.router.clone().oneshot(from_ui(None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let response = api.router.clone().oneshot(from_ui(Some("s3cret"))).await.unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert!(api.engine.queue("q").await.is_none(), "nothing was paused");
+}
