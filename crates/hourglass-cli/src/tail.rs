@@ -11,7 +11,7 @@ use crate::client::Client;
 use crate::render;
 
 /// The counters a line reports the changes of, as the server names them.
-const MOVES: [(&str, &str); 3] = [("enqueued", "enqueued"), ("delivered", "delivered"), ("acked", "acked")];
+const MOVES: [&str; 3] = ["enqueued", "delivered", "acked"];
 const COUNTS: [&str; 4] = ["scheduled", "due", "leased", "dead"];
 
 /// One line for the change from `before` to `now`, or `None` if nothing moved.
@@ -19,9 +19,9 @@ pub fn line(before: &Value, now: &Value) -> Option<String> {
     let number = |value: &Value, name: &str| value[name].as_u64().unwrap_or(0);
     let mut moved: Vec<String> = MOVES
         .iter()
-        .filter_map(|&(name, label)| {
+        .filter_map(|&name| {
             let delta = number(now, name).saturating_sub(number(before, name));
-            (delta > 0).then(|| format!("+{delta} {label}"))
+            (delta > 0).then(|| format!("+{delta} {name}"))
         })
         .collect();
     let died = number(now, "dead") as i64 - number(before, "dead") as i64;

@@ -160,13 +160,7 @@ impl Settler<Settlement> for EngineSettler {
                     }
                     Settlement::Purge(ids) => {
                         for id in ids {
-                            if durable {
-                                state.forget(id);
-                                state.totals.cancelled += 1;
-                            } else {
-                                state.reveal(id, now_ms);
-                                timers = true;
-                            }
+                            timers |= removed(&mut state, id, Why::Cancel, durable, now_ms);
                         }
                     }
                     Settlement::PauseQueue { queue, paused } => {
@@ -180,22 +174,7 @@ impl Settler<Settlement> for EngineSettler {
                             }
                         }
                     }
-                    Settlement::Remove { id, why } => {
-                        if durable {
-                            if why == Why::Ack {
-                                state.queue_of(id).acked += 1;
-                            }
-                            state.forget(id);
-                            match why {
-                                Why::Ack => state.totals.acked += 1,
-                                Why::Cancel => state.totals.cancelled += 1,
-                                Why::Reschedule | Why::Nack | Why::Expire | Why::Expired => {}
-                            }
-                        } else {
-                            state.reveal(id, now_ms);
-                            timers = true;
-                        }
-                    }
+                    Settlement::Remove { id, why } => timers |= removed(&mut state, id, why, durable, now_ms),
                 }
             }
             state.debug_check();
@@ -205,4 +184,23 @@ impl Settler<Settlement> for EngineSettler {
             self.shared.wake_timers();
         }
     }
+}
+
+/// A removed task, settled: gone and counted once durable, filed again as it
+/// was if not. Whether the timer thread must look again.
+fn removed(state: &mut State, id: u64, why: Why, durable: bool, now_ms: u64) -> bool {
+    if !durable {
+        state.reveal(id, now_ms);
+        return true;
+    }
+    match why {
+        Why::Ack => {
+            state.totals.acked += 1;
+            state.queue_of(id).acked += 1;
+        }
+        Why::Cancel => state.totals.cancelled += 1,
+        Why::Reschedule | Why::Nack | Why::Expire | Why::Expired => {}
+    }
+    state.forget(id);
+    false
 }
