@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use crate::error::QueueError;
-use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Status, TaskInfo};
+use crate::model::{Claimed, Enqueued, Lease, Nack, NewTask, RunAt, Status, TaskInfo};
 use crate::schedule::{NewSchedule, ScheduleInfo};
 use crate::stats::{QueueStats, StorageStats, Totals};
 
@@ -11,6 +11,8 @@ use crate::stats::{QueueStats, StorageStats, Totals};
 /// page. Opaque to clients; the server encodes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Cursor {
+    /// The priority of the last task listed, for listings in claim order.
+    pub priority: u32,
     /// The due time of the last task listed, for listings in due-time order.
     pub run_at_ms: u64,
     /// The id of the last task listed.
@@ -106,6 +108,14 @@ pub trait Backend: Send + Sync + 'static {
     /// [`QueueError::NotFound`], [`QueueError::Storage`].
     async fn cancel(&self, id: u64) -> Result<(), QueueError>;
 
+    /// Like [`cancel`](Backend::cancel), but refuses a leased task: only its
+    /// holder may remove it, with an ack (beanstalkd's `delete`).
+    ///
+    /// # Errors
+    /// [`QueueError::NotFound`], [`QueueError::Conflict`] if it is leased,
+    /// [`QueueError::Storage`].
+    async fn cancel_unleased(&self, id: u64) -> Result<(), QueueError>;
+
     /// Moves a scheduled (or dead, which revives it) task to a new due time.
     ///
     /// # Errors
@@ -128,6 +138,25 @@ pub trait Backend: Send + Sync + 'static {
     /// [`QueueError::Invalid`] for arguments out of range.
     async fn claim(&self, queue: &str, max: usize, lease_ms: u64, wait_ms: u64) -> Result<Vec<Claimed>, QueueError>;
 
+    /// Hands out the first due task of any of `queues` (at most
+    /// [`QUEUES_MAX`](crate::limits::QUEUES_MAX)), in claim order across
+    /// them: the most urgent priority, then the oldest due. Like
+    /// [`claim`](Backend::claim) otherwise; `None` if none came due within
+    /// `wait_ms`.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for arguments out of range.
+    async fn claim_any(&self, queues: &[&str], lease_ms: u64, wait_ms: u64) -> Result<Option<Claimed>, QueueError>;
+
+    /// Hands out task `id` whatever its state but leased: scheduled, due or
+    /// dead (beanstalkd's `reserve-job`), under a new lease (its own, or
+    /// `lease_ms`).
+    ///
+    /// # Errors
+    /// [`QueueError::NotFound`], [`QueueError::Conflict`] if it is leased,
+    /// [`QueueError::Invalid`] for a lease out of range.
+    async fn take(&self, id: u64, lease_ms: u64) -> Result<Claimed, QueueError>;
+
     /// Finishes a delivery: the task is removed (a repeating one is scheduled
     /// at its next occurrence).
     ///
@@ -136,23 +165,16 @@ pub trait Backend: Send + Sync + 'static {
     /// [`QueueError::Storage`].
     async fn ack(&self, id: u64, lease: Lease) -> Result<(), QueueError>;
 
-    /// Gives a delivery back: the task is due again after `delay_ms` (or a
-    /// backoff that doubles with each attempt), or dead if out of attempts.
-    /// `reason` (what went wrong, at most
-    /// [`NACK_REASON_BYTES_MAX`](crate::limits::NACK_REASON_BYTES_MAX) bytes)
-    /// becomes the task's [`last_error`](crate::Task::last_error); a nack
-    /// without one clears it.
+    /// Gives a delivery back as `nack` says: the task is due again after its
+    /// delay (or a backoff that doubles with each attempt), or dead if out of
+    /// attempts or asked to be; its reason becomes the task's
+    /// [`last_error`](crate::Task::last_error) (a nack without one clears it),
+    /// and its priority, if given, the task's.
     ///
     /// # Errors
     /// [`QueueError::NotFound`], [`QueueError::StaleLease`], [`QueueError::Invalid`],
     /// [`QueueError::Storage`].
-    async fn nack(
-        &self,
-        id: u64,
-        lease: Lease,
-        delay_ms: Option<u64>,
-        reason: Option<&str>,
-    ) -> Result<TaskInfo, QueueError>;
+    async fn nack(&self, id: u64, lease: Lease, nack: Nack) -> Result<TaskInfo, QueueError>;
 
     /// Extends a lease to `lease_ms` from now; returns the new end (Unix ms).
     ///

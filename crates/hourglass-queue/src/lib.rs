@@ -42,7 +42,7 @@ pub use engine::{Engine, Options};
 pub use error::{QueueError, StoreError};
 pub use hourglass::{ManualWallClock, SystemWallClock, WallClock};
 pub use limits::Limits;
-pub use model::{Claimed, Enqueued, Lease, NewTask, RunAt, Status, Task, TaskInfo, TaskState};
+pub use model::{Claimed, Enqueued, Lease, Nack, NewTask, RunAt, Status, Task, TaskInfo, TaskState};
 pub use schedule::{occurrence_key, Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo, UPCOMING};
 pub use stats::{LatenessMs, QueueStats, StorageStats, Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};
 pub use store::{Fsync, Loaded, Mutation, RedbStore, Snapshot, Store};

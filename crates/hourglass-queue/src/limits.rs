@@ -40,7 +40,7 @@ impl Default for Limits {
 }
 
 /// Longest queue name, in bytes.
-pub const QUEUE_NAME_BYTES_MAX: usize = 128;
+pub const QUEUE_NAME_BYTES_MAX: usize = 200;
 /// Longest idempotency key, in bytes.
 pub const KEY_BYTES_MAX: usize = 256;
 /// Longest delay, and furthest `run_at_ms` ahead: ten years.
@@ -51,10 +51,27 @@ pub const EVERY_MS_MIN: u64 = 10;
 pub const MAX_ATTEMPTS_MAX: u32 = 1_000;
 /// Attempts when the client does not say.
 pub const MAX_ATTEMPTS_DEFAULT: u32 = 5;
+/// A task's `max_attempts` that sets no limit: it is never dead for want of
+/// attempts, and a delivery that fails without a delay (a lease that runs
+/// out) makes it due again at once, not after a backoff, as beanstalkd does.
+pub const ATTEMPTS_UNLIMITED: u32 = 0;
+/// The priority of a task that names none: beanstalkd's convention, below
+/// which a job counts as urgent.
+pub const PRIORITY_DEFAULT: u32 = 1_024;
+/// One hash table entry for a task's priority or own lease (kept only for a
+/// task that has either).
+pub const TERMS_OVERHEAD_BYTES: u64 = 32;
+
+/// What a task's priority and own lease, when it has either, cost the
+/// (memory, disk) budgets: the side table's entry, and their 4 bytes each.
+pub const fn terms_bytes() -> (u64, u64) {
+    (TERMS_OVERHEAD_BYTES, 8)
+}
 /// Shortest and longest lease.
 pub const LEASE_MS_MIN: u64 = 100;
 /// Longest lease: 12 hours.
 pub const LEASE_MS_MAX: u64 = 12 * 3600 * 1000;
+const _: () = assert!(LEASE_MS_MAX <= u32::MAX as u64, "a task's own lease fits a u32");
 /// Lease when the client does not say.
 pub const LEASE_MS_DEFAULT: u64 = 30_000;
 /// Longest long-poll of a claim.

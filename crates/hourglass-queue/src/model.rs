@@ -17,8 +17,15 @@ pub struct Task {
     pub run_at_ms: u64,
     /// Deliveries so far of the current run.
     pub attempt: u32,
-    /// Deliveries allowed before the task is dead.
+    /// Deliveries allowed before the task is dead;
+    /// [`ATTEMPTS_UNLIMITED`](crate::limits::ATTEMPTS_UNLIMITED) for no limit.
     pub max_attempts: u32,
+    /// Among due tasks of its queue, those of the lowest priority are handed
+    /// out first (0 is the most urgent), then the oldest due.
+    pub priority: u32,
+    /// The task's own lease: a claim hands it out for this long, whatever
+    /// lease the claim asked for. (beanstalkd's time-to-run.)
+    pub lease_ms: Option<u32>,
     /// The client's idempotency key, unique among the queue's live tasks.
     pub key: Option<Box<str>>,
     /// For a repeating task, its period.
@@ -113,6 +120,10 @@ pub struct NewTask {
     pub key: Option<String>,
     /// Optional attempt limit.
     pub max_attempts: Option<u32>,
+    /// Optional priority; [`PRIORITY_DEFAULT`](crate::limits::PRIORITY_DEFAULT) if not given.
+    pub priority: Option<u32>,
+    /// Optional lease of its own, in place of each claim's.
+    pub lease_ms: Option<u64>,
     /// Optional repeat period.
     pub every_ms: Option<u64>,
     /// Optional expiry of a one-off task: not delivered by then, it is dead
@@ -125,7 +136,16 @@ impl NewTask {
     /// A task with `payload`, due at `run_at`, with no key, the default attempt
     /// limit, no repeat and no expiry.
     pub fn new(payload: impl Into<Box<str>>, run_at: RunAt) -> NewTask {
-        NewTask { payload: payload.into(), run_at, key: None, max_attempts: None, every_ms: None, expires: None }
+        NewTask {
+            payload: payload.into(),
+            run_at,
+            key: None,
+            max_attempts: None,
+            priority: None,
+            lease_ms: None,
+            every_ms: None,
+            expires: None,
+        }
     }
 }
 
@@ -157,6 +177,35 @@ pub struct Claimed {
     pub lease_until_ms: u64,
     /// When the task was due, Unix ms.
     pub run_at_ms: u64,
+}
+
+/// How a consumer gives a delivery back ([`Backend::nack`](crate::Backend::nack)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Nack {
+    /// Due again after this long; without it, after a backoff that doubles
+    /// with each attempt (at once for a task of unlimited attempts).
+    pub delay_ms: Option<u64>,
+    /// What went wrong, at most
+    /// [`NACK_REASON_BYTES_MAX`](crate::limits::NACK_REASON_BYTES_MAX) bytes:
+    /// becomes the task's [`last_error`](Task::last_error); without one, the
+    /// last error is cleared.
+    pub reason: Option<Box<str>>,
+    /// A new priority for the task.
+    pub priority: Option<u32>,
+    /// Dead at once, attempts left or not (beanstalkd's `bury`).
+    pub dead: bool,
+}
+
+impl Nack {
+    /// Due again after `delay_ms`.
+    pub fn after(delay_ms: u64) -> Nack {
+        Nack { delay_ms: Some(delay_ms), ..Nack::default() }
+    }
+
+    /// With `reason` as the task's last error.
+    pub fn because(self, reason: &str) -> Nack {
+        Nack { reason: Some(reason.into()), ..self }
+    }
 }
 
 /// The result of an enqueue.

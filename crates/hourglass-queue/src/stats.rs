@@ -11,6 +11,9 @@ pub struct QueueStats {
     pub scheduled: usize,
     /// Due and waiting for a claim.
     pub due: usize,
+    /// Of those due, how many are more urgent than
+    /// [`PRIORITY_DEFAULT`](crate::limits::PRIORITY_DEFAULT).
+    pub urgent: usize,
     /// Handed out under a lease.
     pub leased: usize,
     /// Out of attempts.

@@ -13,6 +13,8 @@ pub(crate) struct Checked {
     pub(crate) run_at_ms: u64,
     pub(crate) key: Option<Box<str>>,
     pub(crate) max_attempts: u32,
+    pub(crate) priority: u32,
+    pub(crate) lease_ms: Option<u32>,
     pub(crate) every_ms: Option<u64>,
     pub(crate) expires_at_ms: Option<u64>,
 }
@@ -28,23 +30,27 @@ pub(crate) fn reason(reason: Option<&str>) -> Result<(), QueueError> {
     }
 }
 
+/// A queue name: 1 to [`QUEUE_NAME_BYTES_MAX`] bytes of letters, digits and
+/// `_ - . :`, and of the rest of what beanstalkd allows in a tube's name, `+ /
+/// ; $ ( )`, so that every tube is a queue.
 pub(crate) fn queue_name(queue: &str) -> Result<(), QueueError> {
-    name("queue", queue, QUEUE_NAME_BYTES_MAX)
+    name("queue", queue, QUEUE_NAME_BYTES_MAX, "_-.:+/;$()")
 }
 
 pub(crate) fn schedule_name(schedule: &str) -> Result<(), QueueError> {
-    name("schedule", schedule, SCHEDULE_NAME_BYTES_MAX)
+    name("schedule", schedule, SCHEDULE_NAME_BYTES_MAX, "_-.:")
 }
 
-/// A name of a `kind` of thing: 1 to `max` bytes of letters, digits and `_ - . :`.
-fn name(kind: &str, name: &str, max: usize) -> Result<(), QueueError> {
+/// A name of a `kind` of thing: 1 to `max` bytes of letters, digits and `also`.
+fn name(kind: &str, name: &str, max: usize, also: &str) -> Result<(), QueueError> {
     let valid = !name.is_empty()
         && name.len() <= max
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || also.as_bytes().contains(&b));
     if valid {
         Ok(())
     } else {
-        Err(QueueError::Invalid(format!("a {kind} name is 1 to {max} characters of A-Z, a-z, 0-9, _ - . :")))
+        let also: Vec<String> = also.chars().map(String::from).collect();
+        Err(QueueError::Invalid(format!("a {kind} name is 1 to {max} characters of A-Z, a-z, 0-9, {}", also.join(" "))))
     }
 }
 
@@ -160,6 +166,8 @@ fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Check
         key(k)?;
     }
     let max_attempts = max_attempts(new.max_attempts)?;
+    // Within LEASE_MS_MAX, which fits a u32 (asserted there).
+    let lease_ms = new.lease_ms.map(|ms| lease(ms).map(|()| ms as u32)).transpose()?;
     if let Some(every_ms) = new.every_ms {
         range("every_ms", every_ms, EVERY_MS_MIN, DELAY_MS_MAX)?;
     }
@@ -181,15 +189,19 @@ fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Check
         run_at_ms,
         key: new.key.map(String::into_boxed_str),
         max_attempts,
+        priority: new.priority.unwrap_or(PRIORITY_DEFAULT),
+        lease_ms,
         every_ms: new.every_ms,
         expires_at_ms,
     })
 }
 
-/// Attempts asked for, or the default; within range.
+/// Attempts asked for, or the default; within range, or unlimited.
 fn max_attempts(asked: Option<u32>) -> Result<u32, QueueError> {
     let max_attempts = asked.unwrap_or(MAX_ATTEMPTS_DEFAULT);
-    checked_range("max_attempts", u64::from(max_attempts), 1, u64::from(MAX_ATTEMPTS_MAX)).map(|_| max_attempts)
+    // ATTEMPTS_UNLIMITED is 0, the bottom of the range.
+    checked_range("max_attempts", u64::from(max_attempts), u64::from(ATTEMPTS_UNLIMITED), u64::from(MAX_ATTEMPTS_MAX))
+        .map(|_| max_attempts)
 }
 
 /// [`range`], returning the value.
@@ -206,6 +218,9 @@ mod tests {
         assert!(queue_name("emails.v2:eu-west_1").is_ok());
         assert!(queue_name("").is_err());
         assert!(queue_name("has space").is_err());
+        assert!(queue_name("a tube/of;beanstalk$(+)").is_err(), "no space");
+        assert!(queue_name("tube/of;beanstalk$(+)").is_ok(), "every tube name is a queue name");
+        assert!(schedule_name("a/b").is_err());
         assert!(queue_name(&"q".repeat(QUEUE_NAME_BYTES_MAX + 1)).is_err());
         assert!(key("").is_err());
         assert!(key(&"k".repeat(KEY_BYTES_MAX + 1)).is_err());
@@ -221,7 +236,7 @@ mod tests {
     #[test]
     fn a_batch_names_the_task_at_fault() {
         let ok = NewTask::new("1", RunAt::Delay(0));
-        let bad = NewTask { max_attempts: Some(0), ..ok.clone() };
+        let bad = NewTask { max_attempts: Some(MAX_ATTEMPTS_MAX + 1), ..ok.clone() };
         let error = batch(vec![ok.clone(), bad.clone()], 10, 0).unwrap_err();
         assert!(error.to_string().starts_with("task 1: max_attempts"), "{error}");
         assert!(batch(vec![bad], 10, 0).unwrap_err().to_string().starts_with("max_attempts"));

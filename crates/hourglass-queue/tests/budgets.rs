@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use hourglass_queue::limits::{task_memory_bytes, PAYLOAD_INLINE_MAX, TASK_OVERHEAD_BYTES};
 use hourglass_queue::{
-    Backend, Engine, Fsync, Limits, ListRequest, Loaded, ManualWallClock, Mutation, NewTask, Options, QueueError,
+    Backend, Engine, Fsync, Limits, ListRequest, Loaded, ManualWallClock, Mutation, Nack, NewTask, Options, QueueError,
     RedbStore, RunAt, Schedule, Snapshot, Status, Store, StoreError, Task,
 };
 
@@ -67,7 +67,7 @@ async fn large_payloads_live_in_the_store_and_come_back_whole() {
     }
     // A nack's answer carries the payload too.
     let first = &claimed[3];
-    let nacked = engine.nack(first.id, first.lease, Some(0), None).await.unwrap();
+    let nacked = engine.nack(first.id, first.lease, Nack::after(0)).await.unwrap();
     assert_eq!(nacked.payload, first.payload);
 
     // A restart loads the bodies only, and the payloads are still there.

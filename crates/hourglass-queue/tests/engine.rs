@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use hourglass_queue::{
-    limits, Backend, Engine, Fsync, Lease, Limits, ListRequest, ManualWallClock, NewTask, Options, QueueError,
+    limits, Backend, Engine, Fsync, Lease, Limits, ListRequest, ManualWallClock, Nack, NewTask, Options, QueueError,
     RedbStore, RunAt, Status, TaskState,
 };
 
@@ -153,12 +153,12 @@ async fn nacks_back_off_until_the_task_is_dead_then_retry_revives_it() {
     let new = NewTask { max_attempts: Some(2), ..later(0) };
     let id = h.engine.enqueue("q", new).await.unwrap().id;
     let first = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
-    let info = h.engine.nack(id, first.lease, Some(50), None).await.unwrap();
+    let info = h.engine.nack(id, first.lease, Nack::after(50)).await.unwrap();
     assert_eq!((info.status, info.task.run_at_ms), (Status::Scheduled, T0_MS + 50));
     h.advance(50).await;
     let second = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
     assert_eq!(second.attempt, 2);
-    let info = h.engine.nack(id, second.lease, None, None).await.unwrap();
+    let info = h.engine.nack(id, second.lease, Nack::default()).await.unwrap();
     assert_eq!(info.status, Status::Dead);
     let dead = h.engine.list("q", ListRequest { status: Some(Status::Dead), after: None, limit: 10 }).await.unwrap();
     assert_eq!(dead.tasks.iter().map(|t| t.task.id).collect::<Vec<_>>(), [id]);
@@ -204,8 +204,10 @@ async fn bad_input_is_refused_and_changes_nothing() {
     assert!(matches!(h.engine.enqueue("", later(0)).await, Err(QueueError::Invalid(_))));
     let absurd = task("1", RunAt::Delay(u64::MAX));
     assert!(matches!(h.engine.enqueue("q", absurd).await, Err(QueueError::Invalid(_))));
-    let zero_attempts = NewTask { max_attempts: Some(0), ..later(0) };
-    assert!(matches!(h.engine.enqueue("q", zero_attempts).await, Err(QueueError::Invalid(_))));
+    let too_many_attempts = NewTask { max_attempts: Some(limits::MAX_ATTEMPTS_MAX + 1), ..later(0) };
+    assert!(matches!(h.engine.enqueue("q", too_many_attempts).await, Err(QueueError::Invalid(_))));
+    let short_lease = NewTask { lease_ms: Some(limits::LEASE_MS_MIN - 1), ..later(0) };
+    assert!(matches!(h.engine.enqueue("q", short_lease).await, Err(QueueError::Invalid(_))));
     let too_often = NewTask { every_ms: Some(1), ..later(0) };
     assert!(matches!(h.engine.enqueue("q", too_often).await, Err(QueueError::Invalid(_))));
     assert!(matches!(h.engine.claim("q", 0, 1_000, 0).await, Err(QueueError::Invalid(_))));
@@ -213,11 +215,14 @@ async fn bad_input_is_refused_and_changes_nothing() {
     assert!(matches!(h.engine.claim("q", 1, 1_000, limits::WAIT_MS_MAX + 1).await, Err(QueueError::Invalid(_))));
     assert!(matches!(h.engine.extend(1, Lease(1), limits::LEASE_MS_MAX + 1).await, Err(QueueError::Invalid(_))));
     assert!(matches!(
-        h.engine.nack(1, Lease(1), Some(limits::DELAY_MS_MAX + 1), None).await,
+        h.engine.nack(1, Lease(1), Nack::after(limits::DELAY_MS_MAX + 1)).await,
         Err(QueueError::Invalid(_))
     ));
     let too_long = "x".repeat(limits::NACK_REASON_BYTES_MAX + 1);
-    assert!(matches!(h.engine.nack(1, Lease(1), None, Some(&too_long)).await, Err(QueueError::Invalid(_))));
+    assert!(matches!(
+        h.engine.nack(1, Lease(1), Nack::default().because(&too_long)).await,
+        Err(QueueError::Invalid(_))
+    ));
     assert_eq!(h.engine.totals().await.tasks, 0, "nothing was added");
     for _ in 0..3 {
         h.engine.enqueue("q", later(0)).await.unwrap();
@@ -373,7 +378,7 @@ async fn payloads_survive_every_rewrite_and_a_restart() {
     let id = h.engine.enqueue("q", task(payload, RunAt::Delay(0))).await.unwrap().id;
     let first = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
     assert_eq!(&*first.payload, payload);
-    h.engine.nack(id, first.lease, Some(0), None).await.unwrap(); // rewritten on disk
+    h.engine.nack(id, first.lease, Nack::after(0)).await.unwrap(); // rewritten on disk
     let second = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
     h.advance(500).await; // the lease expires: rewritten again
     assert_eq!(&*second.payload, payload);
@@ -539,10 +544,10 @@ async fn dead_tasks_are_deleted_in_bounded_writes_and_nothing_else_is() {
     let alive = h.engine.enqueue("q", later(60_000)).await.unwrap().id;
     let elsewhere = h.engine.enqueue("other", NewTask { max_attempts: Some(1), ..later(0) }).await.unwrap().id;
     for claimed in h.engine.claim("q", 10, 1_000, 0).await.unwrap() {
-        h.engine.nack(claimed.id, claimed.lease, None, None).await.unwrap();
+        h.engine.nack(claimed.id, claimed.lease, Nack::default()).await.unwrap();
     }
     let other = h.engine.claim("other", 1, 1_000, 0).await.unwrap().pop().unwrap();
-    h.engine.nack(other.id, other.lease, None, None).await.unwrap();
+    h.engine.nack(other.id, other.lease, Nack::default()).await.unwrap();
     assert_eq!(h.engine.queue("q").await.unwrap().dead, 5);
     let first = h.engine.delete_dead("q", 3).await.unwrap();
     assert_eq!(first, dead[..3], "oldest ids first, at most max");
@@ -595,7 +600,7 @@ async fn a_nack_s_reason_is_the_task_s_last_error_until_the_next_failure_and_sur
     let id = h.engine.enqueue("q", NewTask { max_attempts: Some(3), ..later(0) }).await.unwrap().id;
     let first = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
     let reason = "SMTP 451: mailbox busy, try again";
-    let info = h.engine.nack(id, first.lease, Some(0), Some(reason)).await.unwrap();
+    let info = h.engine.nack(id, first.lease, Nack::after(0).because(reason)).await.unwrap();
     assert_eq!(info.task.last_error.as_deref(), Some(reason));
     let memory_with_error = h.engine.totals().await.memory_bytes;
     let h = h.restart();
@@ -610,7 +615,7 @@ async fn a_nack_s_reason_is_the_task_s_last_error_until_the_next_failure_and_sur
     // A nack without a reason clears it; the charge goes with it.
     h.advance(10_000).await;
     let third = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
-    let info = h.engine.nack(id, third.lease, None, None).await.unwrap();
+    let info = h.engine.nack(id, third.lease, Nack::default()).await.unwrap();
     assert_eq!((info.status, info.task.last_error), (Status::Dead, None));
     assert!(h.engine.totals().await.memory_bytes < memory_with_error);
     h.engine.check_invariants().unwrap();

@@ -4,7 +4,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use hourglass_queue::{Backend, Engine, ListRequest, ManualWallClock, NewTask, Options, QueueError, RunAt, Status};
+use hourglass_queue::{
+    Backend, Engine, ListRequest, ManualWallClock, Nack, NewTask, Options, QueueError, RunAt, Status,
+};
 
 use crate::sim::CrashStore;
 
@@ -45,7 +47,7 @@ async fn pages_cover_each_state_once_in_order() {
         let id = engine.enqueue("q", new).await.unwrap().id;
         let claimed = engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
         assert_eq!(claimed.id, id, "the oldest due first");
-        engine.nack(id, claimed.lease, None, None).await.unwrap();
+        engine.nack(id, claimed.lease, Nack::default()).await.unwrap();
         dead.push(id);
     }
 
@@ -65,7 +67,7 @@ async fn pages_cover_each_state_once_in_order() {
     assert!(all.windows(2).all(|w| w[0] < w[1]), "by id");
     assert_eq!(pages(&engine, "never-used", None, 7).await, [Vec::<u64>::new()]);
     // A cursor comes from a client: the largest one lists nothing, and panics nowhere.
-    let end = Some(hourglass_queue::Cursor { run_at_ms: u64::MAX, id: u64::MAX });
+    let end = Some(hourglass_queue::Cursor { priority: u32::MAX, run_at_ms: u64::MAX, id: u64::MAX });
     for status in [None, Some(Status::Due), Some(Status::Dead), Some(Status::Scheduled)] {
         let page = engine.list("q", ListRequest { status, after: end, limit: 10 }).await.unwrap();
         assert_eq!((page.tasks.len(), page.next), (0, None), "{status:?}");

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use hourglass_queue::{limits, ListRequest, NewSchedule, NewTask, Rule, RunAt, Status};
+use hourglass_queue::{limits, ListRequest, Nack, NewSchedule, NewTask, Rule, RunAt, Status};
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -98,6 +98,8 @@ pub(crate) struct NewTaskBody {
     run_at_ms: Option<u64>,
     key: Option<String>,
     max_attempts: Option<u32>,
+    priority: Option<u32>,
+    lease_ms: Option<u64>,
     every_ms: Option<u64>,
     expires_at_ms: Option<u64>,
     expires_after_ms: Option<u64>,
@@ -120,6 +122,8 @@ impl NewTaskBody {
             run_at: run_at(self.delay_ms, self.run_at_ms)?,
             key: self.key,
             max_attempts: self.max_attempts,
+            priority: self.priority,
+            lease_ms: self.lease_ms,
             every_ms: self.every_ms,
             expires: match (self.expires_at_ms, self.expires_after_ms) {
                 (Some(_), Some(_)) => {
@@ -350,7 +354,10 @@ async fn nack(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>,
         return Err(ApiError::invalid("nack takes lease, delay_ms and reason"));
     }
     let lease = wire::parse_lease(&body.lease)?;
-    let info = app.backend.nack(id, lease, body.delay_ms, body.reason.as_deref()).await?;
+    let info = app
+        .backend
+        .nack(id, lease, Nack { delay_ms: body.delay_ms, reason: body.reason.map(Into::into), ..Nack::default() })
+        .await?;
     Ok(Json(TaskBody::from(info)).into_response())
 }
 

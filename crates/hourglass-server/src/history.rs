@@ -162,6 +162,7 @@ mod tests {
             name: name.into(),
             scheduled: 0,
             due: 0,
+            urgent: 0,
             leased: 0,
             dead: 0,
             oldest_due_ms: None,

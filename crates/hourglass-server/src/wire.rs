@@ -19,12 +19,16 @@ use serde_json::value::RawValue;
 
 use crate::error::ApiError;
 
-/// A stored payload as JSON. Payloads are checked to be JSON when they come
-/// in, so this cannot fail for one; a damaged one is shown as `null` rather
-/// than breaking a listing.
+/// A stored payload as JSON. Payloads that come in over HTTP are checked to
+/// be JSON and are shown as they came; a body put through the beanstalkd
+/// front may be any text, and is shown as a JSON string of it.
 fn json(payload: Box<str>) -> Box<RawValue> {
-    RawValue::from_string(payload.into())
-        .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).expect("null is JSON"))
+    if serde_json::from_str::<&RawValue>(&payload).is_ok() {
+        RawValue::from_string(payload.into()).expect("checked to be JSON")
+    } else {
+        let text = serde_json::to_string(&*payload).expect("a string is JSON");
+        RawValue::from_string(text).expect("a JSON string")
+    }
 }
 
 pub(crate) fn lease_text(lease: Lease) -> String {
@@ -55,15 +59,25 @@ pub(crate) fn parse_status(name: &str) -> Result<Status, ApiError> {
         .ok_or_else(|| ApiError::invalid(format!("state must be scheduled, due, leased or dead, not {name:?}")))
 }
 
+/// A cursor as text: `priority.due.id` in hex (the priority only for a
+/// listing in claim order, where it is not 0).
 pub(crate) fn cursor_text(cursor: Cursor) -> String {
-    format!("{:x}.{:x}", cursor.run_at_ms, cursor.id)
+    match cursor.priority {
+        0 => format!("{:x}.{:x}", cursor.run_at_ms, cursor.id),
+        priority => format!("{priority:x}.{:x}.{:x}", cursor.run_at_ms, cursor.id),
+    }
 }
 
 pub(crate) fn parse_cursor(text: &str) -> Result<Cursor, ApiError> {
     let invalid = || ApiError::invalid("after must be the `next` cursor of a previous page");
-    let (run_at, id) = text.split_once('.').ok_or_else(invalid)?;
     let number = |s: &str| u64::from_str_radix(s, 16).map_err(|_| invalid());
-    Ok(Cursor { run_at_ms: number(run_at)?, id: number(id)? })
+    let parts: Vec<&str> = text.split('.').collect();
+    let (priority, run_at, id) = match parts[..] {
+        [run_at, id] => (0, run_at, id),
+        [priority, run_at, id] => (u32::from_str_radix(priority, 16).map_err(|_| invalid())?, run_at, id),
+        _ => return Err(invalid()),
+    };
+    Ok(Cursor { priority, run_at_ms: number(run_at)?, id: number(id)? })
 }
 
 const MISFIRES: [(Misfire, &str); 3] = [(Misfire::Skip, "skip"), (Misfire::Once, "once"), (Misfire::All, "all")];
@@ -191,6 +205,10 @@ pub(crate) struct TaskBody {
     run_at_ms: u64,
     attempt: u32,
     max_attempts: u32,
+    priority: u32,
+    /// The task's own lease, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_ms: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     key: Option<Box<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,6 +241,8 @@ impl From<TaskInfo> for TaskBody {
             run_at_ms: task.run_at_ms,
             attempt: task.attempt,
             max_attempts: task.max_attempts,
+            priority: task.priority,
+            lease_ms: task.lease_ms,
             key: task.key,
             every_ms: task.every_ms,
             lease_until_ms,
@@ -395,8 +415,13 @@ mod tests {
             assert_eq!(parse_status(status_name(status)).unwrap(), status);
         }
         assert!(parse_status("done").is_err());
-        let cursor = Cursor { run_at_ms: 1_800_000_000_000, id: 42 };
+        let cursor = Cursor { priority: 0, run_at_ms: 1_800_000_000_000, id: 42 };
         assert_eq!(parse_cursor(&cursor_text(cursor)).unwrap(), cursor);
+        let cursor = Cursor { priority: 1_024, ..cursor };
+        assert_eq!(parse_cursor(&cursor_text(cursor)).unwrap(), cursor);
+        assert!(parse_cursor("1.2.3.4").is_err());
+        assert_eq!(&*json("hello\n".into()).to_string(), r#""hello\n""#, "a text payload shows as a string");
+        assert_eq!(&*json(r#"{"a":1}"#.into()).to_string(), r#"{"a":1}"#);
         assert!(parse_cursor("12").is_err() && parse_cursor("x.1").is_err());
         for (misfire, name) in MISFIRES {
             assert_eq!(parse_misfire(name).unwrap(), misfire);

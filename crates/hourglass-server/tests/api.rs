@@ -160,7 +160,7 @@ async fn the_batch_endpoint_is_all_or_nothing() {
     let bad = r#"{"tasks":[{"payload":1},{"payload":2,"delay_ms":-5}]}"#;
     let (status, body) = api.call(Method::POST, "/v1/queues/q/tasks/batch", Some(bad)).await;
     assert_eq!((status, error_code(&body)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"));
-    let out_of_range = r#"{"tasks":[{"payload":1},{"payload":2,"max_attempts":0}]}"#;
+    let out_of_range = r#"{"tasks":[{"payload":1},{"payload":2,"max_attempts":1001}]}"#;
     let (status, _) = api.call(Method::POST, "/v1/queues/q/tasks/batch", Some(out_of_range)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(api.engine.totals().await.tasks, 0);
@@ -187,7 +187,7 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
         assert_eq!((got, error_code(&response)), (status, code), "POST {uri} {body}: {response}");
         assert!(response["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
-    let long_queue = format!("/v1/queues/{}/tasks", "q".repeat(200));
+    let long_queue = format!("/v1/queues/{}/tasks", "q".repeat(201));
     let (status, _) = api.call(Method::POST, &long_queue, Some(r#"{"payload":1}"#)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let big = format!(r#"{{"payload":"{}"}}"#, "x".repeat(200));

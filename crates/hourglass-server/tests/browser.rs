@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use hourglass_queue::{Backend, Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
+use hourglass_queue::{Backend, Engine, Nack, NewTask, Options, RedbStore, RunAt, SystemWallClock};
 use hourglass_server::AppState;
 use serde_json::json;
 
@@ -177,7 +177,10 @@ async fn the_dashboard_in(kind: Kind) {
     };
     let dead_id = engine.enqueue("orders", doomed).await.unwrap().id;
     let claimed = engine.claim("orders", 1, 30_000, 0).await.unwrap().remove(0);
-    engine.nack(claimed.id, claimed.lease, None, Some("card declined by the bank (code 51)")).await.unwrap();
+    engine
+        .nack(claimed.id, claimed.lease, Nack::default().because("card declined by the bank (code 51)"))
+        .await
+        .unwrap();
 
     // The browser.
     let port = free_port();

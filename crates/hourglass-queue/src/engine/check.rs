@@ -6,9 +6,10 @@ use std::collections::HashMap;
 
 use hourglass::Key;
 
+use super::ready::Place;
 use super::slot::{Phase, NO_TIMER};
 use super::state::State;
-use crate::limits::{error_bytes, payload_inline, PAYLOAD_INLINE_MAX};
+use crate::limits::{error_bytes, payload_inline, terms_bytes, ATTEMPTS_UNLIMITED, PAYLOAD_INLINE_MAX};
 use crate::store::Sizes;
 
 /// Above this many tasks, debug builds stop walking the whole state after
@@ -31,8 +32,9 @@ impl State {
             }
             let (task_memory, task_disk) = State::charges(sizes);
             let (error_memory, error_disk) = self.errors.get(&id).map_or((0, 0), |error| error_bytes(error.len()));
-            memory += task_memory + error_memory;
-            disk += task_disk + error_disk;
+            let (terms_memory, terms_disk) = if self.terms.contains_key(&id) { terms_bytes() } else { (0, 0) };
+            memory += task_memory + error_memory + terms_memory;
+            disk += task_disk + error_disk + terms_disk;
             let held = slot.payload.as_ref().map(|payload| payload.len());
             if held.is_some() != payload_inline(slot.payload_bytes as usize)
                 || held.is_some_and(|len| len != slot.payload_bytes as usize)
@@ -62,10 +64,11 @@ impl State {
                     if self.leases.contains_key(&id) { "held" } else { "missing" }
                 ));
             }
-            if slot.attempt > slot.max_attempts {
+            if slot.max_attempts != ATTEMPTS_UNLIMITED as u16 && slot.attempt > slot.max_attempts {
                 return Err(format!("task {id}: attempt {} past max_attempts {}", slot.attempt, slot.max_attempts));
             }
-            let ready = queue.ready.contains(&(slot.run_at_ms, id));
+            let ready =
+                queue.ready.contains(&Place { priority: self.terms(id).priority, run_at_ms: slot.run_at_ms, id });
             let dead = queue.dead.contains(&id);
             if slot.timer != NO_TIMER {
                 timers += 1;

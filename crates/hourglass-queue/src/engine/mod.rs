@@ -27,6 +27,7 @@
 mod check;
 mod queue;
 mod reads;
+mod ready;
 mod schedules;
 mod settle;
 mod slot;
@@ -46,8 +47,8 @@ use tokio::sync::Notify;
 
 use crate::backend::{Backend, ListRequest, Page, SchedulePage};
 use crate::error::{QueueError, StoreError};
-use crate::limits::{payload_inline, Limits, CLOCK_STEP_BACK_REBASE_MS, SCHEDULES_MAX, SCHEDULE_LIST_MAX};
-use crate::model::{Claimed, Enqueued, Lease, NewTask, RunAt, Task, TaskInfo, TaskState};
+use crate::limits::{payload_inline, Limits, CLOCK_STEP_BACK_REBASE_MS, QUEUES_MAX, SCHEDULES_MAX, SCHEDULE_LIST_MAX};
+use crate::model::{Claimed, Enqueued, Lease, Nack, NewTask, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
 use crate::schedule::{NewSchedule, ScheduleInfo, Timetable};
 use crate::stats::{QueueStats, StorageStats, Totals};
@@ -429,6 +430,8 @@ impl Backend for Engine {
                     run_at_ms: new.run_at_ms,
                     attempt: 0,
                     max_attempts: new.max_attempts,
+                    priority: new.priority,
+                    lease_ms: new.lease_ms,
                     key: new.key.clone(),
                     every_ms: new.every_ms,
                     expires_at_ms: new.expires_at_ms,
@@ -498,6 +501,16 @@ impl Backend for Engine {
         .await
     }
 
+    async fn cancel_unleased(&self, id: u64) -> Result<(), QueueError> {
+        self.on_task(Access::Write, id, |state, id| {
+            if state.leases.contains_key(&id) {
+                return Err(QueueError::Conflict(format!("task {id} is leased: only its holder may remove it")));
+            }
+            Ok(((), Some((vec![Mutation::Delete(id)], Settlement::Remove { id, why: Why::Cancel }))))
+        })
+        .await
+    }
+
     async fn reschedule(&self, id: u64, run_at: RunAt) -> Result<TaskInfo, QueueError> {
         let run_at_ms = validate::run_at(run_at, self.clock.now_ms())?;
         self.change(id, Why::Reschedule, |_, task| {
@@ -533,55 +546,47 @@ impl Backend for Engine {
     }
 
     async fn claim(&self, queue: &str, max: usize, lease_ms: u64, wait_ms: u64) -> Result<Vec<Claimed>, QueueError> {
-        validate::queue_name(queue)?;
-        validate::claim(max, lease_ms, wait_ms)?;
-        let give_up = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-        loop {
-            self.committer.admit().await;
-            let notify = {
-                let mut state = self.shared.state.lock();
-                if self.is_closed() {
-                    return Ok(Vec::new());
+        self.claim_from(&[queue], max, lease_ms, wait_ms).await
+    }
+
+    async fn claim_any(&self, queues: &[&str], lease_ms: u64, wait_ms: u64) -> Result<Option<Claimed>, QueueError> {
+        Ok(self.claim_from(queues, 1, lease_ms, wait_ms).await?.pop())
+    }
+
+    async fn take(&self, id: u64, lease_ms: u64) -> Result<Claimed, QueueError> {
+        validate::lease(lease_ms)?;
+        let (mut claimed, reads) = self
+            .on_task(Access::Write, id, |state, id| {
+                if state.leases.contains_key(&id) {
+                    return Err(QueueError::Conflict(format!("task {id} is leased")));
                 }
-                // A claim that will not wait needs no state for a queue never used.
-                if wait_ms == 0 && state.queue(queue).is_none() {
-                    return Ok(Vec::new());
-                }
-                let queue_id = state.queue_id(queue)?;
+                let now_ms = self.clock.now_ms();
+                let lease = Lease(rand::random());
+                let until_ms = now_ms + state.terms(id).lease_ms.map_or(lease_ms, u64::from);
+                let task = state.transition(id, now_ms, |task| {
+                    task.attempt += 1;
+                    task.state = TaskState::Leased { lease, until_ms };
+                });
                 let mut reads = Reads::new();
-                let (mut claimed, updates) = state.claim(queue_id, max, self.clock.now_us(), lease_ms, &mut reads);
-                if !claimed.is_empty() {
-                    // The leases and attempt counts are recorded without
-                    // waiting: if a crash loses them, the tasks are simply
-                    // delivered again. Sent under the lock, in order.
-                    self.committer.send(updates, None);
-                    state.debug_check();
-                    // If the payloads cannot be read, the tasks stay leased
-                    // and are delivered again when the lease runs out.
-                    let snapshot = reads.snapshot(&*self.store);
-                    drop(state);
-                    self.shared.wake_timers();
-                    snapshot?;
-                    reads.read(|at, payload| claimed[at].payload = payload)?;
-                    return Ok(claimed);
-                }
-                state.queues[queue_id as usize].notify.clone()
-            };
-            let remaining = give_up.saturating_duration_since(tokio::time::Instant::now());
-            if remaining.is_zero() {
-                return Ok(Vec::new());
-            }
-            // Enable the wait, then look again: a task filed in between is seen
-            // by the second look, one filed after it wakes us.
-            let mut woken = pin!(notify.notified());
-            woken.as_mut().enable();
-            if self.shared.state.lock().claimable(queue, self.clock.now_ms()) {
-                continue;
-            }
-            if tokio::time::timeout(remaining, woken).await.is_err() {
-                return Ok(Vec::new());
-            }
-        }
+                let payload = reads.payload(&state.tasks[&id], id, 0);
+                reads.snapshot(&*self.store)?;
+                // Recorded without waiting, like any claim.
+                self.committer.send(vec![Mutation::Update(task.clone())], None);
+                let claimed = Claimed {
+                    id,
+                    queue: task.queue,
+                    payload,
+                    attempt: task.attempt,
+                    lease,
+                    lease_until_ms: until_ms,
+                    run_at_ms: task.run_at_ms,
+                };
+                Ok(((claimed, reads), None))
+            })
+            .await?;
+        self.shared.wake_timers();
+        reads.read(|_, payload| claimed.payload = payload)?;
+        Ok(claimed)
     }
 
     async fn ack(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
@@ -603,20 +608,19 @@ impl Backend for Engine {
         .await
     }
 
-    async fn nack(
-        &self,
-        id: u64,
-        lease: Lease,
-        delay_ms: Option<u64>,
-        reason: Option<&str>,
-    ) -> Result<TaskInfo, QueueError> {
-        validate::delay(delay_ms)?;
-        validate::reason(reason)?;
+    async fn nack(&self, id: u64, lease: Lease, nack: Nack) -> Result<TaskInfo, QueueError> {
+        validate::delay(nack.delay_ms)?;
+        validate::reason(nack.reason.as_deref())?;
         let now_ms = self.clock.now_ms();
         self.change(id, Why::Nack, |state, task| {
             state.check_lease(id, lease)?;
-            state::fail_attempt(task, now_ms, delay_ms);
-            task.last_error = reason.map(Into::into);
+            if nack.dead {
+                task.state = TaskState::Dead;
+            } else {
+                state::fail_attempt(task, now_ms, nack.delay_ms);
+            }
+            task.last_error = nack.reason.clone();
+            task.priority = nack.priority.unwrap_or(task.priority);
             Ok(())
         })
         .await
@@ -890,6 +894,81 @@ impl Backend for Engine {
 }
 
 impl Engine {
+    /// Claims up to `max` due tasks from the one of `queues` whose next
+    /// task comes first in claim order; waits up to `wait_ms` for one.
+    async fn claim_from(
+        &self,
+        queues: &[&str],
+        max: usize,
+        lease_ms: u64,
+        wait_ms: u64,
+    ) -> Result<Vec<Claimed>, QueueError> {
+        for queue in queues {
+            validate::queue_name(queue)?;
+        }
+        validate::range("queues", queues.len() as u64, 1, QUEUES_MAX as u64)?;
+        validate::claim(max, lease_ms, wait_ms)?;
+        let give_up = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+        loop {
+            self.committer.admit().await;
+            let notifies = {
+                let mut state = self.shared.state.lock();
+                if self.is_closed() {
+                    return Ok(Vec::new());
+                }
+                // A claim that will not wait needs no state for a queue never used.
+                if wait_ms == 0 && queues.iter().all(|queue| state.queue(queue).is_none()) {
+                    return Ok(Vec::new());
+                }
+                let ids = queues.iter().map(|queue| state.queue_id(queue)).collect::<Result<Vec<u32>, _>>()?;
+                let now_us = self.clock.now_us();
+                let first =
+                    ids.iter().filter_map(|&id| state.next_claimable(id, now_us / 1_000).map(|next| (next, id)));
+                if let Some((_, queue_id)) = first.min() {
+                    let mut reads = Reads::new();
+                    let (mut claimed, updates) = state.claim(queue_id, max, now_us, lease_ms, &mut reads);
+                    // The leases and attempt counts are recorded without
+                    // waiting: if a crash loses them, the tasks are simply
+                    // delivered again. Sent under the lock, in order.
+                    self.committer.send(updates, None);
+                    state.debug_check();
+                    // If the payloads cannot be read, the tasks stay leased
+                    // and are delivered again when the lease runs out.
+                    let snapshot = reads.snapshot(&*self.store);
+                    drop(state);
+                    self.shared.wake_timers();
+                    snapshot?;
+                    reads.read(|at, payload| claimed[at].payload = payload)?;
+                    return Ok(claimed);
+                }
+                ids.iter().map(|&id| state.queues[id as usize].notify.clone()).collect::<Vec<_>>()
+            };
+            let remaining = give_up.saturating_duration_since(tokio::time::Instant::now());
+            if remaining.is_zero() {
+                return Ok(Vec::new());
+            }
+            // Enable the waits, then look again: a task filed in between is
+            // seen by the second look, one filed after it wakes us.
+            let mut woken: Vec<_> = notifies.iter().map(|notify| Box::pin(notify.notified())).collect();
+            for wait in &mut woken {
+                wait.as_mut().enable();
+            }
+            let claimable = {
+                let state = self.shared.state.lock();
+                let now_ms = self.clock.now_ms();
+                queues
+                    .iter()
+                    .any(|queue| state.queue_id_of(queue).is_some_and(|id| state.next_claimable(id, now_ms).is_some()))
+            };
+            if claimable {
+                continue;
+            }
+            if tokio::time::timeout(remaining, futures_util::future::select_all(woken)).await.is_err() {
+                return Ok(Vec::new());
+            }
+        }
+    }
+
     /// Whether [`close`](Backend::close) was called.
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)

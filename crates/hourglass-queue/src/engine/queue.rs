@@ -3,6 +3,8 @@
 //! waiting on it.
 
 use std::collections::{BTreeSet, HashMap};
+
+use super::ready::Ready;
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
@@ -16,8 +18,8 @@ pub(crate) const LATENESS_US_MAX: u64 = 86_400_000_000;
 
 pub(crate) struct QueueState {
     pub(crate) name: Arc<str>,
-    /// Due tasks, by (due time, id): claims take the oldest due first.
-    pub(crate) ready: BTreeSet<(u64, u64)>,
+    /// Due tasks, in claim order.
+    pub(crate) ready: Ready,
     /// Idempotency key to the live task that has it.
     pub(crate) keys: HashMap<Box<str>, u64>,
     pub(crate) dead: BTreeSet<u64>,
@@ -41,7 +43,7 @@ impl QueueState {
     pub(crate) fn new(name: Arc<str>) -> QueueState {
         QueueState {
             name,
-            ready: BTreeSet::new(),
+            ready: Ready::default(),
             keys: HashMap::new(),
             dead: BTreeSet::new(),
             scheduled: 0,
@@ -77,7 +79,8 @@ impl QueueState {
             due: self.ready.len(),
             leased: self.leased,
             dead: self.dead.len(),
-            oldest_due_ms: self.ready.first().map(|&(run_at_ms, _)| run_at_ms),
+            urgent: self.ready.urgent(),
+            oldest_due_ms: self.ready.oldest_due_ms(),
             lateness: LatenessMs::default(),
             paused: self.paused,
             enqueued: self.enqueued,

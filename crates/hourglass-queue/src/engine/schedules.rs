@@ -283,6 +283,8 @@ impl State {
                 run_at_ms: occurrence_ms,
                 attempt: 0,
                 max_attempts: schedule.max_attempts,
+                priority: crate::limits::PRIORITY_DEFAULT,
+                lease_ms: None,
                 key: Some(key.into()),
                 every_ms: None,
                 expires_at_ms: schedule.expires_after_ms.map(|deadline_ms| occurrence_ms.saturating_add(deadline_ms)),

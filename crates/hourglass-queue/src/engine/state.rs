@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
-use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::Arc;
 
 use hourglass::{Key, Wheel};
@@ -20,6 +19,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::queue::QueueState;
 use super::reads::Reads;
+use super::ready::Place;
 use super::schedules::Schedules;
 use super::settle::{Settlement, Why};
 use super::slot::{Phase, Slot, NO_TIMER};
@@ -27,12 +27,31 @@ use super::tasks::Tasks;
 use crate::backend::{Cursor, ListRequest, Page};
 use crate::error::QueueError;
 use crate::limits::{
-    error_bytes, payload_inline, task_memory_bytes, Limits, ANSWER_PAYLOAD_BYTES_MAX, LIST_SCAN_MAX, QUEUES_MAX,
+    error_bytes, payload_inline, task_memory_bytes, terms_bytes, Limits, ANSWER_PAYLOAD_BYTES_MAX, ATTEMPTS_UNLIMITED,
+    LIST_SCAN_MAX, PRIORITY_DEFAULT, QUEUES_MAX,
 };
 use crate::model::{Claimed, Lease, Status, Task, TaskInfo, TaskState};
 use crate::retry::backoff_ms;
 use crate::stats::Totals;
 use crate::store::{footprint, Mutation, Sizes};
+
+/// What a task with a priority other than the default, or a lease of its
+/// own, keeps in a side table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Terms {
+    pub(crate) priority: u32,
+    pub(crate) lease_ms: Option<u32>,
+}
+
+impl Terms {
+    /// A task's terms, if it has any but the defaults.
+    fn of(task: &Task) -> Option<Terms> {
+        let terms = Terms { priority: task.priority, lease_ms: task.lease_ms };
+        (terms != Terms::DEFAULT).then_some(terms)
+    }
+
+    const DEFAULT: Terms = Terms { priority: PRIORITY_DEFAULT, lease_ms: None };
+}
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Leased {
@@ -52,6 +71,9 @@ pub(crate) struct State {
     /// The last error of each task that has one (a nack's reason, or a
     /// lease that expired).
     pub(crate) errors: FxHashMap<u64, Box<str>>,
+    /// The priority and own lease of each task that has other than the
+    /// defaults (beanstalkd's jobs all have a time-to-run).
+    pub(crate) terms: FxHashMap<u64, Terms>,
     pub(crate) queues: Vec<QueueState>,
     pub(crate) queue_index: HashMap<Arc<str>, u32>,
     pub(crate) leases: FxHashMap<u64, Leased>,
@@ -81,6 +103,7 @@ impl State {
             expiries: FxHashMap::default(),
             expired: FxHashSet::default(),
             errors: FxHashMap::default(),
+            terms: FxHashMap::default(),
             queues: Vec::new(),
             queue_index: HashMap::new(),
             leases: FxHashMap::default(),
@@ -143,12 +166,15 @@ impl State {
             }
             Phase::Dead => TaskState::Dead,
         };
+        let terms = self.terms(id);
         Task {
             id,
             queue: self.queues[slot.queue as usize].name.clone(),
             run_at_ms: slot.run_at_ms,
             attempt: u32::from(slot.attempt),
             max_attempts: u32::from(slot.max_attempts),
+            priority: terms.priority,
+            lease_ms: terms.lease_ms,
             key: if slot.keyed { self.keys.get(&id).cloned() } else { None },
             every_ms: self.repeats.get(&id).copied(),
             expires_at_ms: self.expiries.get(&id).copied(),
@@ -157,6 +183,16 @@ impl State {
             state,
             created_ms: slot.created_ms,
         }
+    }
+
+    /// A task's priority and own lease.
+    pub(crate) fn terms(&self, id: u64) -> Terms {
+        self.terms.get(&id).copied().unwrap_or(Terms::DEFAULT)
+    }
+
+    /// Where a due task stands in its queue's claim order.
+    fn place(&self, id: u64, run_at_ms: u64) -> Place {
+        Place { priority: self.terms(id).priority, run_at_ms, id }
     }
 
     /// `task` (as stored, or as a change will make it) as a read shows it,
@@ -276,6 +312,24 @@ impl State {
         } else {
             self.expired.remove(&task.id);
         }
+        let terms = Terms::of(task);
+        if self.terms.get(&task.id) != terms.as_ref() {
+            let old = match terms {
+                Some(terms) => self.terms.insert(task.id, terms),
+                None => self.terms.remove(&task.id),
+            };
+            // Charged apart from the task's sizes, like a last error.
+            let (memory, disk) = terms_bytes();
+            match (old, terms) {
+                (None, Some(_)) => {
+                    (self.memory_bytes, self.disk_bytes) = (self.memory_bytes + memory, self.disk_bytes + disk)
+                }
+                (Some(_), None) => {
+                    (self.memory_bytes, self.disk_bytes) = (self.memory_bytes - memory, self.disk_bytes - disk)
+                }
+                _ => {}
+            }
+        }
         if self.errors.get(&task.id) != task.last_error.as_ref() {
             // Charged apart from the task's sizes, which do not change.
             let old = match task.last_error.clone() {
@@ -337,6 +391,11 @@ impl State {
         self.expired.remove(&id);
         let error = self.errors.remove(&id);
         self.charge_error(error.as_deref(), None);
+        if self.terms.remove(&id).is_some() {
+            let (memory, disk) = terms_bytes();
+            self.memory_bytes -= memory;
+            self.disk_bytes -= disk;
+        }
         if let Some(key) = self.keys.remove(&id) {
             self.queues[slot.queue as usize].keys.remove(&key);
         }
@@ -358,6 +417,7 @@ impl State {
     fn file(&mut self, id: u64, now_ms: u64) {
         let lease_until_ms = self.leases.get(&id).map(|leased| leased.until_ms);
         let expires_at_ms = self.expiries.get(&id).copied();
+        let priority = self.terms(id).priority;
         let slot = self.tasks.get_mut(&id).expect("filing a known task");
         let (queue, run_at_ms, phase) = (slot.queue, slot.run_at_ms, slot.phase);
         let due = phase == Phase::Scheduled && run_at_ms <= now_ms;
@@ -376,7 +436,7 @@ impl State {
             Phase::Scheduled => {
                 q.scheduled += 1;
                 if due {
-                    q.ready.insert((run_at_ms, id));
+                    q.ready.insert(Place { priority, run_at_ms, id });
                     q.notify.notify_waiters();
                 }
             }
@@ -389,6 +449,7 @@ impl State {
 
     /// Undoes [`file`](State::file).
     fn unfile(&mut self, id: u64) {
+        let priority = self.terms(id).priority;
         let slot = self.tasks.get_mut(&id).expect("unfiling a known task");
         debug_assert!(!slot.pending, "task {id} unfiled while pending");
         if slot.timer != NO_TIMER {
@@ -399,7 +460,7 @@ impl State {
         match slot.phase {
             Phase::Scheduled => {
                 q.scheduled -= 1;
-                q.ready.remove(&(slot.run_at_ms, id));
+                q.ready.remove(&Place { priority, run_at_ms: slot.run_at_ms, id });
             }
             Phase::Leased => q.leased -= 1,
             Phase::Dead => {
@@ -408,7 +469,8 @@ impl State {
         }
     }
 
-    /// Leases up to `max` due tasks of `queue`, with at most
+    /// Leases up to `max` due tasks of `queue` (each for its own lease if it
+    /// has one, else for `lease_ms`), with at most
     /// [`ANSWER_PAYLOAD_BYTES_MAX`] of payloads among them (at least one
     /// task); returns them, their payloads still to read noted in `reads`,
     /// and what must be recorded (the new attempt counts, never the payloads).
@@ -421,7 +483,6 @@ impl State {
         reads: &mut Reads,
     ) -> (Vec<Claimed>, Vec<Mutation>) {
         let now_ms = now_us / 1_000;
-        let until_ms = now_ms + lease_ms;
         let mut claimed = Vec::new();
         let mut updates = Vec::new();
         if self.queues[queue as usize].paused {
@@ -434,21 +495,19 @@ impl State {
         if !self.expiries.is_empty() {
             let ready = self.queues[queue as usize].ready.iter();
             let expired = |id: &u64| self.expiries.get(id).is_some_and(|&at| at <= now_ms);
-            unexpired.extend(ready.filter(|(_, id)| !expired(id)).take(max).copied());
+            unexpired.extend(ready.filter(|place| !expired(&place.id)).take(max).copied());
             unexpired.reverse();
         }
         while claimed.len() < max {
-            let next = if self.expiries.is_empty() {
-                self.queues[queue as usize].ready.first().copied()
-            } else {
-                unexpired.pop()
-            };
-            let Some((run_at_ms, id)) = next else { break };
+            let next =
+                if self.expiries.is_empty() { self.queues[queue as usize].ready.first() } else { unexpired.pop() };
+            let Some(Place { run_at_ms, id, .. }) = next else { break };
             bytes += self.tasks[&id].payload_bytes as usize;
             if bytes > ANSWER_PAYLOAD_BYTES_MAX && !claimed.is_empty() {
                 break;
             }
             let lease = Lease(rand::random());
+            let until_ms = now_ms + self.terms(id).lease_ms.map_or(lease_ms, u64::from);
             let task = self.transition(id, now_ms, |task| {
                 task.attempt += 1;
                 task.state = TaskState::Leased { lease, until_ms };
@@ -469,12 +528,21 @@ impl State {
         (claimed, updates)
     }
 
-    /// Whether a claim of `queue` at `now_ms` would find a task: the queue is
-    /// not paused, and has one due and not past its expiry (those wait for
-    /// the timer thread to make them dead).
-    pub(crate) fn claimable(&self, queue: &str, now_ms: u64) -> bool {
+    /// The task a claim of `queue` at `now_ms` would take first, if any:
+    /// none if the queue is paused; never one due but past its expiry (those
+    /// wait for the timer thread to make them dead).
+    pub(crate) fn next_claimable(&self, queue: u32, now_ms: u64) -> Option<Place> {
+        let q = &self.queues[queue as usize];
+        if q.paused {
+            return None;
+        }
         let expired = |id: &u64| self.expiries.get(id).is_some_and(|&at| at <= now_ms);
-        self.queue(queue).is_some_and(|q| !q.paused && q.ready.iter().any(|(_, id)| !expired(id)))
+        q.ready.iter().find(|place| !expired(&place.id)).copied()
+    }
+
+    /// The index of `queue`, if it has state.
+    pub(crate) fn queue_id_of(&self, queue: &str) -> Option<u32> {
+        self.queue_index.get(queue).copied()
     }
 
     /// `Ok` if `lease` is the task's current one. The task must not be pending.
@@ -527,8 +595,9 @@ impl State {
                 }
                 Phase::Scheduled => {
                     let (queue, run_at_ms) = (slot.queue, slot.run_at_ms);
+                    let place = self.place(id, run_at_ms);
                     let q = &mut self.queues[queue as usize];
-                    q.ready.insert((run_at_ms, id));
+                    q.ready.insert(place);
                     q.notify.notify_waiters();
                     if let Some(&expires_at_ms) = self.expiries.get(&id) {
                         let wheel_id = NonZeroU64::new(id).expect("ids start at 1");
@@ -580,13 +649,15 @@ impl State {
         };
         let next = match request.status {
             Some(Status::Due) => {
-                let from = (after.run_at_ms, after.id);
-                let more = fill(&mut q.ready.range((Excluded(from), Unbounded)).map(|&(_, id)| id));
-                more.then(|| tasks.last().map(|t| Cursor { run_at_ms: t.task.run_at_ms, id: t.task.id })).flatten()
+                let from = Place { priority: after.priority, run_at_ms: after.run_at_ms, id: after.id };
+                let more = fill(&mut q.ready.after(from).map(|place| place.id));
+                let cursor =
+                    |t: &TaskInfo| Cursor { priority: t.task.priority, run_at_ms: t.task.run_at_ms, id: t.task.id };
+                more.then(|| tasks.last().map(cursor)).flatten()
             }
             Some(Status::Dead) => {
                 let more = fill(&mut q.dead.range(first_id..).copied());
-                more.then(|| tasks.last().map(|t| Cursor { run_at_ms: 0, id: t.task.id })).flatten()
+                more.then(|| tasks.last().map(|t| Cursor { id: t.task.id, ..Cursor::default() })).flatten()
             }
             // Leased tasks are few next to the others (deliveries in flight):
             // found through the lease table, not by walking a queue of a
@@ -600,7 +671,7 @@ impl State {
                     .collect();
                 ids.sort_unstable();
                 let more = fill(&mut ids.into_iter());
-                more.then(|| tasks.last().map(|t| Cursor { run_at_ms: 0, id: t.task.id })).flatten()
+                more.then(|| tasks.last().map(|t| Cursor { id: t.task.id, ..Cursor::default() })).flatten()
             }
             status => {
                 let end = first_id.saturating_add(LIST_SCAN_MAX as u64).min(self.next_id);
@@ -620,7 +691,7 @@ impl State {
                     }
                     id += 1;
                 }
-                (id < self.next_id).then_some(Cursor { run_at_ms: 0, id: id - 1 })
+                (id < self.next_id).then_some(Cursor { id: id - 1, ..Cursor::default() })
             }
         };
         Page { tasks, next }
@@ -653,13 +724,15 @@ pub(crate) const LEASE_EXPIRED: &str = "lease expired";
 /// A delivery failed: due again after `delay_ms` or a backoff, or dead if out
 /// of attempts or past its expiry.
 pub(crate) fn fail_attempt(task: &mut Task, now_ms: u64, delay_ms: Option<u64>) {
+    let unlimited = task.max_attempts == ATTEMPTS_UNLIMITED;
     if task.expires_at_ms.is_some_and(|at| at <= now_ms) {
         task.state = TaskState::Dead;
         task.expired = true;
-    } else if task.attempt >= task.max_attempts {
+    } else if !unlimited && task.attempt >= task.max_attempts {
         task.state = TaskState::Dead;
     } else {
         task.state = TaskState::Scheduled;
-        task.run_at_ms = now_ms + delay_ms.unwrap_or_else(|| backoff_ms(task.attempt));
+        let backoff = || if unlimited { 0 } else { backoff_ms(task.attempt) };
+        task.run_at_ms = now_ms + delay_ms.unwrap_or_else(backoff);
     }
 }

@@ -11,7 +11,8 @@
 //!      0    1  format version (3)
 //!      1    1  flags: bit 0 dead (else scheduled: a lease is not kept across
 //!              restarts), bit 1 repeats (every_ms follows), bit 2 the payload
-//!              is kept apart, bit 3 expires (expires_at_ms follows); no
+//!              is kept apart, bit 3 expires (expires_at_ms follows), bit 4
+//!              a priority follows, bit 5 the task's own lease follows; no
 //!              other bit is set
 //!      2    8  run_at_ms        u64 LE
 //!     10    8  created_ms       u64 LE
@@ -19,6 +20,8 @@
 //!     20    2  max_attempts     u16 LE
 //!     22   (8) every_ms         u64 LE, not 0; only if the task repeats
 //!          (8) expires_at_ms    u64 LE; only if the task expires
+//!          (4) priority         u32 LE; only with bit 4 (else 1024, the default)
+//!          (4) lease_ms         u32 LE; only with bit 5
 //!           2  queue length q   u16 LE, then q bytes of UTF-8
 //!           2  key length k     u16 LE, 0xFFFF = no key, then k bytes of UTF-8
 //!           4  payload length p u32 LE, then p bytes of UTF-8, unless the
@@ -45,14 +48,18 @@
 //!      1    1  flags: bit 0 dead, bit 1 dead because it expired (only
 //!              with bit 0), bit 2 the body's expiry no longer holds (the
 //!              task was retried, or never had one), bit 3 a last error
-//!              follows; no other bit is set
+//!              follows, bit 4 a priority follows (else the default, 1024);
+//!              no other bit is set
 //!      2    8  run_at_ms        u64 LE
 //!     10    2  attempt          u16 LE
-//!     12   (2) error length e   u16 LE, then e bytes of UTF-8; only with bit 3
+//!     12   (4) priority         u32 LE; only with bit 4
+//!          (2) error length e   u16 LE, then e bytes of UTF-8; only with bit 3
 //!           4  CRC-32 of every byte before it, u32 LE
 //! ```
 //!
-//! (Bit 3 came later, within version 2: a record without it is as before.)
+//! (Bits 3 and 4 came later, within version 2, as did the body's bits 4 and
+//! 5: a record without them is as before. A task's priority can change, so
+//! the state's overrides the body's.)
 //!
 //! Version 1 states are version 2 without the CRC; they are still read.
 //!
@@ -64,6 +71,7 @@
 
 use std::sync::Arc;
 
+use crate::limits::PRIORITY_DEFAULT;
 #[cfg(test)]
 use crate::model::Lease;
 use crate::model::{Task, TaskState};
@@ -92,6 +100,10 @@ const FLAG_EXPIRED: u8 = 2;
 const FLAG_NO_EXPIRY: u8 = 4;
 /// In a state record: the task's last error follows its attempts.
 const FLAG_ERROR: u8 = 8;
+/// In a body or a state record: the task's priority follows.
+const FLAG_PRIORITY: u8 = 16;
+/// In a body: the task's own lease follows.
+const FLAG_LEASE: u8 = 32;
 const _: () = assert!(crate::limits::NACK_REASON_BYTES_MAX < u16::MAX as usize, "an error's length fits in a u16");
 const _: () = assert!(crate::limits::MAX_ATTEMPTS_MAX <= u16::MAX as u32, "attempts fit in a u16");
 
@@ -114,6 +126,15 @@ fn state_flags(task: &Task) -> u8 {
         | if task.state == TaskState::Dead && task.expired { FLAG_EXPIRED } else { 0 }
         | if task.expires_at_ms.is_none() { FLAG_NO_EXPIRY } else { 0 }
         | if task.last_error.is_some() { FLAG_ERROR } else { 0 }
+        | priority_flag(task)
+}
+
+fn priority_flag(task: &Task) -> u8 {
+    if task.priority == PRIORITY_DEFAULT {
+        0
+    } else {
+        FLAG_PRIORITY
+    }
 }
 
 /// Whether a payload of this size is kept apart from its body: one too large
@@ -212,7 +233,9 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
         dead_flag(task)
             | if task.every_ms.is_some() { FLAG_REPEATS } else { 0 }
             | if payload_apart { FLAG_APART } else { 0 }
-            | if task.expires_at_ms.is_some() { FLAG_EXPIRES } else { 0 },
+            | if task.expires_at_ms.is_some() { FLAG_EXPIRES } else { 0 }
+            | priority_flag(task)
+            | if task.lease_ms.is_some() { FLAG_LEASE } else { 0 },
     );
     out.extend_from_slice(&task.run_at_ms.to_le_bytes());
     out.extend_from_slice(&task.created_ms.to_le_bytes());
@@ -223,6 +246,12 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     }
     if let Some(expires_at_ms) = task.expires_at_ms {
         out.extend_from_slice(&expires_at_ms.to_le_bytes());
+    }
+    if task.priority != PRIORITY_DEFAULT {
+        out.extend_from_slice(&task.priority.to_le_bytes());
+    }
+    if let Some(lease_ms) = task.lease_ms {
+        out.extend_from_slice(&lease_ms.to_le_bytes());
     }
     put_names_and_payload(&mut out, task, payload, !payload_apart);
     seal(&mut out);
@@ -255,10 +284,14 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
     let version = reader.u8()?;
     let mut payload_apart = false;
     let mut expires = false;
+    let (mut has_priority, mut has_lease) = (false, false);
+    let known = FLAG_DEAD | FLAG_REPEATS | FLAG_APART | FLAG_EXPIRES | FLAG_PRIORITY | FLAG_LEASE;
     let (dead, repeats) = match (version, reader.u8()?) {
-        (VERSION, flags) if flags & !(FLAG_DEAD | FLAG_REPEATS | FLAG_APART | FLAG_EXPIRES) == 0 => {
+        (VERSION, flags) if flags & !known == 0 => {
             payload_apart = flags & FLAG_APART != 0;
             expires = flags & FLAG_EXPIRES != 0;
+            has_priority = flags & FLAG_PRIORITY != 0;
+            has_lease = flags & FLAG_LEASE != 0;
             (flags & FLAG_DEAD != 0, Some(flags & FLAG_REPEATS != 0))
         }
         (VERSION_2, flags) if flags & !(FLAG_DEAD | FLAG_REPEATS) == 0 => {
@@ -282,6 +315,8 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
         None => Some(reader.u64()?).filter(|&every| every != 0),
     };
     let expires_at_ms = if expires { Some(reader.u64()?) } else { None };
+    let priority = if has_priority { reader.u32()? } else { PRIORITY_DEFAULT };
+    let lease_ms = if has_lease { Some(reader.u32()?) } else { None };
     let queue_len = reader.u16()? as usize;
     let queue: Arc<str> = reader.str(queue_len)?.into();
     let key = match reader.u16()? {
@@ -297,6 +332,8 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
         run_at_ms,
         attempt,
         max_attempts,
+        priority,
+        lease_ms,
         key,
         every_ms,
         expires_at_ms,
@@ -313,11 +350,14 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
 /// and bytes if it has one.
 pub(crate) fn encode_state(task: &Task) -> Vec<u8> {
     let error = task.last_error.as_deref();
-    let mut out = Vec::with_capacity(STATE_BYTES + error.map_or(0, |error| 2 + error.len()));
+    let mut out = Vec::with_capacity(STATE_BYTES + 4 + error.map_or(0, |error| 2 + error.len()));
     out.push(STATE_VERSION);
     out.push(state_flags(task));
     out.extend_from_slice(&task.run_at_ms.to_le_bytes());
     out.extend_from_slice(&attempts(task.attempt));
+    if task.priority != PRIORITY_DEFAULT {
+        out.extend_from_slice(&task.priority.to_le_bytes());
+    }
     if let Some(error) = error {
         // Bounded by NACK_REASON_BYTES_MAX (asserted above to fit).
         out.extend_from_slice(&(error.len() as u16).to_le_bytes());
@@ -338,7 +378,7 @@ pub(crate) fn apply_state(task: &mut Task, bytes: &[u8]) -> Result<(), String> {
     let mut reader = Reader { bytes, at: 0 };
     reader.u8()?;
     let flags = reader.u8()?;
-    (task.state, task.expired) = match flags & !(FLAG_NO_EXPIRY | FLAG_ERROR) {
+    (task.state, task.expired) = match flags & !(FLAG_NO_EXPIRY | FLAG_ERROR | FLAG_PRIORITY) {
         0 => (TaskState::Scheduled, false),
         FLAG_DEAD => (TaskState::Dead, false),
         both if both == FLAG_DEAD | FLAG_EXPIRED => (TaskState::Dead, true),
@@ -349,6 +389,7 @@ pub(crate) fn apply_state(task: &mut Task, bytes: &[u8]) -> Result<(), String> {
     }
     task.run_at_ms = reader.u64()?;
     task.attempt = u32::from(reader.u16()?);
+    task.priority = if flags & FLAG_PRIORITY != 0 { reader.u32()? } else { PRIORITY_DEFAULT };
     task.last_error = if flags & FLAG_ERROR != 0 {
         let len = reader.u16()? as usize;
         Some(reader.str(len)?.into())
@@ -413,6 +454,8 @@ mod tests {
             run_at_ms: 1_700_000_000_000,
             attempt: 2,
             max_attempts: 5,
+            priority: PRIORITY_DEFAULT,
+            lease_ms: None,
             key: Some("order-42".into()),
             every_ms: Some(60_000),
             expires_at_ms: None,
@@ -420,6 +463,30 @@ mod tests {
             last_error: None,
             state: TaskState::Scheduled,
             created_ms: 1_699_999_999_000,
+        }
+    }
+
+    #[test]
+    fn a_priority_and_an_own_lease_are_kept_in_the_body_and_a_new_priority_in_the_state() {
+        let urgent = Task { priority: 3, lease_ms: Some(120_000), ..task() };
+        let body = encode(&urgent, PAYLOAD);
+        assert_eq!(body.len(), encode(&task(), PAYLOAD).len() + 8, "4 bytes each, only when set");
+        let (mut read, _) = decode(7, &body).unwrap();
+        assert_eq!(read, urgent);
+        // Released at another priority: the state says so; back at the
+        // default, its state says that (the body still says 3).
+        let released = Task { priority: 70_000, attempt: 3, ..urgent.clone() };
+        apply_state(&mut read, &encode_state(&released)).unwrap();
+        assert_eq!(read, released);
+        let default = Task { priority: PRIORITY_DEFAULT, ..urgent.clone() };
+        let state = encode_state(&default);
+        assert_eq!(state.len(), STATE_BYTES, "the default costs nothing");
+        apply_state(&mut read, &state).unwrap();
+        assert_eq!(read, default);
+        for at in 0..body.len() {
+            let mut damaged = body.clone();
+            damaged[at] ^= 0x10;
+            assert!(decode(7, &damaged).is_err(), "a flipped bit at {at} is caught");
         }
     }
 

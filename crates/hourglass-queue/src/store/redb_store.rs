@@ -480,6 +480,8 @@ mod tests {
             run_at_ms,
             attempt: 0,
             max_attempts: 5,
+            priority: crate::limits::PRIORITY_DEFAULT,
+            lease_ms: None,
             key: None,
             every_ms: None,
             expires_at_ms: None,

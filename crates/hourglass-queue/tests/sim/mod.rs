@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
 use hourglass_queue::{
-    Backend, Engine, Fsync, Lease, Limits, ManualWallClock, Misfire, NewSchedule, NewTask, Options, Overlap,
+    Backend, Engine, Fsync, Lease, Limits, ManualWallClock, Misfire, Nack, NewSchedule, NewTask, Options, Overlap,
     QueueError, Rule, RunAt,
 };
 use parking_lot::Mutex;
@@ -200,7 +200,11 @@ impl World {
             payload: payload(n),
             run_at: RunAt::Delay(delay_ms),
             key,
-            max_attempts: Some(rng.random_range(1..4)),
+            // Some of unlimited attempts (0), which come back at once.
+            max_attempts: Some(rng.random_range(0..4)),
+            // Priorities and own leases ride in the records across crashes.
+            priority: rng.random_bool(0.3).then(|| rng.random_range(0..3) * 1_000),
+            lease_ms: rng.random_bool(0.2).then(|| rng.random_range(100..2_000)),
             every_ms: None,
             expires,
         };
@@ -369,7 +373,7 @@ impl World {
                 for task in claimed {
                     let n = payload_number(&task.payload);
                     assert!(self.ledger.lock().sent.contains(&n), "delivered payload {n}, which no client sent");
-                    if let Ok(info) = self.engine.nack(task.id, task.lease, None, None).await {
+                    if let Ok(info) = self.engine.nack(task.id, task.lease, Nack::default()).await {
                         self.ledger.lock().seen_due.push((task.id, info.task.run_at_ms));
                     }
                 }
@@ -435,7 +439,15 @@ impl World {
                 if let Some((id, lease)) = self.any_lease(rng) {
                     let delay = rng.random_bool(0.5).then(|| rng.random_range(0..1_000));
                     let reason = rng.random_bool(0.5).then(|| format!("failed at step {}", rng.random_range(0..100)));
-                    if let Ok(info) = self.engine.nack(id, lease, delay, reason.as_deref()).await {
+                    if let Ok(info) = self
+                        .engine
+                        .nack(
+                            id,
+                            lease,
+                            Nack { delay_ms: delay, reason: reason.clone().map(Into::into), ..Nack::default() },
+                        )
+                        .await
+                    {
                         self.ledger.lock().seen_due.push((id, info.task.run_at_ms));
                     }
                 }
