@@ -9,13 +9,25 @@ use anyhow::Context;
 use bytesize::ByteSize;
 use clap::{Args, ValueEnum};
 use hourglass_queue::{Backend, Engine, Fsync, Limits, Options, RedbStore, SystemWallClock};
+use hourglass_server::beanstalk::{self, Front, Listen};
 use hourglass_server::AppState;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Address to listen on.
+    /// Address to listen on; port 0 lets the system pick one. The address
+    /// bound is printed on stdout (`http HOST:PORT`).
     #[arg(long, default_value = crate::DEFAULT_LISTEN)]
     listen: SocketAddr,
+    /// Also serve beanstalkd's protocol, on HOST:PORT or unix:PATH: its
+    /// clients use the same tasks (a tube is a queue). The address bound is
+    /// printed on stdout (`beanstalk HOST:PORT`). SIGUSR1 then refuses new
+    /// jobs (beanstalkd's drain mode).
+    #[arg(long, value_name = "HOST:PORT|unix:PATH")]
+    beanstalk: Option<Listen>,
+    /// Largest job body the beanstalkd front accepts (at most
+    /// --max-payload-bytes).
+    #[arg(long, default_value_t = hourglass_server::beanstalk::JOB_BYTES_DEFAULT)]
+    beanstalk_max_job_bytes: usize,
     /// Directory for the task store.
     #[arg(long, default_value = "./hourglass-data")]
     data: PathBuf,
@@ -130,16 +142,86 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let address = listener.local_addr()?;
     tracing::info!(%address, %fsync, read_only_ui = args.read_only_ui, "serving http://{address}/ (dashboard at /)");
+    // On stdout, for whoever started us with port 0.
+    println!("http {address}");
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stopping = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|&stop| stop).await;
+        }
+    };
+    let front = match args.beanstalk {
+        Some(listen) => {
+            let options = beanstalk::Options {
+                job_bytes_max: args.beanstalk_max_job_bytes.min(args.max_payload_bytes),
+                ..beanstalk::Options::default()
+            };
+            let front = Front::new(engine.clone(), options);
+            start_beanstalk(front.clone(), &listen, stopping()).await?;
+            Some(front)
+        }
+        None => None,
+    };
+    #[cfg(unix)]
+    if let Some(front) = front.clone() {
+        let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+            .context("cannot listen for SIGUSR1")?;
+        tokio::spawn(async move {
+            while usr1.recv().await.is_some() {
+                front.drain();
+            }
+        });
+    }
     let mut state = AppState::new(engine.clone(), args.token.map(Arc::from));
     if args.read_only_ui {
         state = state.read_only_ui();
     }
-    hourglass_server::serve(listener, state, args.max_payload_bytes, shutdown_signal()).await?;
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    hourglass_server::serve(listener, state, args.max_payload_bytes, stopping()).await?;
+    drop(front);
     engine.close();
     let _ = timers.join();
     // The last reference: the writer drains and syncs before we exit.
     drop(engine);
     tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+/// Binds the beanstalkd front and serves it until `stopping`.
+async fn start_beanstalk(
+    front: Arc<Front>,
+    listen: &Listen,
+    stopping: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    match listen {
+        Listen::Tcp(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen for beanstalk clients on {address}"))?;
+            let address = listener.local_addr()?;
+            tracing::info!(%address, "serving beanstalkd's protocol");
+            println!("beanstalk {address}");
+            tokio::spawn(beanstalk::serve_tcp(front, listener, stopping));
+        }
+        #[cfg(unix)]
+        Listen::Unix(path) => {
+            // A socket file left by a server that is gone is replaced.
+            if std::os::unix::net::UnixStream::connect(path).is_err() {
+                let _ = std::fs::remove_file(path);
+            }
+            let listener = tokio::net::UnixListener::bind(path)
+                .with_context(|| format!("cannot listen for beanstalk clients on {}", path.display()))?;
+            tracing::info!(path = %path.display(), "serving beanstalkd's protocol");
+            println!("beanstalk unix:{}", path.display());
+            tokio::spawn(beanstalk::serve_unix(front, listener, stopping));
+        }
+        #[cfg(not(unix))]
+        Listen::Unix(_) => anyhow::bail!("unix sockets need a Unix system"),
+    }
     Ok(())
 }
 

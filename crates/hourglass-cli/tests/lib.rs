@@ -1,5 +1,6 @@
 //! Integration tests of the `hourglass` binary, compiled into one binary.
 
+mod beanstalk;
 mod crash;
 mod people;
 mod schedules;

@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 mod api;
+pub mod beanstalk;
 mod error;
 mod history;
 mod metrics;

@@ -1,0 +1,371 @@
+//! The beanstalkd front against the real thing: the same command sequences go
+//! to beanstalkd 1.12 and to `hourglass serve --beanstalk`, both fresh, and
+//! every reply is compared. Then real clients from PyPI, and a `kill -9`
+//! under `put`s.
+//!
+//! Where the replies may legitimately differ, [`differs_legitimately`] says
+//! which field and why. Under `CI=true`, a missing `beanstalkd` or Python
+//! client fails the test; elsewhere the test says so and passes.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::crash::free_port;
+
+/// Whether `program` runs; under `CI=true` its absence fails the test.
+fn required(program: &str, probe: &[&str]) -> bool {
+    let found = Command::new(program).args(probe).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{program} is required under CI=true: .ci/run installs it"
+        );
+        eprintln!("SKIPPED: {program} is not installed (Debian: see .ci/run)");
+    }
+    found
+}
+
+/// `hourglass serve --beanstalk 127.0.0.1:0` on `data`; returns it and the
+/// beanstalk port it printed.
+fn start_hourglass(data: &Path, extra: &[&str]) -> (Child, u16) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hourglass"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--beanstalk", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start hourglass");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+    let port = loop {
+        let line = lines.next().expect("hourglass printed its addresses").expect("a line");
+        if let Some(address) = line.strip_prefix("beanstalk ") {
+            break address.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
+        }
+    };
+    (child, port)
+}
+
+fn start_beanstalkd(dir: &Path) -> (Child, u16) {
+    let port = free_port();
+    let child = Command::new("beanstalkd")
+        .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-b"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start beanstalkd");
+    (child, port)
+}
+
+/// A protocol client that reads whole replies.
+struct Client {
+    stream: BufReader<TcpStream>,
+}
+
+impl Client {
+    fn connect(port: u16) -> Client {
+        let started = Instant::now();
+        loop {
+            match TcpStream::connect(("127.0.0.1", port)) {
+                Ok(stream) => {
+                    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    return Client { stream: BufReader::new(stream) };
+                }
+                Err(_) if started.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(10)),
+                Err(error) => panic!("cannot connect to port {port}: {error}"),
+            }
+        }
+    }
+
+    /// Sends `bytes`, then reads one reply: its line, and its body if it has one.
+    fn send(&mut self, bytes: &[u8]) -> String {
+        self.stream.get_mut().write_all(bytes).unwrap();
+        self.reply()
+    }
+
+    fn reply(&mut self) -> String {
+        let mut line = String::new();
+        if self.stream.read_line(&mut line).unwrap_or(0) == 0 {
+            return "<closed>".into();
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let body_len = match words.as_slice() {
+            ["RESERVED" | "FOUND", _, len] | ["OK", len] => len.parse::<usize>().ok(),
+            _ => None,
+        };
+        if let Some(len) = body_len {
+            let mut body = vec![0; len + 2];
+            self.stream.read_exact(&mut body).unwrap();
+            line.push_str(&String::from_utf8_lossy(&body));
+        }
+        line
+    }
+}
+
+/// Fields of the YAML replies that differ between two servers for reasons
+/// that are not the protocol's: which process, which host, how long it ran,
+/// and beanstalkd's binlog, which hourglass does not have (its store is not
+/// a log). Times in whole seconds may fall on either side of a second.
+fn differs_legitimately(key: &str) -> Option<&'static str> {
+    match key {
+        "pid" | "id" | "hostname" | "os" | "version" => Some("the process and machine"),
+        "rusage-utime" | "rusage-stime" | "uptime" => Some("CPU and wall time of the process"),
+        k if k.starts_with("binlog-") => Some("beanstalkd's binlog; hourglass's store is no log"),
+        "file" => Some("the binlog file holding the job"),
+        "age" | "time-left" | "pause-time-left" => Some("whole seconds, read at slightly different moments"),
+        _ => None,
+    }
+}
+
+/// A reply with the legitimately different values replaced, and the
+/// length of a YAML document dropped (it follows from the values).
+fn normalize(reply: &str) -> String {
+    if !reply.starts_with("OK ") {
+        return reply.to_owned();
+    }
+    let mut out = String::from("OK\n");
+    for line in reply.lines().skip(1) {
+        match line.split_once(": ") {
+            Some((key, _)) if differs_legitimately(key).is_some() => out.push_str(&format!("{key}: *\n")),
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// One step of a scenario: on connection `conn`, send `bytes`.
+type Step = (usize, Vec<u8>);
+
+fn step(conn: usize, text: &str) -> Step {
+    (conn, text.as_bytes().to_vec())
+}
+
+fn scenarios() -> Vec<(&'static str, Vec<Step>)> {
+    let long_tube = "t".repeat(201);
+    let too_long_line = format!("{}\r\n", "x".repeat(230));
+    vec![
+        (
+            "jobs through their lives",
+            vec![
+                step(0, "put 100 0 60 5\r\nhello\r\n"),
+                step(0, "peek 1\r\n"),
+                step(0, "stats-job 1\r\n"),
+                step(0, "reserve-with-timeout 0\r\n"),
+                step(0, "stats-job 1\r\n"),
+                step(0, "touch 1\r\n"),
+                step(0, "release 1 7 0\r\n"),
+                step(0, "peek-ready\r\n"),
+                step(0, "reserve\r\n"),
+                step(0, "bury 1 9\r\n"),
+                step(0, "peek-buried\r\n"),
+                step(0, "stats-job 1\r\n"),
+                step(0, "kick 5\r\n"),
+                step(0, "stats-tube default\r\n"),
+                step(0, "reserve-job 1\r\n"),
+                step(0, "delete 1\r\n"),
+                step(0, "stats-job 1\r\n"),
+                step(0, "stats-tube default\r\n"),
+            ],
+        ),
+        (
+            "priorities and tubes",
+            vec![
+                step(0, "use jobs\r\n"),
+                step(0, "put 5 0 60 1\r\na\r\n"),
+                step(0, "put 1 0 60 1\r\nb\r\n"),
+                step(0, "put 3 0 60 1\r\nc\r\n"),
+                step(0, "put 1 0 60 1\r\nd\r\n"),
+                step(0, "list-tube-used\r\n"),
+                step(0, "list-tubes\r\n"),
+                step(1, "watch jobs\r\n"),
+                step(1, "watch other\r\n"),
+                step(1, "ignore default\r\n"),
+                step(1, "list-tubes-watched\r\n"),
+                step(1, "reserve-with-timeout 0\r\n"),
+                step(1, "reserve-with-timeout 0\r\n"),
+                step(1, "reserve-with-timeout 0\r\n"),
+                step(1, "reserve-with-timeout 0\r\n"),
+                step(1, "reserve-with-timeout 0\r\n"),
+                step(0, "stats-tube jobs\r\n"),
+                step(1, "delete 3\r\n"),
+                step(1, "delete 4\r\n"),
+                step(0, "delete 2\r\n"),
+                step(1, "ignore jobs\r\n"),
+                step(1, "ignore other\r\n"),
+                step(0, "stats-tube jobs\r\n"),
+                step(0, "pause-tube jobs 1\r\n"),
+                step(0, "pause-tube nope 1\r\n"),
+                step(0, "stats-tube other\r\n"),
+            ],
+        ),
+        (
+            "delays, kicks and the deadline",
+            vec![
+                step(0, "use later\r\n"),
+                step(0, "put 0 30 60 2\r\nzz\r\n"),
+                step(0, "put 1 20 60 2\r\nyy\r\n"),
+                step(0, "peek-delayed\r\n"),
+                step(0, "stats-job 7\r\n"),
+                step(0, "kick-job 7\r\n"),
+                step(0, "kick 10\r\n"),
+                step(0, "peek-delayed\r\n"),
+                step(0, "kick-job 7\r\n"),
+                step(0, "watch later\r\n"),
+                step(0, "put 0 0 1 1\r\nx\r\n"),
+                step(0, "reserve-job 8\r\n"),
+                step(0, "reserve-job 8\r\n"),
+                step(0, "reserve-with-timeout 5\r\n"),
+                step(0, "release 8 0 0\r\n"),
+                step(0, "stats-tube later\r\n"),
+            ],
+        ),
+        (
+            "bad input",
+            vec![
+                step(0, "bogus\r\n"),
+                step(0, "reserve \r\n"),
+                step(0, "stats now\r\n"),
+                step(0, "delete +3\r\n"),
+                step(0, "delete 3 \r\n"),
+                step(0, "delete 99\r\n"),
+                step(0, "put 4294967296 0 1 1\r\n"),
+                step(0, "put 1 0 1\r\n"),
+                step(0, "use -x\r\n"),
+                step(0, &format!("use {long_tube}\r\n")),
+                step(0, "watch a b\r\n"),
+                step(0, "use a\0b\r\n"),
+                step(0, &too_long_line),
+                step(0, "list-tube-used\r\n"),
+                step(0, "release 99 1 1\r\n"),
+                step(0, "bury 99 1\r\n"),
+                step(0, "touch 99\r\n"),
+                step(0, "kick-job 99\r\n"),
+                step(0, "reserve-job 99\r\n"),
+                step(0, "peek 99\r\n"),
+                step(0, "stats-tube nope\r\n"),
+                step(0, "ignore default\r\n"),
+                (0, [b"put 1 0 1 65536\r\n".as_slice(), &[b'x'; 65_536], b"\r\n"].concat()),
+                step(0, "list-tube-used\r\n"),
+                // Last: beanstalkd spends an id on a body without its CRLF, hourglass does not.
+                step(0, "put 1 0 1 3\r\nabcd\r\n"),
+            ],
+        ),
+    ]
+}
+
+/// Replays every scenario on two fresh servers; the differences.
+fn replay(hourglass: u16, beanstalkd: u16) -> (usize, Vec<String>) {
+    let mut compared = 0;
+    let mut differences = Vec::new();
+    for (name, steps) in scenarios() {
+        let mut ours: HashMap<usize, Client> = HashMap::new();
+        let mut theirs: HashMap<usize, Client> = HashMap::new();
+        for (conn, bytes) in steps {
+            let mine = ours.entry(conn).or_insert_with(|| Client::connect(hourglass)).send(&bytes);
+            let real = theirs.entry(conn).or_insert_with(|| Client::connect(beanstalkd)).send(&bytes);
+            compared += 1;
+            if normalize(&mine) != normalize(&real) {
+                let sent = String::from_utf8_lossy(&bytes[..bytes.len().min(60)]).into_owned();
+                differences.push(format!("{name}: {sent:?}\n  beanstalkd: {real:?}\n  hourglass:  {mine:?}"));
+            }
+        }
+    }
+    (compared, differences)
+}
+
+#[test]
+fn every_reply_matches_beanstalkd_1_12() {
+    if !required("beanstalkd", &["-v"]) {
+        return;
+    }
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (mut hourglass, ours) = start_hourglass(dirs.0.path(), &[]);
+    let (mut beanstalkd, theirs) = start_beanstalkd(dirs.1.path());
+    let (compared, differences) = replay(ours, theirs);
+    // `stats` last, once both have seen the same commands.
+    let stats = (Client::connect(ours).send(b"stats\r\n"), Client::connect(theirs).send(b"stats\r\n"));
+    let _ = (hourglass.kill(), beanstalkd.kill());
+    let _ = (hourglass.wait(), beanstalkd.wait());
+    println!("{compared} replies compared with beanstalkd's, {} differ", differences.len());
+    let keys =
+        |reply: &str| reply.lines().filter_map(|l| l.split_once(": ").map(|(k, _)| k.to_owned())).collect::<Vec<_>>();
+    assert_eq!(keys(&stats.0), keys(&stats.1), "stats has beanstalkd's keys, in its order");
+    assert!(differences.is_empty(), "replies differ:\n{}", differences.join("\n"));
+}
+
+#[test]
+fn python_clients_from_pypi_run_their_scenario() {
+    if !required("python3", &["-c", "import greenstalk, pystalk"]) {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let (mut server, port) = start_hourglass(data.path(), &[]);
+    Client::connect(port);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/beanstalk_clients.py");
+    let output = Command::new("python3").arg(script).arg(port.to_string()).output().expect("run python3");
+    let _ = server.kill();
+    let _ = server.wait();
+    println!("{}", String::from_utf8_lossy(&output.stdout));
+    assert!(output.status.success(), "the clients' scenario failed:\n{}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[test]
+fn every_put_answered_inserted_survives_kill_9() {
+    let data = tempfile::tempdir().unwrap();
+    let mut inserted: Vec<(u64, String)> = Vec::new();
+    let mut puts = 0;
+    for round in 0..3 {
+        let (mut server, port) = start_hourglass(data.path(), &[]);
+        let stop = Instant::now() + Duration::from_millis(400);
+        let producers: Vec<_> = (0..4)
+            .map(|producer| {
+                std::thread::spawn(move || {
+                    let mut client = Client::connect(port);
+                    let mut done = Vec::new();
+                    let mut n = 0;
+                    while Instant::now() < stop {
+                        let body = format!("round {round} producer {producer} job {n}");
+                        n += 1;
+                        let reply = client.send(format!("put 10 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
+                        match reply.trim_end().strip_prefix("INSERTED ") {
+                            Some(id) => done.push((id.parse::<u64>().unwrap(), body)),
+                            None => break,
+                        }
+                    }
+                    (done, n)
+                })
+            })
+            .collect();
+        // Killed while the producers are still putting.
+        std::thread::sleep(Duration::from_millis(200));
+        server.kill().unwrap();
+        server.wait().unwrap();
+        for producer in producers {
+            let (done, sent) = producer.join().unwrap();
+            puts += sent;
+            inserted.extend(done);
+        }
+    }
+    let (mut server, port) = start_hourglass(data.path(), &[]);
+    let mut client = Client::connect(port);
+    let lost: Vec<u64> = inserted
+        .iter()
+        .filter(|(id, body)| {
+            client.send(format!("peek {id}\r\n").as_bytes()) != format!("FOUND {id} {}\r\n{body}\r\n", body.len())
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    let _ = server.kill();
+    let _ = server.wait();
+    println!("{puts} puts sent across three kill -9s, {} answered INSERTED, {} lost", inserted.len(), lost.len());
+    assert!(!inserted.is_empty(), "some puts were answered before the kills");
+    assert!(lost.is_empty(), "jobs answered INSERTED are gone after kill -9: {lost:?}");
+}

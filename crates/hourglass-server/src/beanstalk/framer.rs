@@ -1,0 +1,215 @@
+//! Cuts the bytes of one connection into command lines and job bodies,
+//! however the reads split them, holding a bounded number of bytes: a line
+//! past [`LINE_BYTES_MAX`] is discarded to its end and answered
+//! `BAD_FORMAT`; a body is held only once its `put` was accepted, and a
+//! body too big is counted off, never held. Pure: no I/O.
+
+use super::command::LINE_BYTES_MAX;
+
+/// Bytes read from the socket at a time: room for pipelined commands, and
+/// with [`LINE_BYTES_MAX`] the bound on what a connection buffers beside the
+/// job body it is reading.
+pub const READ_BYTES: usize = 16 * 1024;
+
+/// What the bytes so far make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// A command line, without its `\r\n`.
+    Line(Vec<u8>),
+    /// A line that was too long, or held a `\r` not followed by `\n`: its
+    /// bytes were dropped up to its end.
+    Malformed,
+    /// The body a [`Framer::body`] asked for, with the two bytes after it
+    /// (which should be `\r\n`).
+    Body(Vec<u8>),
+    /// The bytes a [`Framer::skip`] asked to drop are gone.
+    Skipped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Line,
+    /// Dropping a malformed line up to its `\r\n`.
+    EndOfLine,
+    Body(usize),
+    Skip(u64),
+}
+
+/// The framing state of one connection.
+#[derive(Debug)]
+pub struct Framer {
+    buffer: Vec<u8>,
+    want: Want,
+}
+
+impl Default for Framer {
+    fn default() -> Self {
+        Framer { buffer: Vec::new(), want: Want::Line }
+    }
+}
+
+impl Framer {
+    /// Bytes that came in.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    /// After a `put`'s line: the next `bytes` and the `\r\n` after them are its body.
+    pub fn body(&mut self, bytes: usize) {
+        self.want = Want::Body(bytes + 2);
+    }
+
+    /// After a `put` too big: drops the next `bytes` and the `\r\n` after them.
+    pub fn skip(&mut self, bytes: u64) {
+        self.want = Want::Skip(bytes + 2);
+    }
+
+    /// The next frame, if the bytes so far complete one.
+    pub fn next(&mut self) -> Option<Frame> {
+        loop {
+            match self.want {
+                Want::Line | Want::EndOfLine => {
+                    let malformed = self.want == Want::EndOfLine;
+                    // The first `\r` ends the line, and must be followed by `\n`.
+                    match self.buffer.iter().position(|&b| b == b'\r') {
+                        Some(at) if at + 1 < self.buffer.len() => {
+                            let line: Vec<u8> = self.buffer.drain(..at + 2).collect();
+                            if line[at + 1] != b'\n' {
+                                // A lone `\r`: malformed, dropped up to the end of the line.
+                                self.buffer.splice(0..0, line[at + 1..].iter().copied());
+                                self.want = Want::EndOfLine;
+                                continue;
+                            }
+                            self.want = Want::Line;
+                            if malformed || at + 2 > LINE_BYTES_MAX {
+                                return Some(Frame::Malformed);
+                            }
+                            return Some(Frame::Line(line[..at].to_vec()));
+                        }
+                        found => {
+                            // No complete line yet: past the limit, its bytes so far are dropped.
+                            let pending = found.map_or(self.buffer.len(), |at| at);
+                            if self.want == Want::EndOfLine || pending >= LINE_BYTES_MAX {
+                                self.buffer.drain(..pending);
+                                self.want = Want::EndOfLine;
+                            }
+                            return None;
+                        }
+                    }
+                }
+                Want::Body(bytes) => {
+                    if self.buffer.len() < bytes {
+                        return None;
+                    }
+                    self.want = Want::Line;
+                    let rest = self.buffer.split_off(bytes);
+                    return Some(Frame::Body(std::mem::replace(&mut self.buffer, rest)));
+                }
+                Want::Skip(left) => {
+                    let dropped = left.min(self.buffer.len() as u64);
+                    self.buffer.drain(..dropped as usize);
+                    if dropped == left {
+                        self.want = Want::Line;
+                        return Some(Frame::Skipped);
+                    }
+                    self.want = Want::Skip(left - dropped);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Bytes held: a line's worth past a read, or the body being read.
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        self.buffer.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Feeds `input` in pieces cut at `cuts`, answering `put`s as a session
+    /// would; returns every frame.
+    fn frames(input: &[u8], cuts: &[usize]) -> Vec<Frame> {
+        let mut framer = Framer::default();
+        let mut out = Vec::new();
+        let mut from = 0;
+        let mut ends: Vec<usize> = cuts.iter().map(|&c| c.min(input.len())).collect();
+        ends.push(input.len());
+        ends.sort_unstable();
+        for end in ends {
+            framer.push(&input[from..end]);
+            from = end;
+            while let Some(frame) = framer.next() {
+                if let Frame::Line(line) = &frame {
+                    if let Some(bytes) =
+                        line.strip_prefix(b"put ").and_then(|n| std::str::from_utf8(n).ok()?.parse().ok())
+                    {
+                        if bytes > 100 {
+                            framer.skip(bytes);
+                        } else {
+                            framer.body(bytes as usize);
+                        }
+                    }
+                }
+                out.push(frame);
+                assert!(framer.held() <= input.len());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn lines_bodies_and_limits() {
+        let input =
+            b"use a\r\nput 3\r\nabc\r\nput 200\r\n".iter().chain([b'x'; 202].iter()).copied().collect::<Vec<_>>();
+        assert_eq!(
+            frames(&input, &[]),
+            [
+                Frame::Line(b"use a".to_vec()),
+                Frame::Line(b"put 3".to_vec()),
+                Frame::Body(b"abc\r\n".to_vec()),
+                Frame::Line(b"put 200".to_vec()),
+                Frame::Skipped
+            ]
+        );
+        let at_limit = [vec![b'x'; LINE_BYTES_MAX - 2], b"\r\n".to_vec()].concat();
+        assert_eq!(frames(&at_limit, &[]), [Frame::Line(vec![b'x'; LINE_BYTES_MAX - 2])]);
+        let past = [vec![b'x'; LINE_BYTES_MAX - 1], b"\r\nquit\r\n".to_vec()].concat();
+        assert_eq!(frames(&past, &[]), [Frame::Malformed, Frame::Line(b"quit".to_vec())]);
+        let far_past = [vec![b'x'; 10 * LINE_BYTES_MAX], b"\r\nquit\r\n".to_vec()].concat();
+        assert_eq!(frames(&far_past, &[100, 300, 1000]), [Frame::Malformed, Frame::Line(b"quit".to_vec())]);
+        assert_eq!(frames(b"a\rb\r\nquit\r\n", &[]), [Frame::Malformed, Frame::Line(b"quit".to_vec())]);
+    }
+
+    #[test]
+    fn a_long_line_held_no_more_than_its_limit() {
+        let mut framer = Framer::default();
+        for _ in 0..1_000 {
+            framer.push(&[b'x'; 1_000]);
+            assert_eq!(framer.next(), None);
+            assert!(framer.held() < LINE_BYTES_MAX);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn reads_split_anywhere_give_the_same_frames(
+            input in proptest::collection::vec(prop_oneof![
+                Just(b"put 3\r\nabc\r\n".to_vec()),
+                Just(b"put 150\r\n".to_vec()),
+                Just(b"reserve\r\n".to_vec()),
+                Just(vec![b'y'; 300]),
+                Just(b"\r\n".to_vec()),
+                Just(b"\r".to_vec()),
+                proptest::collection::vec(any::<u8>(), 0..40),
+            ], 0..20).prop_map(|parts| parts.concat()),
+            cuts in proptest::collection::vec(0usize..2_000, 0..10),
+        ) {
+            prop_assert_eq!(frames(&input, &cuts), frames(&input, &[]));
+        }
+    }
+}
