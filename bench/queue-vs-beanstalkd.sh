@@ -4,12 +4,15 @@
 # started here and stopped afterwards, as is the hourglass server.
 #
 #   bench/queue-vs-beanstalkd.sh            # every comparison below
+#   bench/queue-vs-beanstalkd.sh protocol   # both through the beanstalk protocol, 3 rounds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HG=target/release/hourglass
 BEANSTALKD_PORT=11399
 HOURGLASS_ADDR=127.0.0.1:7499
+# hourglass's beanstalkd front: the same protocol client loads both servers.
+HOURGLASS_BEANSTALK=127.0.0.1:11499
 work=$(mktemp -d)
 trap 'pkill -f "beanstalkd -l 127.0.0.1 -p $BEANSTALKD_PORT" 2>/dev/null || true; [ -n "${hg_pid:-}" ] && kill "$hg_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -30,12 +33,34 @@ start_beanstalkd() { # $1: fsync interval in ms (0 = every write)
 start_hourglass() { # extra serve flags
   [ -n "${hg_pid:-}" ] && kill "$hg_pid" 2>/dev/null && wait "$hg_pid" 2>/dev/null || true
   rm -rf "$work/hg"
-  "$HG" serve --listen "$HOURGLASS_ADDR" --data "$work/hg" "$@" 2>/dev/null &
+  "$HG" serve --listen "$HOURGLASS_ADDR" --beanstalk "$HOURGLASS_BEANSTALK" --data "$work/hg" "$@" >/dev/null 2>&1 &
   hg_pid=$!
   for _ in $(seq 100); do curl -sf "http://$HOURGLASS_ADDR/healthz" >/dev/null && return; sleep 0.05; done
   echo "hourglass did not start" >&2; exit 1
 }
 bench() { "$HG" bench --server "http://$HOURGLASS_ADDR" --beanstalkd "127.0.0.1:$BEANSTALKD_PORT" "$@"; }
+# The beanstalk protocol client against hourglass's front.
+front() { "$HG" bench --target beanstalkd --beanstalkd "$HOURGLASS_BEANSTALK" "$@"; }
+
+if [ "${1:-}" = "protocol" ]; then
+  # Both servers through the same protocol client: puts from 64 connections,
+  # reserve+delete, and lateness of delayed jobs to waiting reserves.
+  for round in 1 2 3; do
+    echo "== round $round: put, fsync before every reply (beanstalkd -f 0)"
+    start_hourglass;                      printf "hourglass  "; front --workload enqueue --producers 64 --tasks 40000
+    start_beanstalkd 0;                   printf "beanstalkd "; bench --target beanstalkd --workload enqueue --producers 64 --tasks 40000
+    echo "== round $round: put, relaxed (hourglass --fsync-every-ms 50, beanstalkd -f 50)"
+    start_hourglass --fsync-every-ms 50;  printf "hourglass  "; front --workload enqueue --producers 64 --tasks 40000
+    start_beanstalkd 50;                  printf "beanstalkd "; bench --target beanstalkd --workload enqueue --producers 64 --tasks 40000
+    echo "== round $round: reserve+delete of 40000 ready jobs, 4 consumers, relaxed"
+    start_hourglass --fsync-every-ms 50;  printf "hourglass  "; front --workload drain --producers 64 --consumers 4 --tasks 40000
+    start_beanstalkd 50;                  printf "beanstalkd "; bench --target beanstalkd --workload drain --producers 64 --consumers 4 --tasks 40000
+    echo "== round $round: lateness, 2k jobs/s due 1 s later, 4 waiting reserves, relaxed"
+    start_hourglass --fsync-every-ms 50;  printf "hourglass  "; front --workload lateness --rate 2000 --seconds 5 --producers 8 --consumers 4
+    start_beanstalkd 50;                  printf "beanstalkd "; bench --target beanstalkd --workload lateness --rate 2000 --seconds 5 --producers 8 --consumers 4
+  done
+  exit 0
+fi
 
 echo "== enqueue, fsync before every reply: 64 clients, one task per request"
 start_hourglass;        bench --target hourglass  --workload enqueue --producers 64 --tasks 40000

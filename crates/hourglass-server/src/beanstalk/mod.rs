@@ -4,10 +4,10 @@
 //! and retry, `pause-tube` is a queue pause. A `put` is answered once the
 //! task is as durable as the engine's fsync mode promises.
 //!
-//! - [`command`]: a command line read into a [`Command`](command::Command);
-//! - [`framer`]: a connection's bytes cut into lines and bodies, bounded;
-//! - [`session`]: one connection's state and its commands run on the backend;
-//! - [`reply`]: replies and their YAML;
+//! - `command`: a command line read into a `Command`;
+//! - `framer`: a connection's bytes cut into lines and bodies, bounded;
+//! - `session`: one connection's state and its commands run on the backend;
+//! - `reply`: replies and their YAML;
 //! - this file: the listener, the limits on connections, and what all
 //!   connections share (tubes in use, counters, drain mode).
 
