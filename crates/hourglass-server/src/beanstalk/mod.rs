@@ -207,20 +207,13 @@ pub async fn serve_tcp(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    let front = front.clone();
-                    tokio::spawn(async move { front.serve(stream).await });
-                }
-                Err(error) => accept_failed(&error).await,
-            },
-        }
-    }
+    let listener = &listener;
+    let accept = move || async move {
+        let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    };
+    accept_until(front, accept, shutdown).await;
 }
 
 /// Accepts connections on a bound Unix listener until `shutdown` resolves.
@@ -230,12 +223,23 @@ pub async fn serve_unix(
     listener: tokio::net::UnixListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    let listener = &listener;
+    accept_until(front, move || async move { Ok(listener.accept().await?.0) }, shutdown).await;
+}
+
+/// Serves each connection `accept` yields, on a task of its own, until `shutdown`.
+async fn accept_until<S, A, F>(front: Arc<Front>, mut accept: A, shutdown: impl std::future::Future<Output = ()>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    A: FnMut() -> F,
+    F: std::future::Future<Output = std::io::Result<S>>,
+{
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+            accepted = accept() => match accepted {
+                Ok(stream) => {
                     let front = front.clone();
                     tokio::spawn(async move { front.serve(stream).await });
                 }
