@@ -73,6 +73,13 @@ pub struct BenchArgs {
     /// Payload size in bytes.
     #[arg(long, default_value_t = 64)]
     payload_bytes: usize,
+    /// Rounds of `churn`: each puts --tasks delayed jobs, then deletes them.
+    #[arg(long, default_value_t = 10)]
+    rounds: u32,
+    /// The server's data directory, whose size `churn` reports after each
+    /// round (hourglass's --data, beanstalkd's -b).
+    #[arg(long, value_name = "DIR")]
+    disk: Option<std::path::PathBuf>,
     /// The producers' HTTP client: `lean` (one keep-alive connection, the
     /// request written whole, like the beanstalkd client) measures the server;
     /// `reqwest` is a general-purpose client, which costs about as much CPU
@@ -100,6 +107,9 @@ enum Workload {
     Enqueue,
     Lateness,
     Drain,
+    /// Through beanstalkd's protocol: rounds of delayed puts, all deleted,
+    /// with the data directory's size after each.
+    Churn,
 }
 
 fn now_us() -> u64 {
@@ -131,6 +141,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Workload::Enqueue => enqueue(&args, &tube).await,
         Workload::Lateness => lateness(&args, &tube).await,
         Workload::Drain => drain(&args, &tube).await,
+        Workload::Churn => churn(&args, &tube).await,
     }
 }
 
@@ -319,6 +330,70 @@ async fn drain(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Rounds of `args.tasks` jobs put an hour ahead by `args.producers`
+/// connections, then all deleted by the same connections; after each round,
+/// the bytes in `args.disk`. What a store that keeps a log, or one that
+/// reuses the space of what was deleted, holds for the same live jobs.
+async fn churn(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
+    if args.target != Target::Beanstalkd {
+        bail!("churn speaks beanstalkd's protocol: use --target beanstalkd (and point --beanstalkd at hourglass's front to measure it)");
+    }
+    let Some(disk) = args.disk.clone() else { bail!("churn needs --disk DIR: the server's data directory") };
+    let filler = filler(args.payload_bytes);
+    let per_producer = args.tasks.div_ceil(args.producers as u64);
+    let mut connections = Vec::new();
+    for _ in 0..args.producers {
+        let mut conn = Beanstalk::connect(&args.beanstalkd).await?;
+        conn.command(&format!("use {tube}"), "USING").await?;
+        connections.push(conn);
+    }
+    println!(
+        "churn: {} rounds of {} jobs of {} B, put 1 h ahead, then deleted",
+        args.rounds,
+        per_producer * args.producers as u64,
+        args.payload_bytes
+    );
+    for round in 1..=args.rounds {
+        let started = Instant::now();
+        let mut producers = Vec::new();
+        for mut conn in connections.drain(..) {
+            let filler = filler.clone();
+            producers.push(tokio::spawn(async move {
+                let mut ids = Vec::with_capacity(per_producer as usize);
+                for _ in 0..per_producer {
+                    ids.push(conn.put(ENQUEUE_DELAY.as_secs(), filler.as_bytes()).await?);
+                }
+                for id in ids {
+                    conn.command(&format!("delete {id}"), "DELETED").await?;
+                }
+                anyhow::Ok(conn)
+            }));
+        }
+        for producer in producers {
+            connections.push(producer.await??);
+        }
+        println!(
+            "round {round}: {} jobs put and deleted in {:.1?}; {} bytes in {}",
+            per_producer * args.producers as u64,
+            started.elapsed(),
+            directory_bytes(&disk)?,
+            disk.display()
+        );
+    }
+    Ok(())
+}
+
+/// The bytes of the files under `dir`.
+fn directory_bytes(dir: &std::path::Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() { directory_bytes(&entry.path())? } else { meta.len() };
+    }
+    Ok(total)
+}
+
 /// One producer connection.
 enum Sender {
     Hourglass { client: Client, path: String },
@@ -356,7 +431,9 @@ impl Sender {
             Sender::HourglassLean { conn, path } => {
                 conn.post(&format!("{path}/batch"), &serde_json::to_vec(&batch())?).await?;
             }
-            Sender::Beanstalkd(conn) => conn.put(delay.as_secs(), filler.as_bytes()).await?,
+            Sender::Beanstalkd(conn) => {
+                conn.put(delay.as_secs(), filler.as_bytes()).await?;
+            }
         }
         Ok(())
     }
@@ -449,7 +526,8 @@ impl Receiver {
     }
 }
 
-/// A minimal client of beanstalkd's text protocol: `put`, `reserve-with-timeout`, `delete`.
+/// A minimal client of beanstalkd's text protocol (beanstalkd's, or
+/// hourglass's front): `put`, `reserve-with-timeout`, `delete`.
 struct Beanstalk {
     reader: BufReader<TcpStream>,
 }
@@ -478,16 +556,17 @@ impl Beanstalk {
         Ok(reply)
     }
 
-    async fn put(&mut self, delay_s: u64, body: &[u8]) -> anyhow::Result<()> {
+    /// Puts a job; its id.
+    async fn put(&mut self, delay_s: u64, body: &[u8]) -> anyhow::Result<u64> {
         let mut request = format!("put 0 {delay_s} 60 {}\r\n", body.len()).into_bytes();
         request.extend_from_slice(body);
         request.extend_from_slice(b"\r\n");
         self.reader.get_mut().write_all(&request).await?;
         let reply = self.line().await?;
-        if !reply.starts_with("INSERTED") {
-            bail!("beanstalkd answered {reply:?} to put");
+        match reply.strip_prefix("INSERTED ").map(str::parse) {
+            Some(Ok(id)) => Ok(id),
+            _ => bail!("beanstalkd answered {reply:?} to put"),
         }
-        Ok(())
     }
 
     async fn reserve(&mut self, timeout_s: u64) -> anyhow::Result<Option<(u64, Vec<u8>)>> {
