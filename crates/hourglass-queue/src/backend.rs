@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use crate::error::QueueError;
-use crate::model::{Claimed, Enqueued, Lease, Nack, NewTask, RunAt, Status, TaskInfo};
+use crate::model::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, TaskInfo};
 use crate::schedule::{NewSchedule, ScheduleInfo};
 use crate::stats::{QueueStats, StorageStats, Totals};
 
@@ -232,13 +232,15 @@ pub trait Backend: Send + Sync + 'static {
     /// Pauses (`true`) or resumes `queue`, durably: a paused queue's claims
     /// hand out nothing (a waiting claim waits on), its due tasks wait, and
     /// enqueues, timers and expiries go on. Returns the queue's counts.
-    /// Pausing a paused queue, or resuming a running one, changes nothing; a
-    /// queue never used is created paused.
+    /// A pause [`Until`](Pause::Until) a time ends by itself then (claims
+    /// waiting on the queue wake), across restarts too. Asking for the pause
+    /// a queue has, or resuming a running one, changes nothing; a queue never
+    /// used is created paused.
     ///
     /// # Errors
     /// [`QueueError::Invalid`] for a malformed name or one queue too many,
     /// [`QueueError::Storage`].
-    async fn pause_queue(&self, queue: &str, paused: bool) -> Result<QueueStats, QueueError>;
+    async fn pause_queue(&self, queue: &str, pause: Pause) -> Result<QueueStats, QueueError>;
 
     /// Deletes up to `max` of `queue`'s dead tasks, in one durable write, and
     /// returns their ids; fewer than `max` means none is left. Deleting every

@@ -179,6 +179,18 @@ pub struct Claimed {
     pub run_at_ms: u64,
 }
 
+/// What [`Backend::pause_queue`](crate::Backend::pause_queue) asks of a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pause {
+    /// Claims hand out its tasks again.
+    Resume,
+    /// Paused until resumed.
+    Indefinitely,
+    /// Paused until this Unix time in milliseconds, then resumed by itself
+    /// (beanstalkd's `pause-tube`); a restart keeps the end.
+    Until(u64),
+}
+
 /// How a consumer gives a delivery back ([`Backend::nack`](crate::Backend::nack)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Nack {

@@ -24,6 +24,8 @@ pub struct QueueStats {
     pub lateness: LatenessMs,
     /// Paused: claims hand out nothing, and due tasks wait.
     pub paused: bool,
+    /// When a pause that ends by itself ends, Unix ms.
+    pub paused_until_ms: Option<u64>,
     /// Tasks enqueued since start.
     pub enqueued: u64,
     /// Deliveries by claims since start.

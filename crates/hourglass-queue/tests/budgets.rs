@@ -170,7 +170,7 @@ impl Store for FillableDisk {
     fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
         self.inner.load_schedules()
     }
-    fn load_paused(&self) -> Result<Vec<Box<str>>, StoreError> {
+    fn load_paused(&self) -> Result<Vec<hourglass_queue::PausedQueue>, StoreError> {
         self.inner.load_paused()
     }
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {

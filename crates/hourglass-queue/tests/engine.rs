@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use hourglass_queue::{
-    limits, Backend, Engine, Fsync, Lease, Limits, ListRequest, ManualWallClock, Nack, NewTask, Options, QueueError,
-    RedbStore, RunAt, Status, TaskState,
+    limits, Backend, Engine, Fsync, Lease, Limits, ListRequest, ManualWallClock, Nack, NewTask, Options, Pause,
+    QueueError, RedbStore, RunAt, Status, TaskState,
 };
 
 const T0_MS: u64 = 1_800_000_000_000;
@@ -497,7 +497,7 @@ async fn a_paused_queue_hands_out_nothing_until_resumed_even_across_a_restart() 
     let h = Harness::new();
     let id = h.engine.enqueue("q", task("1", RunAt::Delay(0))).await.unwrap().id;
     h.engine.enqueue("other", task("2", RunAt::Delay(0))).await.unwrap();
-    let stats = h.engine.pause_queue("q", true).await.unwrap();
+    let stats = h.engine.pause_queue("q", Pause::Indefinitely).await.unwrap();
     assert!(stats.paused);
     assert_eq!(stats.due, 1, "the due task waits");
     assert!(h.engine.claim("q", 10, 1_000, 0).await.unwrap().is_empty(), "a paused queue hands out nothing");
@@ -507,7 +507,7 @@ async fn a_paused_queue_hands_out_nothing_until_resumed_even_across_a_restart() 
     h.advance(500).await;
     assert_eq!(h.engine.queue("q").await.unwrap().due, 2);
     // Pausing again changes nothing; the pause survives a restart.
-    assert!(h.engine.pause_queue("q", true).await.unwrap().paused);
+    assert!(h.engine.pause_queue("q", Pause::Indefinitely).await.unwrap().paused);
     let h = h.restart();
     let stats = h.engine.queue("q").await.unwrap();
     assert!(stats.paused, "paused after the restart");
@@ -521,15 +521,15 @@ async fn a_paused_queue_hands_out_nothing_until_resumed_even_across_a_restart() 
         tokio::task::yield_now().await;
     }
     assert!(!waiting.is_finished(), "a waiting claim of a paused queue waits");
-    assert!(!h.engine.pause_queue("q", false).await.unwrap().paused);
+    assert!(!h.engine.pause_queue("q", Pause::Resume).await.unwrap().paused);
     let claimed = waiting.await.unwrap().unwrap();
     assert_eq!(claimed.len(), 2, "resumed, both due tasks are handed out");
     assert_eq!(claimed[0].id, id, "oldest due first");
     let h = h.restart();
     assert!(!h.engine.queue("q").await.unwrap().paused, "the resume survives a restart");
     // A queue never used can be paused ahead of its first task; bad names are refused.
-    assert!(h.engine.pause_queue("later", true).await.unwrap().paused);
-    let error = h.engine.pause_queue("bad name", true).await.unwrap_err();
+    assert!(h.engine.pause_queue("later", Pause::Indefinitely).await.unwrap().paused);
+    let error = h.engine.pause_queue("bad name", Pause::Indefinitely).await.unwrap_err();
     assert!(matches!(error, QueueError::Invalid(_)), "{error}");
 }
 
@@ -619,4 +619,80 @@ async fn a_nack_s_reason_is_the_task_s_last_error_until_the_next_failure_and_sur
     assert_eq!((info.status, info.task.last_error), (Status::Dead, None));
     assert!(h.engine.totals().await.memory_bytes < memory_with_error);
     h.engine.check_invariants().unwrap();
+}
+
+#[tokio::test]
+async fn a_pause_until_a_time_ends_by_itself_even_across_a_restart() {
+    let h = Harness::new();
+    h.engine.enqueue("q", later(0)).await.unwrap();
+    let stats = h.engine.pause_queue("q", Pause::Until(T0_MS + 1_000)).await.unwrap();
+    assert_eq!((stats.paused, stats.paused_until_ms), (true, Some(T0_MS + 1_000)));
+    assert!(h.engine.claim("q", 1, 1_000, 0).await.unwrap().is_empty());
+    let h = h.restart();
+    let stats = h.engine.queue("q").await.unwrap();
+    assert_eq!((stats.paused, stats.paused_until_ms), (true, Some(T0_MS + 1_000)), "the end survives a restart");
+    assert!(h.engine.claim("q", 1, 1_000, 0).await.unwrap().is_empty());
+    h.advance(1_000).await;
+    assert!(!h.engine.queue("q").await.unwrap().paused, "over at its end");
+    assert_eq!(h.engine.claim("q", 1, 1_000, 0).await.unwrap().len(), 1);
+    // An indefinite pause replaces a timed one.
+    h.engine.pause_queue("q", Pause::Until(T0_MS + 5_000)).await.unwrap();
+    let stats = h.engine.pause_queue("q", Pause::Indefinitely).await.unwrap();
+    assert_eq!((stats.paused, stats.paused_until_ms), (true, None));
+    h.advance(10_000).await;
+    assert!(h.engine.queue("q").await.unwrap().paused);
+}
+
+#[tokio::test]
+async fn due_tasks_go_by_priority_then_due_time_and_across_queues() {
+    let h = Harness::new();
+    let with = |priority: u32, delay_ms: u64| NewTask { priority: Some(priority), ..later(delay_ms) };
+    let low = h.engine.enqueue("q", with(2_000, 0)).await.unwrap().id;
+    let old_urgent = h.engine.enqueue("q", with(1, 0)).await.unwrap().id;
+    h.advance(10).await;
+    let new_urgent = h.engine.enqueue("q", with(1, 0)).await.unwrap().id;
+    let default = h.engine.enqueue("q", later(0)).await.unwrap().id;
+    let stats = h.engine.queue("q").await.unwrap();
+    assert_eq!((stats.due, stats.urgent, stats.oldest_due_ms), (4, 2, Some(T0_MS)));
+    let order: Vec<u64> = h.engine.claim("q", 10, 1_000, 0).await.unwrap().iter().map(|c| c.id).collect();
+    assert_eq!(order, [old_urgent, new_urgent, default, low], "priority, then the oldest due");
+    // Across queues: the most urgent of any.
+    h.engine.enqueue("a", with(5, 0)).await.unwrap();
+    let b = h.engine.enqueue("b", with(3, 0)).await.unwrap().id;
+    let claimed = h.engine.claim_any(&["a", "b"], 1_000, 0).await.unwrap().unwrap();
+    assert_eq!(claimed.id, b);
+    // A nack may change the priority, and it is kept across a restart.
+    let a = h.engine.claim_any(&["a", "b"], 1_000, 0).await.unwrap().unwrap();
+    let info =
+        h.engine.nack(a.id, a.lease, Nack { delay_ms: Some(0), priority: Some(0), ..Nack::default() }).await.unwrap();
+    assert_eq!(info.task.priority, 0);
+    let h = h.restart();
+    assert_eq!(h.engine.get(a.id).await.unwrap().task.priority, 0);
+}
+
+#[tokio::test]
+async fn an_own_lease_unlimited_attempts_take_and_cancel_unleased() {
+    let h = Harness::new();
+    let new = NewTask { lease_ms: Some(5_000), max_attempts: Some(limits::ATTEMPTS_UNLIMITED), ..later(0) };
+    let id = h.engine.enqueue("q", new).await.unwrap().id;
+    let claimed = h.engine.claim("q", 1, 1_000, 0).await.unwrap().remove(0);
+    assert_eq!(claimed.lease_until_ms, T0_MS + 5_000, "its own lease, not the claim's");
+    assert!(matches!(h.engine.cancel_unleased(id).await, Err(QueueError::Conflict(_))), "only its holder removes it");
+    assert!(matches!(h.engine.take(id, 1_000).await, Err(QueueError::Conflict(_))));
+    // Its lease runs out many times: due again at once each time, never dead.
+    for attempt in 1..=20 {
+        h.advance(5_000).await;
+        h.engine.flushed().await;
+        let info = h.engine.get(id).await.unwrap();
+        assert_eq!((info.status, info.task.attempt), (Status::Due, attempt), "no backoff, no death");
+        h.engine.claim("q", 1, 1_000, 0).await.unwrap();
+    }
+    // A dead or waiting task can be taken by id, then cancelled once given back.
+    let TaskState::Leased { lease, .. } = h.engine.get(id).await.unwrap().task.state else { panic!("leased") };
+    let info = h.engine.nack(id, lease, Nack { dead: true, ..Nack::default() }).await.unwrap();
+    assert_eq!(info.status, Status::Dead, "buried at once, attempts left or not");
+    let taken = h.engine.take(id, 1_000).await.unwrap();
+    h.engine.nack(id, taken.lease, Nack::after(60_000)).await.unwrap();
+    h.engine.cancel_unleased(id).await.unwrap();
+    assert!(matches!(h.engine.get(id).await, Err(QueueError::NotFound(_))));
 }

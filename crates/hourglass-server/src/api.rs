@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use hourglass_queue::{limits, ListRequest, Nack, NewSchedule, NewTask, Rule, RunAt, Status};
+use hourglass_queue::{limits, ListRequest, Nack, NewSchedule, NewTask, Pause, Rule, RunAt, Status};
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -213,12 +213,12 @@ async fn queue_stats(State(app): State<AppState>, queue: Result<Path<String>, Pa
 
 async fn pause_queue(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
     let Path(queue) = queue?;
-    Ok(Json(QueueBody::from(app.backend.pause_queue(&queue, true).await?)).into_response())
+    Ok(Json(QueueBody::from(app.backend.pause_queue(&queue, Pause::Indefinitely).await?)).into_response())
 }
 
 async fn resume_queue(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
     let Path(queue) = queue?;
-    Ok(Json(QueueBody::from(app.backend.pause_queue(&queue, false).await?)).into_response())
+    Ok(Json(QueueBody::from(app.backend.pause_queue(&queue, Pause::Resume).await?)).into_response())
 }
 
 /// `DELETE /v1/queues/{queue}/dead`: every dead task of the queue, in writes

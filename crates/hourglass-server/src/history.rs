@@ -168,6 +168,7 @@ mod tests {
             oldest_due_ms: None,
             lateness: LatenessMs { buckets, ..LatenessMs::default() },
             paused: false,
+            paused_until_ms: None,
             enqueued,
             delivered,
             acked,

@@ -48,7 +48,7 @@ use tokio::sync::Notify;
 use crate::backend::{Backend, ListRequest, Page, SchedulePage};
 use crate::error::{QueueError, StoreError};
 use crate::limits::{payload_inline, Limits, CLOCK_STEP_BACK_REBASE_MS, QUEUES_MAX, SCHEDULES_MAX, SCHEDULE_LIST_MAX};
-use crate::model::{Claimed, Enqueued, Lease, Nack, NewTask, RunAt, Task, TaskInfo, TaskState};
+use crate::model::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
 use crate::schedule::{NewSchedule, ScheduleInfo, Timetable};
 use crate::stats::{QueueStats, StorageStats, Totals};
@@ -143,9 +143,13 @@ impl Engine {
             return Err(StoreError::Database(format!("the stored tasks use more queues than allowed: {error}")));
         }
         state.next_id = state.next_id.max(next_id);
-        for queue in store.load_paused()? {
+        for (queue, until_ms) in store.load_paused()? {
             match state.queue_id(&queue) {
-                Ok(queue_id) => state.queues[queue_id as usize].paused = true,
+                Ok(queue_id) => {
+                    let q = &mut state.queues[queue_id as usize];
+                    q.paused = true;
+                    q.paused_until_ms = until_ms;
+                }
                 Err(error) => {
                     return Err(StoreError::Database(format!("the paused queues are more than allowed: {error}")))
                 }
@@ -785,8 +789,14 @@ impl Backend for Engine {
         .await
     }
 
-    async fn pause_queue(&self, queue: &str, paused: bool) -> Result<QueueStats, QueueError> {
+    async fn pause_queue(&self, queue: &str, pause: Pause) -> Result<QueueStats, QueueError> {
         validate::queue_name(queue)?;
+        let (paused, until_ms) = match pause {
+            Pause::Resume => (false, None),
+            Pause::Indefinitely => (true, None),
+            Pause::Until(until_ms) => (true, Some(until_ms)),
+        };
+        let now_ms = self.clock.now_ms();
         let read = self
             .when_settled(Access::Write, |state| {
                 if let Err(closed) = self.check_open() {
@@ -800,14 +810,16 @@ impl Backend for Engine {
                 if q.pausing {
                     return Attempt::Wait;
                 }
-                let mut answer = q.stats();
-                if q.paused == paused {
+                let mut answer = q.stats(now_ms);
+                if q.paused == paused && (!paused || q.paused_until_ms == until_ms) {
                     return Attempt::Done(Ok(answer));
                 }
-                answer.0.paused = paused;
                 q.pausing = true;
-                let mutation = Mutation::PauseQueue { queue: queue.into(), paused };
-                match self.committer.send(vec![mutation], Some(Settlement::PauseQueue { queue: queue_id, paused })) {
+                answer.0.paused = queue::paused_at(paused, until_ms, now_ms);
+                answer.0.paused_until_ms = until_ms.filter(|_| answer.0.paused);
+                let mutation = Mutation::PauseQueue { queue: queue.into(), paused, until_ms };
+                let settlement = Settlement::PauseQueue { queue: queue_id, paused, until_ms };
+                match self.committer.send(vec![mutation], Some(settlement)) {
                     Some(reply) => Attempt::Sent(reply, answer),
                     None => {
                         q.pausing = false;
@@ -854,8 +866,9 @@ impl Backend for Engine {
     }
 
     async fn queues(&self) -> Vec<QueueStats> {
+        let now_ms = self.clock.now_ms();
         let state = self.shared.state.lock();
-        let read: Vec<_> = state.queues.iter().map(|q| q.stats()).collect();
+        let read: Vec<_> = state.queues.iter().map(|q| q.stats(now_ms)).collect();
         drop(state);
         let mut all = queue::with_lateness(read);
         all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -863,7 +876,8 @@ impl Backend for Engine {
     }
 
     async fn queue(&self, name: &str) -> Option<QueueStats> {
-        let read = self.shared.state.lock().queue(name).map(|q| q.stats());
+        let now_ms = self.clock.now_ms();
+        let read = self.shared.state.lock().queue(name).map(|q| q.stats(now_ms));
         read.map(|read| queue::with_lateness(vec![read]).remove(0))
     }
 
@@ -941,9 +955,22 @@ impl Engine {
                     reads.read(|at, payload| claimed[at].payload = payload)?;
                     return Ok(claimed);
                 }
-                ids.iter().map(|&id| state.queues[id as usize].notify.clone()).collect::<Vec<_>>()
+                // A pause that ends by itself wakes nobody: the wait ends then.
+                let now_ms = now_us / 1_000;
+                let pause_ends = ids.iter().filter_map(|&id| {
+                    let q = &state.queues[id as usize];
+                    q.paused_until_ms.filter(|_| q.is_paused(now_ms)).map(|until_ms| until_ms - now_ms)
+                });
+                let resumes_in = pause_ends.min().map(Duration::from_millis);
+                let notifies = ids.iter().map(|&id| state.queues[id as usize].notify.clone()).collect::<Vec<_>>();
+                (notifies, resumes_in)
             };
-            let remaining = give_up.saturating_duration_since(tokio::time::Instant::now());
+            let (notifies, resumes_in) = notifies;
+            let mut remaining = give_up.saturating_duration_since(tokio::time::Instant::now());
+            let mut resuming = false;
+            if let Some(resumes_in) = resumes_in.filter(|&resumes_in| resumes_in < remaining) {
+                (remaining, resuming) = (resumes_in, true);
+            }
             if remaining.is_zero() {
                 return Ok(Vec::new());
             }
@@ -963,7 +990,7 @@ impl Engine {
             if claimable {
                 continue;
             }
-            if tokio::time::timeout(remaining, futures_util::future::select_all(woken)).await.is_err() {
+            if tokio::time::timeout(remaining, futures_util::future::select_all(woken)).await.is_err() && !resuming {
                 return Ok(Vec::new());
             }
         }

@@ -29,6 +29,9 @@ pub(crate) struct QueueState {
     pub(crate) notify: Arc<Notify>,
     /// Paused, durably: claims hand out nothing, and due tasks wait.
     pub(crate) paused: bool,
+    /// When the pause ends by itself, Unix ms (beanstalkd's `pause-tube`):
+    /// from then on the queue is not paused, whatever `paused` says.
+    pub(crate) paused_until_ms: Option<u64>,
     /// A pause or resume of the queue is on its way to the store: another
     /// waits for it to settle.
     pub(crate) pausing: bool,
@@ -50,6 +53,7 @@ impl QueueState {
             leased: 0,
             notify: Arc::new(Notify::new()),
             paused: false,
+            paused_until_ms: None,
             pausing: false,
             enqueued: 0,
             delivered: 0,
@@ -70,9 +74,15 @@ impl QueueState {
             .saturating_record(lateness_us.clamp(1, LATENESS_US_MAX));
     }
 
-    /// The queue's counts, read under the engine's lock, with its lateness
-    /// still to [`read`](Lateness::read) once the lock is released.
-    pub(crate) fn stats(&self) -> (QueueStats, Lateness) {
+    /// Whether claims at `now_ms` hand out nothing.
+    pub(crate) fn is_paused(&self, now_ms: u64) -> bool {
+        paused_at(self.paused, self.paused_until_ms, now_ms)
+    }
+
+    /// The queue's counts at `now_ms`, read under the engine's lock, with its
+    /// lateness still to [`read`](Lateness::read) once the lock is released.
+    pub(crate) fn stats(&self, now_ms: u64) -> (QueueStats, Lateness) {
+        let paused = self.is_paused(now_ms);
         let stats = QueueStats {
             name: self.name.clone(),
             scheduled: self.scheduled - self.ready.len(),
@@ -82,13 +92,20 @@ impl QueueState {
             urgent: self.ready.urgent(),
             oldest_due_ms: self.ready.oldest_due_ms(),
             lateness: LatenessMs::default(),
-            paused: self.paused,
+            paused,
+            paused_until_ms: self.paused_until_ms.filter(|_| paused),
             enqueued: self.enqueued,
             delivered: self.delivered,
             acked: self.acked,
         };
         (stats, self.lateness_us.clone())
     }
+}
+
+/// Whether a queue `paused` (until `until_ms`, if its pause ends by itself)
+/// hands out nothing at `now_ms`.
+pub(crate) fn paused_at(paused: bool, until_ms: Option<u64>, now_ms: u64) -> bool {
+    paused && until_ms.is_none_or(|until_ms| now_ms < until_ms)
 }
 
 /// A queue's lateness histogram, allocated on its first claim. Behind a lock
@@ -156,7 +173,7 @@ mod tests {
             q.delivered(us);
         }
         let at = |bound| LATENESS_BUCKETS_US.iter().position(|&b| b == bound).unwrap();
-        let stats = || with_lateness(vec![q.stats()]).remove(0);
+        let stats = || with_lateness(vec![q.stats(0)]).remove(0);
         let buckets = stats().lateness.buckets;
         assert_eq!(buckets[at(100)], 2, "50 and 100 us are within 100 us");
         assert_eq!(buckets[at(1_000)], 3);

@@ -54,7 +54,7 @@ pub(crate) enum Settlement {
     /// Dead tasks deleted together: gone once durable, back if not.
     Purge(Vec<u64>),
     /// A queue paused or resumed: so once durable, as it was if not.
-    PauseQueue { queue: u32, paused: bool },
+    PauseQueue { queue: u32, paused: bool, until_ms: Option<u64> },
 }
 
 /// What the engine and the writer share.
@@ -163,12 +163,13 @@ impl Settler<Settlement> for EngineSettler {
                             timers |= removed(&mut state, id, Why::Cancel, durable, now_ms);
                         }
                     }
-                    Settlement::PauseQueue { queue, paused } => {
+                    Settlement::PauseQueue { queue, paused, until_ms } => {
                         let q = &mut state.queues[queue as usize];
                         q.pausing = false;
                         if durable {
                             q.paused = paused;
-                            if !paused {
+                            q.paused_until_ms = until_ms;
+                            if !paused || until_ms.is_some() {
                                 // Claims waiting on it look again.
                                 q.notify.notify_waiters();
                             }

@@ -485,7 +485,7 @@ impl State {
         let now_ms = now_us / 1_000;
         let mut claimed = Vec::new();
         let mut updates = Vec::new();
-        if self.queues[queue as usize].paused {
+        if self.queues[queue as usize].is_paused(now_ms) {
             return (claimed, updates);
         }
         let mut bytes = 0;
@@ -533,7 +533,7 @@ impl State {
     /// wait for the timer thread to make them dead).
     pub(crate) fn next_claimable(&self, queue: u32, now_ms: u64) -> Option<Place> {
         let q = &self.queues[queue as usize];
-        if q.paused {
+        if q.is_paused(now_ms) {
             return None;
         }
         let expired = |id: &u64| self.expiries.get(id).is_some_and(|&at| at <= now_ms);

@@ -16,6 +16,10 @@ use crate::error::StoreError;
 use crate::model::Task;
 use crate::schedule::Schedule;
 
+/// A paused queue as stored: its name, and when its pause ends (Unix ms;
+/// `None`: when resumed).
+pub type PausedQueue = (Box<str>, Option<u64>);
+
 /// One change to the stored tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mutation {
@@ -44,6 +48,9 @@ pub enum Mutation {
         queue: Box<str>,
         /// Paused, or resumed.
         paused: bool,
+        /// When a pause ends by itself, Unix ms; `None` for one that lasts
+        /// until resumed.
+        until_ms: Option<u64>,
     },
 }
 
@@ -115,11 +122,12 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError::CorruptSchedule`] for a record that does not decode.
     fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError>;
 
-    /// The names of the paused queues, in name order.
+    /// The paused queues, in name order: each name, and when its pause ends
+    /// (`None`: when resumed).
     ///
     /// # Errors
     /// [`StoreError::Database`] if they cannot be read.
-    fn load_paused(&self) -> Result<Vec<Box<str>>, StoreError>;
+    fn load_paused(&self) -> Result<Vec<PausedQueue>, StoreError>;
 
     /// Applies `batch` atomically, in order. With `durable`, it is on stable
     /// storage (fsync) when this returns; without, it may be lost by a crash

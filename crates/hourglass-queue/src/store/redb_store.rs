@@ -50,6 +50,8 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 const SCHEDULES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("schedules");
 /// The names of the paused queues (the value is unused: 1).
 const PAUSED: TableDefinition<'_, &str, u8> = TableDefinition::new("paused_queues");
+/// When the pauses that end by themselves end, Unix ms, by queue name.
+const PAUSE_ENDS: TableDefinition<'_, &str, u64> = TableDefinition::new("pause_ends");
 const NEXT_ID: &str = "next_id";
 /// The database's file name inside the data directory.
 pub const FILE_NAME: &str = "tasks.redb";
@@ -225,11 +227,17 @@ impl RedbStore {
                     Mutation::DeleteSchedule(name) => {
                         txn.open_table(SCHEDULES)?.remove(&**name)?;
                     }
-                    Mutation::PauseQueue { queue, paused: true } => {
-                        txn.open_table(PAUSED)?.insert(&**queue, 1)?;
-                    }
-                    Mutation::PauseQueue { queue, paused: false } => {
-                        txn.open_table(PAUSED)?.remove(&**queue)?;
+                    Mutation::PauseQueue { queue, paused, until_ms } => {
+                        if *paused {
+                            txn.open_table(PAUSED)?.insert(&**queue, 1)?;
+                        } else {
+                            txn.open_table(PAUSED)?.remove(&**queue)?;
+                        }
+                        let mut ends = txn.open_table(PAUSE_ENDS)?;
+                        match until_ms {
+                            Some(until_ms) if *paused => ends.insert(&**queue, until_ms)?,
+                            _ => ends.remove(&**queue)?,
+                        };
                     }
                 }
             }
@@ -287,13 +295,20 @@ impl Store for RedbStore {
         Ok(schedules)
     }
 
-    fn load_paused(&self) -> Result<Vec<Box<str>>, StoreError> {
+    fn load_paused(&self) -> Result<Vec<super::PausedQueue>, StoreError> {
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
-        // A store from before queues could be paused has none paused.
+        // A store from before queues could be paused has none paused, and
+        // one from before pauses could end, no ends.
         let Some(table) = added_later(&txn, PAUSED)? else { return Ok(Vec::new()) };
+        let ends = added_later(&txn, PAUSE_ENDS)?;
         let mut paused = Vec::new();
         for item in table.iter().map_err(db_error)? {
-            paused.push(item.map_err(db_error)?.0.value().into());
+            let name = item.map_err(db_error)?.0;
+            let until_ms = match &ends {
+                Some(ends) => ends.get(name.value()).map_err(db_error)?.map(|until| until.value()),
+                None => None,
+            };
+            paused.push((name.value().into(), until_ms));
         }
         Ok(paused)
     }
@@ -398,12 +413,16 @@ fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
                     return Ok(false);
                 }
             }
-            Mutation::PauseQueue { queue, paused } => {
+            Mutation::PauseQueue { queue, paused, until_ms } => {
                 let stored = match added_later(&txn, PAUSED)? {
                     Some(table) => table.get(&**queue).map_err(db_error)?.is_some(),
                     None => false,
                 };
-                if stored != *paused {
+                let end = match added_later(&txn, PAUSE_ENDS)? {
+                    Some(table) => table.get(&**queue).map_err(db_error)?.map(|until| until.value()),
+                    None => None,
+                };
+                if stored != *paused || (*paused && end != *until_ms) {
                     return Ok(false);
                 }
             }
@@ -526,13 +545,21 @@ mod tests {
 
         // A pause tells once written (before, the table does not even exist);
         // so does the resume, and the paused queues are loaded by name.
-        let pause = [Mutation::PauseQueue { queue: "q".into(), paused: true }];
+        let pause = [Mutation::PauseQueue { queue: "q".into(), paused: true, until_ms: None }];
         assert!(!landed(&pause));
-        assert_eq!(store.load_paused().unwrap(), Vec::<Box<str>>::new());
+        assert_eq!(store.load_paused().unwrap(), Vec::<(Box<str>, Option<u64>)>::new());
         store.apply(&pause, true).unwrap();
         assert!(landed(&pause));
-        assert_eq!(store.load_paused().unwrap(), [Box::from("q")]);
-        let resume = [Mutation::PauseQueue { queue: "q".into(), paused: false }];
+        assert_eq!(store.load_paused().unwrap(), [(Box::from("q"), None)]);
+        // A pause that ends by itself keeps its end; a later one without, none.
+        let timed = [Mutation::PauseQueue { queue: "q".into(), paused: true, until_ms: Some(1_000) }];
+        assert!(!landed(&timed));
+        store.apply(&timed, true).unwrap();
+        assert!(landed(&timed) && !landed(&pause));
+        assert_eq!(store.load_paused().unwrap(), [(Box::from("q"), Some(1_000))]);
+        store.apply(&pause, true).unwrap();
+        assert_eq!(store.load_paused().unwrap(), [(Box::from("q"), None)]);
+        let resume = [Mutation::PauseQueue { queue: "q".into(), paused: false, until_ms: None }];
         assert!(!landed(&resume));
         store.apply(&resume, true).unwrap();
         assert!(landed(&resume));

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
 use hourglass_queue::{
     Backend, Engine, Fsync, Lease, Limits, ManualWallClock, Misfire, Nack, NewSchedule, NewTask, Options, Overlap,
-    QueueError, Rule, RunAt,
+    Pause, QueueError, Rule, RunAt,
 };
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
@@ -339,7 +339,7 @@ impl World {
         }
         let paused = rng.random_bool(0.5);
         let sent = self.ledger.lock().pause.sent();
-        let result = self.engine.pause_queue(QUEUE, paused).await;
+        let result = self.engine.pause_queue(QUEUE, if paused { Pause::Indefinitely } else { Pause::Resume }).await;
         let settled = !before && !self.crashed();
         let mut ledger = self.ledger.lock();
         ledger.pause.answered(sent, (settled && result.is_ok()).then_some(paused));
@@ -616,7 +616,7 @@ fn run_seed(seed: u64) {
             assert_eq!(paused, told, "seed {seed}: the queue was answered {}", if told { "paused" } else { "resumed" });
         }
         // Resumed, so that everything left is delivered below.
-        engine.pause_queue(QUEUE, false).await.expect("resume after the restart");
+        engine.pause_queue(QUEUE, Pause::Resume).await.expect("resume after the restart");
         let highest = ledger.seen_ids.iter().copied().max().unwrap_or(0);
         let fresh = engine
             .enqueue("after", NewTask::new(payload(0), RunAt::Delay(0)))

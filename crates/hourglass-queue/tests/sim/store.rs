@@ -14,7 +14,7 @@
 //! Every state a task ever had durably is kept in a history, so a test can ask
 //! whether something a client saw was ever durable.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use hourglass_queue::{Loaded, Mutation, Schedule, Snapshot, Store, StoreError, Task};
@@ -27,7 +27,7 @@ struct Image {
     tasks: BTreeMap<u64, (Task, Box<str>)>,
     next_id: u64,
     schedules: BTreeMap<Box<str>, Schedule>,
-    paused: BTreeSet<Box<str>>,
+    paused: BTreeMap<Box<str>, Option<u64>>,
 }
 
 impl Image {
@@ -56,10 +56,10 @@ impl Image {
                 Mutation::DeleteSchedule(name) => {
                     self.schedules.remove(name);
                 }
-                Mutation::PauseQueue { queue, paused } => {
+                Mutation::PauseQueue { queue, paused, until_ms } => {
                     history.paused.insert((queue.clone(), *paused));
                     if *paused {
-                        self.paused.insert(queue.clone());
+                        self.paused.insert(queue.clone(), *until_ms);
                     } else {
                         self.paused.remove(queue);
                     }
@@ -237,10 +237,10 @@ impl Store for CrashStore {
         Ok(inner.durable.schedules.values().cloned().collect())
     }
 
-    fn load_paused(&self) -> Result<Vec<Box<str>>, StoreError> {
+    fn load_paused(&self) -> Result<Vec<hourglass_queue::PausedQueue>, StoreError> {
         let inner = self.inner.lock();
         assert!(inner.unsynced.is_empty(), "loaded from a store with unsynced writes: restart it first");
-        Ok(inner.durable.paused.iter().cloned().collect())
+        Ok(inner.durable.paused.iter().map(|(name, until_ms)| (name.clone(), *until_ms)).collect())
     }
 
     /// Everything applied: the durable image, then what is not yet synced.

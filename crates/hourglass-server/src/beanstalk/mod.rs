@@ -79,13 +79,14 @@ struct TubeRefs {
     waiting: u32,
     deletes: u64,
     pauses: u64,
-    /// The last `pause-tube`: its length and when it ends.
-    pause: Option<(u32, Instant)>,
+    /// The last `pause-tube` here: its length in seconds, and when it ends (Unix ms).
+    pause: Option<(u32, u64)>,
 }
 
 impl TubeRefs {
     fn referred(&self) -> bool {
-        self.using + self.watching + self.waiting > 0 || self.pause.is_some_and(|(_, until)| until > Instant::now())
+        self.using + self.watching + self.waiting > 0
+            || self.pause.is_some_and(|(_, until_ms)| until_ms > session::now_ms())
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hourglass_queue::limits::{ATTEMPTS_UNLIMITED, LEASE_MS_DEFAULT, LEASE_MS_MAX, LIST_MAX, WAIT_MS_MAX};
 use hourglass_queue::{
-    Claimed, Cursor, Lease, ListRequest, Nack, NewTask, QueueError, RunAt, Status, TaskInfo, TaskState,
+    Claimed, Cursor, Lease, ListRequest, Nack, NewTask, Pause, QueueError, RunAt, Status, TaskInfo, TaskState,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 
@@ -78,7 +78,7 @@ enum Flow {
     Close,
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
@@ -383,9 +383,15 @@ impl Session {
                     reply::line(out, "NOT_FOUND");
                     return Flow::Go;
                 }
-                match backend.pause_queue(&tube, true).await {
+                // The engine's pause, ending by itself (across restarts too);
+                // beanstalkd's 0 pauses for a moment only.
+                let until_ms = now_ms() + u64::from(delay_s) * 1_000;
+                match backend.pause_queue(&tube, Pause::Until(until_ms)).await {
                     Ok(_) => {
-                        self.resume_later(tube, delay_s);
+                        front.tube_ref(&tube, |refs| {
+                            refs.pauses += 1;
+                            refs.pause = Some((delay_s, until_ms));
+                        });
                         reply::line(out, "PAUSED");
                     }
                     Err(error) => reply::line(out, refusal(&error)),
@@ -690,12 +696,13 @@ impl Session {
         }
         let stats = self.front.backend.queue(tube).await;
         let refs = self.front.tubes.lock().get(tube).cloned().unwrap_or_default();
-        let (pause_s, left_s) = match refs.pause {
-            Some((pause_s, until)) if until > Instant::now() => {
-                (pause_s, until.saturating_duration_since(Instant::now()).as_secs())
-            }
-            _ => (0, 0),
-        };
+        // The pause's end is the engine's, which a restart keeps; its length
+        // is known to the front that was asked for it.
+        let left_s = stats
+            .as_ref()
+            .and_then(|q| q.paused_until_ms)
+            .map_or(0, |until_ms| until_ms.saturating_sub(now_ms()) / 1_000);
+        let pause_s = refs.pause.map_or(0, |(pause_s, _)| pause_s).max(left_s as u32);
         let count = |read: fn(&hourglass_queue::QueueStats) -> u64| stats.as_ref().map_or(0, read);
         Some(reply::mapping(&[
             ("name", tube.to_owned()),
@@ -760,27 +767,6 @@ impl Session {
             ("platform", std::env::consts::ARCH.into()),
         ]);
         reply::mapping(&pairs)
-    }
-
-    /// Pauses end by themselves after `delay_s` (at least a moment, as in
-    /// beanstalkd); a later `pause-tube` of the tube replaces the earlier.
-    fn resume_later(&self, tube: String, delay_s: u32) {
-        let until = Instant::now() + Duration::from_secs(u64::from(delay_s));
-        self.front.tube_ref(&tube, |refs| {
-            refs.pauses += 1;
-            refs.pause = Some((delay_s, until));
-        });
-        let front = self.front.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(until.into()).await;
-            let current = front.tubes.lock().get(&tube).and_then(|refs| refs.pause).map(|(_, at)| at);
-            if current == Some(until) {
-                if let Err(error) = front.backend.pause_queue(&tube, false).await {
-                    tracing::warn!(%tube, %error, "a paused tube could not be resumed");
-                }
-                front.tube_ref(&tube, |refs| refs.pause = None);
-            }
-        });
     }
 
     /// The connection closed: its reserved jobs are ready again at once.
