@@ -5,6 +5,7 @@
 #
 #   bench/queue-vs-beanstalkd.sh            # every comparison below
 #   bench/queue-vs-beanstalkd.sh protocol   # both through the beanstalk protocol, 3 rounds
+#   bench/queue-vs-beanstalkd.sh churn      # disk after churning 1 M delayed jobs ten times
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +42,19 @@ start_hourglass() { # extra serve flags
 bench() { "$HG" bench --server "http://$HOURGLASS_ADDR" --beanstalkd "127.0.0.1:$BEANSTALKD_PORT" "$@"; }
 # The beanstalk protocol client against hourglass's front.
 front() { "$HG" bench --target beanstalkd --beanstalkd "$HOURGLASS_BEANSTALK" "$@"; }
+
+if [ "${1:-}" = "churn" ]; then
+  # Disk after churning 1 M delayed jobs ten times (each round: 1 M puts an
+  # hour ahead from 64 connections, then all deleted), both relaxed.
+  JOBS=${JOBS:-1000000}
+  start_hourglass --fsync-every-ms 50
+  echo "hourglass (data directory $work/hg)"
+  front --workload churn --tasks "$JOBS" --rounds 10 --disk "$work/hg"
+  start_beanstalkd 50
+  echo "beanstalkd (binlog directory $work/bs)"
+  bench --target beanstalkd --workload churn --tasks "$JOBS" --rounds 10 --disk "$work/bs"
+  exit 0
+fi
 
 if [ "${1:-}" = "protocol" ]; then
   # Both servers through the same protocol client: puts from 64 connections,

@@ -365,10 +365,13 @@ impl Engine {
         state.debug_check();
         let schedule_ms = state.schedules.next_due();
         let wheel_ms = if waiting_out { Some(state.wheel.elapsed()) } else { state.wheel.next_expiration() };
-        match (wheel_ms, schedule_ms) {
+        let next_ms = match (wheel_ms, schedule_ms) {
             (Some(wheel_ms), Some(schedule_ms)) => Some(wheel_ms.min(schedule_ms)),
             (wheel_ms, schedule_ms) => wheel_ms.or(schedule_ms),
-        }
+        };
+        // Set under the lock: a claim that adds a later deadline need not wake the thread.
+        state.timers_wake_ms = next_ms.unwrap_or(u64::MAX);
+        next_ms
     }
 
     /// Waits until every change sent to the store so far is settled: what the
@@ -941,6 +944,8 @@ impl Engine {
                 if let Some((_, queue_id)) = first.min() {
                     let mut reads = Reads::new();
                     let (mut claimed, updates) = state.claim(queue_id, max, now_us, lease_ms, &mut reads);
+                    // The timer thread sleeps to its next deadline: woken only for an earlier one.
+                    let earlier = claimed.iter().any(|claimed| claimed.lease_until_ms < state.timers_wake_ms);
                     // The leases and attempt counts are recorded without
                     // waiting: if a crash loses them, the tasks are simply
                     // delivered again. Sent under the lock, in order.
@@ -950,7 +955,9 @@ impl Engine {
                     // and are delivered again when the lease runs out.
                     let snapshot = reads.snapshot(&*self.store);
                     drop(state);
-                    self.shared.wake_timers();
+                    if earlier {
+                        self.shared.wake_timers();
+                    }
                     snapshot?;
                     reads.read(|at, payload| claimed[at].payload = payload)?;
                     return Ok(claimed);

@@ -91,6 +91,10 @@ pub(crate) struct State {
     pub(crate) disk_bytes: u64,
     pub(crate) totals: Totals,
     pub(crate) schedules: Schedules,
+    /// The time (Unix ms) the timer thread sleeps to, as its last look at
+    /// the wheel found it (`u64::MAX`: none): a timer added for later needs
+    /// no wake-up.
+    pub(crate) timers_wake_ms: u64,
 }
 
 impl State {
@@ -115,6 +119,7 @@ impl State {
             disk_bytes: 0,
             totals: Totals::default(),
             schedules: Schedules::default(),
+            timers_wake_ms: 0,
         }
     }
 

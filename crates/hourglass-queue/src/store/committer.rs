@@ -30,6 +30,13 @@ use crate::stats::StorageStats;
 const BATCH_MUTATIONS_MAX: usize = 8_192;
 /// The most payload bytes one transaction gathers (a request may take it past).
 const BATCH_PAYLOAD_BYTES_MAX: usize = 16 << 20;
+/// How long writes nobody waits for (the record of a claim: its attempt
+/// count and lease) may wait for one that somebody does, to share its
+/// commit. A commit costs about 50 us whatever it holds; a consumer that
+/// claims and then acks made two of them a task (BENCHMARKS.md, 2b). Losing
+/// such a record in a crash only delivers the task again, which
+/// at-least-once allows; the wait widens that window by this much.
+const UNAWAITED_DELAY_MAX: Duration = Duration::from_millis(2);
 
 /// When acknowledged writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,20 +200,31 @@ impl<S, T: Settler<S>> Writer<S, T> {
         let durable = sync_every.is_none();
         let mut last_sync = Instant::now();
         let mut unsynced = false;
+        // Requests received and not yet committed: only ever ones nobody
+        // waits for (see UNAWAITED_DELAY_MAX), between two turns of the loop.
+        let mut batch: Vec<Request<S>> = Vec::new();
+        let mut deferred_since: Option<Instant> = None;
         loop {
-            let first = match sync_every {
-                // Wake in time for the next periodic sync even if no request comes.
-                Some(every) if unsynced => match requests.recv_timeout(every.saturating_sub(last_sync.elapsed())) {
+            // Wake in time to commit what was deferred, and for the next
+            // periodic sync, even if no request comes.
+            let deferred_wait = deferred_since.map(|since| UNAWAITED_DELAY_MAX.saturating_sub(since.elapsed()));
+            let sync_wait = sync_every.filter(|_| unsynced).map(|every| every.saturating_sub(last_sync.elapsed()));
+            let wait = match (deferred_wait, sync_wait) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let first = match wait {
+                Some(wait) => match requests.recv_timeout(wait) {
                     Ok(request) => Some(request),
                     Err(mpsc::RecvTimeoutError::Timeout) => None,
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 },
-                _ => match requests.recv() {
+                None => match requests.recv() {
                     Ok(request) => Some(request),
                     Err(_) => break,
                 },
             };
-            let mut batch: Vec<Request<S>> = first.into_iter().collect();
+            batch.extend(first);
             let mut count = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
             let mut bytes = batch.iter().map(|r| r.bytes).sum::<usize>();
             while count < BATCH_MUTATIONS_MAX && bytes < BATCH_PAYLOAD_BYTES_MAX {
@@ -220,8 +238,16 @@ impl<S, T: Settler<S>> Writer<S, T> {
                 }
             }
             if !batch.is_empty() {
-                self.commit(batch, (count, bytes), durable);
-                unsynced |= !durable;
+                let awaited = batch.iter().any(|request| request.settlement.is_some());
+                let full = count >= BATCH_MUTATIONS_MAX || bytes >= BATCH_PAYLOAD_BYTES_MAX;
+                let overdue = deferred_since.is_some_and(|since| since.elapsed() >= UNAWAITED_DELAY_MAX);
+                if awaited || full || overdue {
+                    self.commit(std::mem::take(&mut batch), (count, bytes), durable);
+                    unsynced |= !durable;
+                    deferred_since = None;
+                } else if deferred_since.is_none() {
+                    deferred_since = Some(Instant::now());
+                }
             }
             if unsynced && sync_every.is_some_and(|every| last_sync.elapsed() >= every) {
                 if let Err(error) = self.store.sync() {
@@ -230,6 +256,11 @@ impl<S, T: Settler<S>> Writer<S, T> {
                 last_sync = Instant::now();
                 unsynced = false;
             }
+        }
+        if !batch.is_empty() {
+            let count = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
+            let bytes = batch.iter().map(|r| r.bytes).sum::<usize>();
+            self.commit(batch, (count, bytes), durable);
         }
         if let Err(error) = self.store.sync() {
             tracing::error!(%error, "final sync failed");
