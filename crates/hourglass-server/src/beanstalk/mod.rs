@@ -31,6 +31,8 @@ use tokio::sync::Semaphore;
 pub const JOB_BYTES_DEFAULT: usize = 65_535;
 /// Connections served at once; one more is closed as soon as accepted.
 pub const CONNECTIONS_MAX: usize = 10_000;
+/// Jobs whose beanstalkd counts (releases, buries, kicks) the front keeps.
+pub const JOB_COUNTS_MAX: usize = 1_000_000;
 /// Tubes one connection may watch (beanstalkd has no limit; a claim waits on
 /// every tube watched).
 pub const WATCHED_MAX: usize = 1_000;
@@ -155,8 +157,18 @@ impl Front {
         }
     }
 
+    /// Counts a job's event. A job removed other than through the front
+    /// (over HTTP, say) leaves its counts behind until `stats-job` finds it
+    /// gone, so they are bounded: past [`JOB_COUNTS_MAX`] jobs, a new one is
+    /// not counted (its `stats-job` shows the engine's attempts as reserves,
+    /// and zeros).
     fn job(&self, id: u64, change: impl FnOnce(&mut JobCounts)) {
-        change(self.jobs.lock().entry(id).or_default());
+        let mut jobs = self.jobs.lock();
+        if let Some(counts) = jobs.get_mut(&id) {
+            change(counts);
+        } else if jobs.len() < JOB_COUNTS_MAX {
+            change(jobs.entry(id).or_default());
+        }
     }
 
     fn job_counts(&self, id: u64) -> JobCounts {
