@@ -8,6 +8,7 @@
 //! - `framer`: a connection's bytes cut into lines and bodies, bounded;
 //! - `session`: one connection's state and its commands run on the backend;
 //! - `reply`: replies and their YAML;
+//! - `stats`: the documents of `stats-job`, `stats-tube` and `stats`;
 //! - this file: the listener, the limits on connections, and what all
 //!   connections share (tubes in use, counters, drain mode).
 
@@ -15,6 +16,7 @@ mod command;
 mod framer;
 mod reply;
 mod session;
+mod stats;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -173,6 +175,23 @@ impl Front {
 
     fn job_counts(&self, id: u64) -> JobCounts {
         self.jobs.lock().get(&id).copied().unwrap_or_default()
+    }
+
+    /// Tubes with tasks, or that a connection refers to, and `default`.
+    pub(super) async fn tubes(&self) -> Vec<String> {
+        let mut tubes: Vec<String> = self
+            .backend
+            .queues()
+            .await
+            .into_iter()
+            .filter(|q| q.scheduled + q.due + q.leased + q.dead > 0)
+            .map(|q| q.name.to_string())
+            .collect();
+        tubes.extend(self.tubes.lock().iter().filter(|(_, refs)| refs.referred()).map(|(name, _)| name.clone()));
+        tubes.push("default".into());
+        tubes.sort();
+        tubes.dedup();
+        tubes
     }
 
     fn forget_job(&self, id: u64) {
