@@ -46,13 +46,16 @@ front() { "$HG" bench --target beanstalkd --beanstalkd "$HOURGLASS_BEANSTALK" "$
 if [ "${1:-}" = "churn" ]; then
   # Disk after churning 1 M delayed jobs ten times (each round: 1 M puts an
   # hour ahead from 64 connections, then all deleted), both relaxed.
+  # KEEP=N keeps one job in N of each round (the long-lived jobs that pin
+  # a log's files); by default none is kept.
   JOBS=${JOBS:-1000000}
+  KEEP=${KEEP:-0}
   start_hourglass --fsync-every-ms 50
   echo "hourglass (data directory $work/hg)"
-  front --workload churn --tasks "$JOBS" --rounds 10 --disk "$work/hg"
+  front --workload churn --tasks "$JOBS" --rounds 10 --keep-every "$KEEP" --disk "$work/hg"
   start_beanstalkd 50
   echo "beanstalkd (binlog directory $work/bs)"
-  bench --target beanstalkd --workload churn --tasks "$JOBS" --rounds 10 --disk "$work/bs"
+  bench --target beanstalkd --workload churn --tasks "$JOBS" --rounds 10 --keep-every "$KEEP" --disk "$work/bs"
   exit 0
 fi
 

@@ -76,6 +76,10 @@ pub struct BenchArgs {
     /// Rounds of `churn`: each puts --tasks delayed jobs, then deletes them.
     #[arg(long, default_value_t = 10)]
     rounds: u32,
+    /// In `churn`, every this many jobs one is kept (never deleted): the few
+    /// long-lived jobs that pin a log's old files. 0 keeps none.
+    #[arg(long, default_value_t = 0)]
+    keep_every: u64,
     /// The server's data directory, whose size `churn` reports after each
     /// round (hourglass's --data, beanstalkd's -b).
     #[arg(long, value_name = "DIR")]
@@ -353,6 +357,10 @@ async fn churn(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
         per_producer * args.producers as u64,
         args.payload_bytes
     );
+    let keep_every = args.keep_every;
+    if keep_every > 0 {
+        println!("churn: one job in {keep_every} is kept, never deleted");
+    }
     for round in 1..=args.rounds {
         let started = Instant::now();
         let mut producers = Vec::new();
@@ -363,8 +371,10 @@ async fn churn(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
                 for _ in 0..per_producer {
                     ids.push(conn.put(ENQUEUE_DELAY.as_secs(), filler.as_bytes()).await?);
                 }
-                for id in ids {
-                    conn.command(&format!("delete {id}"), "DELETED").await?;
+                for (n, id) in ids.into_iter().enumerate() {
+                    if keep_every == 0 || (n as u64 + 1) % keep_every != 0 {
+                        conn.command(&format!("delete {id}"), "DELETED").await?;
+                    }
                 }
                 anyhow::Ok(conn)
             }));
