@@ -372,7 +372,7 @@ async fn churn(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
                     ids.push(conn.put(ENQUEUE_DELAY.as_secs(), filler.as_bytes()).await?);
                 }
                 for (n, id) in ids.into_iter().enumerate() {
-                    if keep_every == 0 || (n as u64 + 1) % keep_every != 0 {
+                    if keep_every == 0 || !(n as u64 + 1).is_multiple_of(keep_every) {
                         conn.command(&format!("delete {id}"), "DELETED").await?;
                     }
                 }
