@@ -23,11 +23,13 @@ use crate::error::ApiError;
 /// be JSON and are shown as they came; a body put through the beanstalkd
 /// front may be any text, and is shown as a JSON string of it.
 fn json(payload: Box<str>) -> Box<RawValue> {
-    if serde_json::from_str::<&RawValue>(&payload).is_ok() {
-        RawValue::from_string(payload.into()).expect("checked to be JSON")
-    } else {
-        let text = serde_json::to_string(&*payload).expect("a string is JSON");
-        RawValue::from_string(text).expect("a JSON string")
+    // Read once: a payload that is JSON is copied as it is, not parsed again.
+    match serde_json::from_str::<&RawValue>(&payload) {
+        Ok(raw) => raw.to_owned(),
+        Err(_) => {
+            let text = serde_json::to_string(&*payload).expect("a string is JSON");
+            RawValue::from_string(text).expect("a JSON string")
+        }
     }
 }
 

@@ -502,20 +502,11 @@ impl Backend for Engine {
     }
 
     async fn cancel(&self, id: u64) -> Result<(), QueueError> {
-        self.on_task(Access::Write, id, |_, id| {
-            Ok(((), Some((vec![Mutation::Delete(id)], Settlement::Remove { id, why: Why::Cancel }))))
-        })
-        .await
+        self.remove(id, true).await
     }
 
     async fn cancel_unleased(&self, id: u64) -> Result<(), QueueError> {
-        self.on_task(Access::Write, id, |state, id| {
-            if state.leases.contains_key(&id) {
-                return Err(QueueError::Conflict(format!("task {id} is leased: only its holder may remove it")));
-            }
-            Ok(((), Some((vec![Mutation::Delete(id)], Settlement::Remove { id, why: Why::Cancel }))))
-        })
-        .await
+        self.remove(id, false).await
     }
 
     async fn reschedule(&self, id: u64, run_at: RunAt) -> Result<TaskInfo, QueueError> {
@@ -562,18 +553,14 @@ impl Backend for Engine {
 
     async fn take(&self, id: u64, lease_ms: u64) -> Result<Claimed, QueueError> {
         validate::lease(lease_ms)?;
-        let (mut claimed, reads) = self
+        let (mut claimed, reads, earlier) = self
             .on_task(Access::Write, id, |state, id| {
                 if state.leases.contains_key(&id) {
                     return Err(QueueError::Conflict(format!("task {id} is leased")));
                 }
-                let now_ms = self.clock.now_ms();
-                let lease = Lease(rand::random());
-                let until_ms = now_ms + state.terms(id).lease_ms.map_or(lease_ms, u64::from);
-                let task = state.transition(id, now_ms, |task| {
-                    task.attempt += 1;
-                    task.state = TaskState::Leased { lease, until_ms };
-                });
+                let (task, lease, until_ms) = state.lease(id, self.clock.now_ms(), lease_ms);
+                // The timer thread sleeps to its next deadline: woken only for an earlier one.
+                let earlier = until_ms < state.timers_wake_ms;
                 let mut reads = Reads::new();
                 let payload = reads.payload(&state.tasks[&id], id, 0);
                 reads.snapshot(&*self.store)?;
@@ -588,10 +575,12 @@ impl Backend for Engine {
                     lease_until_ms: until_ms,
                     run_at_ms: task.run_at_ms,
                 };
-                Ok(((claimed, reads), None))
+                Ok(((claimed, reads, earlier), None))
             })
             .await?;
-        self.shared.wake_timers();
+        if earlier {
+            self.shared.wake_timers();
+        }
         reads.read(|_, payload| claimed.payload = payload)?;
         Ok(claimed)
     }
@@ -911,6 +900,17 @@ impl Backend for Engine {
 }
 
 impl Engine {
+    /// Removes task `id`, refusing a leased one unless `leased_too`.
+    async fn remove(&self, id: u64, leased_too: bool) -> Result<(), QueueError> {
+        self.on_task(Access::Write, id, |state, id| {
+            if !leased_too && state.leases.contains_key(&id) {
+                return Err(QueueError::Conflict(format!("task {id} is leased: only its holder may remove it")));
+            }
+            Ok(((), Some((vec![Mutation::Delete(id)], Settlement::Remove { id, why: Why::Cancel }))))
+        })
+        .await
+    }
+
     /// Claims up to `max` due tasks from the one of `queues` whose next
     /// task comes first in claim order; waits up to `wait_ms` for one.
     async fn claim_from(

@@ -139,7 +139,7 @@ impl State {
     }
 
     pub(crate) fn queue(&self, name: &str) -> Option<&QueueState> {
-        self.queue_index.get(name).map(|&id| &self.queues[id as usize])
+        self.queue_id_of(name).map(|id| &self.queues[id as usize])
     }
 
     /// The queue of task `id`, which must exist.
@@ -511,12 +511,7 @@ impl State {
             if bytes > ANSWER_PAYLOAD_BYTES_MAX && !claimed.is_empty() {
                 break;
             }
-            let lease = Lease(rand::random());
-            let until_ms = now_ms + self.terms(id).lease_ms.map_or(lease_ms, u64::from);
-            let task = self.transition(id, now_ms, |task| {
-                task.attempt += 1;
-                task.state = TaskState::Leased { lease, until_ms };
-            });
+            let (task, lease, until_ms) = self.lease(id, now_ms, lease_ms);
             self.queues[queue as usize].delivered(now_us.saturating_sub(run_at_ms * 1_000));
             claimed.push(Claimed {
                 id,
@@ -531,6 +526,19 @@ impl State {
         }
         self.totals.delivered += claimed.len() as u64;
         (claimed, updates)
+    }
+
+    /// Hands filed task `id` out under a new lease, for its own length if it
+    /// has one, else `lease_ms`: one more attempt. Returns the task as it now
+    /// is, the lease and its end.
+    pub(crate) fn lease(&mut self, id: u64, now_ms: u64, lease_ms: u64) -> (Task, Lease, u64) {
+        let lease = Lease(rand::random());
+        let until_ms = now_ms + self.terms(id).lease_ms.map_or(lease_ms, u64::from);
+        let task = self.transition(id, now_ms, |task| {
+            task.attempt += 1;
+            task.state = TaskState::Leased { lease, until_ms };
+        });
+        (task, lease, until_ms)
     }
 
     /// The task a claim of `queue` at `now_ms` would take first, if any:
