@@ -57,6 +57,8 @@ pub enum QueueError {
     Storage(String),
     /// The engine is shutting down.
     ShuttingDown,
+    /// This backend does not offer the operation; the message says which does.
+    Unsupported(String),
 }
 
 impl QueueError {
@@ -75,6 +77,7 @@ impl QueueError {
             QueueError::DiskFull(_) => "disk_full",
             QueueError::Storage(_) => "storage",
             QueueError::ShuttingDown => "shutting_down",
+            QueueError::Unsupported(_) => "unsupported",
         }
     }
 }
@@ -103,6 +106,7 @@ impl fmt::Display for QueueError {
             QueueError::DiskFull(message) => write!(f, "the disk is full, nothing was changed: {message}"),
             QueueError::Storage(message) => write!(f, "storage failed: {message}"),
             QueueError::ShuttingDown => f.write_str("the server is shutting down"),
+            QueueError::Unsupported(what) => write!(f, "not supported: {what}"),
         }
     }
 }

@@ -29,8 +29,11 @@
 mod backend;
 mod engine;
 mod error;
+mod lateness;
 pub mod limits;
 mod model;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod retry;
 mod schedule;
 mod stats;

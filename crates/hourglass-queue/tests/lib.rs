@@ -3,5 +3,7 @@ mod budgets;
 mod durability;
 mod engine;
 mod listing;
+#[cfg(feature = "redis")]
+mod redis;
 mod schedules;
 mod sim;

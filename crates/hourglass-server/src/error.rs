@@ -50,6 +50,7 @@ impl From<QueueError> for ApiError {
                 StatusCode::INSUFFICIENT_STORAGE
             }
             QueueError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            QueueError::Unsupported(_) => StatusCode::NOT_IMPLEMENTED,
             QueueError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -47,6 +47,7 @@ use tokio::sync::Notify;
 
 use crate::backend::{Backend, ListRequest, Page, SchedulePage};
 use crate::error::{QueueError, StoreError};
+use crate::lateness::with_lateness;
 use crate::limits::{payload_inline, Limits, CLOCK_STEP_BACK_REBASE_MS, QUEUES_MAX, SCHEDULES_MAX, SCHEDULE_LIST_MAX};
 use crate::model::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
@@ -820,7 +821,7 @@ impl Backend for Engine {
                 }
             })
             .await?;
-        Ok(queue::with_lateness(vec![read]).remove(0))
+        Ok(with_lateness(vec![read]).remove(0))
     }
 
     async fn delete_dead(&self, queue: &str, max: usize) -> Result<Vec<u64>, QueueError> {
@@ -862,7 +863,7 @@ impl Backend for Engine {
         let state = self.shared.state.lock();
         let read: Vec<_> = state.queues.iter().map(|q| q.stats(now_ms)).collect();
         drop(state);
-        let mut all = queue::with_lateness(read);
+        let mut all = with_lateness(read);
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
@@ -870,7 +871,7 @@ impl Backend for Engine {
     async fn queue(&self, name: &str) -> Option<QueueStats> {
         let now_ms = self.clock.now_ms();
         let read = self.shared.state.lock().queue(name).map(|q| q.stats(now_ms));
-        read.map(|read| queue::with_lateness(vec![read]).remove(0))
+        read.map(|read| with_lateness(vec![read]).remove(0))
     }
 
     async fn totals(&self) -> Totals {

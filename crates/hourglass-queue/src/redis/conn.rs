@@ -1,0 +1,125 @@
+//! Connections to one Redis or to a Redis Cluster, behind one type.
+
+use std::fmt;
+use std::str::FromStr;
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+/// Where the tasks are: one Redis, or a Redis Cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `redis://HOST:PORT[/DB]`.
+    One(String),
+    /// `redis+cluster://HOST:PORT[,HOST:PORT...]`: any of the Cluster's nodes.
+    Cluster(Vec<String>),
+}
+
+impl FromStr for Target {
+    type Err = String;
+
+    fn from_str(url: &str) -> Result<Target, String> {
+        if let Some(nodes) = url.strip_prefix("redis+cluster://") {
+            let nodes: Vec<String> =
+                nodes.split(',').filter(|node| !node.is_empty()).map(|node| format!("redis://{node}")).collect();
+            if nodes.is_empty() {
+                return Err("redis+cluster:// names at least one HOST:PORT".into());
+            }
+            Ok(Target::Cluster(nodes))
+        } else if url.starts_with("redis://") {
+            redis::Client::open(url).map_err(|e| format!("{url}: {e}"))?;
+            Ok(Target::One(url.to_owned()))
+        } else {
+            Err(format!("{url}: a store is redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT[,HOST:PORT...]"))
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::One(url) => f.write_str(url),
+            Target::Cluster(nodes) => {
+                let nodes: Vec<&str> = nodes.iter().map(|n| n.trim_start_matches("redis://")).collect();
+                write!(f, "redis+cluster://{}", nodes.join(","))
+            }
+        }
+    }
+}
+
+/// A connection that reconnects by itself: cheap to clone, shared by every
+/// request (commands from many tasks are pipelined on it).
+#[derive(Clone)]
+pub(crate) enum Conn {
+    One(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    pub(crate) async fn open(target: &Target) -> redis::RedisResult<Conn> {
+        match target {
+            Target::One(url) => Ok(Conn::One(redis::Client::open(url.as_str())?.get_connection_manager().await?)),
+            Target::Cluster(nodes) => {
+                let client = redis::cluster::ClusterClient::new(nodes.iter().map(String::as_str))?;
+                Ok(Conn::Cluster(client.get_async_connection().await?))
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::One(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::One(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::One(conn) => conn.get_db(),
+            Conn::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// The URLs to subscribe through: one Redis, or every node of a Cluster given
+/// (a message published on any node of a Cluster reaches every node's
+/// subscribers, so one subscription suffices; the others are spares).
+pub(crate) fn subscribe_urls(target: &Target) -> Vec<String> {
+    match target {
+        Target::One(url) => vec![url.clone()],
+        Target::Cluster(nodes) => nodes.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_read_from_urls() {
+        assert_eq!("redis://127.0.0.1:6380/2".parse(), Ok(Target::One("redis://127.0.0.1:6380/2".into())));
+        assert_eq!(
+            "redis+cluster://a:1,b:2".parse(),
+            Ok(Target::Cluster(vec!["redis://a:1".into(), "redis://b:2".into()]))
+        );
+        assert!("redis+cluster://".parse::<Target>().is_err());
+        assert!("postgres://x".parse::<Target>().unwrap_err().contains("redis://HOST:PORT"));
+        let cluster: Target = "redis+cluster://a:1,b:2".parse().unwrap();
+        assert_eq!(cluster.to_string(), "redis+cluster://a:1,b:2");
+    }
+}

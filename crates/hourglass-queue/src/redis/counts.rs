@@ -1,0 +1,92 @@
+//! Queue counts: each shard's, summed, with this node's counters since start.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use redis::AsyncCommands;
+
+use super::reply::Reply;
+use super::scripts::SCRIPTS;
+use super::{storage, RedisBackend};
+use crate::error::QueueError;
+use crate::lateness::{with_lateness, Lateness};
+use crate::limits::PRIORITY_DEFAULT;
+use crate::stats::QueueStats;
+
+impl RedisBackend {
+    /// Counts of `names`, summed over the shards.
+    pub(crate) async fn counts(&self, names: &[(Arc<str>, String)]) -> Result<Vec<QueueStats>, QueueError> {
+        let mut stats: Vec<QueueStats> = names
+            .iter()
+            .map(|(name, pause)| {
+                let now_ms = self.redis_ms();
+                let until = pause.parse::<u64>().ok().filter(|&ms| ms != 0);
+                let paused = !pause.is_empty() && until.is_none_or(|until| now_ms < until);
+                QueueStats {
+                    name: name.clone(),
+                    scheduled: 0,
+                    due: 0,
+                    urgent: 0,
+                    leased: 0,
+                    dead: 0,
+                    oldest_due_ms: None,
+                    lateness: Default::default(),
+                    paused,
+                    paused_until_ms: until.filter(|_| paused),
+                    enqueued: 0,
+                    delivered: 0,
+                    acked: 0,
+                }
+            })
+            .collect();
+        const QUEUES_PER_SCRIPT: usize = 100;
+        for shard in 0..self.shards {
+            for (chunk, names) in names.chunks(QUEUES_PER_SCRIPT).enumerate() {
+                let mut invocation = SCRIPTS.counts.prepare_invoke();
+                for (name, _) in names {
+                    for key in self.keys.queue_keys(shard, name) {
+                        invocation.key(key);
+                    }
+                }
+                invocation.arg(PRIORITY_DEFAULT);
+                let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
+                for stats in &mut stats[chunk * QUEUES_PER_SCRIPT..][..names.len()] {
+                    stats.scheduled += reply.u64()? as usize;
+                    stats.due += reply.u64()? as usize;
+                    stats.urgent += reply.u64()? as usize;
+                    stats.leased += reply.u64()? as usize;
+                    stats.dead += reply.u64()? as usize;
+                    let oldest = reply.int()?;
+                    if oldest >= 0 {
+                        let oldest = oldest as u64;
+                        stats.oldest_due_ms = Some(stats.oldest_due_ms.map_or(oldest, |o| o.min(oldest)));
+                    }
+                }
+            }
+        }
+        let counters = self.counters.lock();
+        let read: Vec<_> = stats
+            .into_iter()
+            .map(|mut stats| {
+                let lateness = match counters.get(&stats.name) {
+                    Some(c) => {
+                        (stats.enqueued, stats.delivered, stats.acked) = (c.enqueued, c.delivered, c.acked);
+                        c.lateness.clone()
+                    }
+                    None => Lateness::default(),
+                };
+                (stats, lateness)
+            })
+            .collect();
+        drop(counters);
+        Ok(with_lateness(read))
+    }
+
+    /// The registry: every queue's name and pause.
+    pub(crate) async fn registry(&self) -> Result<Vec<(Arc<str>, String)>, QueueError> {
+        let all: HashMap<String, String> = self.conn().hgetall(self.keys.global("queues")).await.map_err(storage)?;
+        let mut all: Vec<(Arc<str>, String)> = all.into_iter().map(|(name, pause)| (name.into(), pause)).collect();
+        all.sort();
+        Ok(all)
+    }
+}

@@ -1,0 +1,15 @@
+-- Each named queue's counts in one shard. KEYS: six per queue.
+-- Returns scheduled due urgent leased dead oldest_due (-1: none) per queue.
+-- ARGV: the priority below which a due task is urgent.
+local urgent_below = '(' .. hex(tonumber(ARGV[1]), 8)
+local out = {}
+for first = 1, #KEYS, 6 do
+  local Q = queue_keys(first)
+  local oldest = redis.call('ZRANGE', Q.o, 0, 0)[1]
+  for _, v in ipairs({ redis.call('ZCARD', Q.s), redis.call('ZCARD', Q.r),
+      redis.call('ZLEXCOUNT', Q.r, '-', urgent_below), redis.call('ZCARD', Q.l), redis.call('ZCARD', Q.d),
+      oldest and member_ms(oldest) or -1 }) do
+    table.insert(out, v)
+  end
+end
+return out

@@ -1,0 +1,141 @@
+-- Shared by every script (prepended to each). A shard's tasks live under one
+-- hash tag: records in hash `t` (MessagePack, by 12-hex-digit sequence
+-- number), payloads in hash `p`, and each queue's tasks in sorted sets whose
+-- members sort lexicographically (all scores 0) in the order they are used:
+--   s  scheduled, by due time:        DDDDDDDDDDD:SSSSSSSSSSSS
+--   r  due, in claim order:  PPPPPPPP:DDDDDDDDDDD:SSSSSSSSSSSS
+--   o  due, oldest first:              DDDDDDDDDDD:SSSSSSSSSSSS
+--   l  leased, by lease end:           UUUUUUUUUUU:SSSSSSSSSSSS
+--   d  dead, by sequence:                          SSSSSSSSSSSS
+--   k  idempotency key -> sequence (a hash)
+-- and hash `h` keeps, for the shard's owner, each queue's earliest due time
+-- ('s:' .. queue) and lease end ('l:' .. queue). Time is Redis's (TIME).
+-- A record: q queue, r due (ms), a attempt, m max attempts (0: unlimited),
+-- p priority, l own lease, k key, e period, x expiry, X expired, E last error,
+-- c created, s state ('s' scheduled, 'l' leased, 'd' dead), L lease token,
+-- u lease end.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function hex(n, width)
+  return string.format('%0' .. width .. 'x', n)
+end
+local function field(seq) return hex(seq, 12) end
+local function at_member(ms, seq) return hex(ms, 11) .. ':' .. hex(seq, 12) end
+local function ready_member(pri, ms, seq) return hex(pri, 8) .. ':' .. at_member(ms, seq) end
+local function member_seq(m) return tonumber(string.sub(m, -12), 16) end
+local function member_ms(m) return tonumber(string.sub(m, 1, 11), 16) end
+
+-- A queue's six keys, from KEYS[first].
+local function queue_keys(first)
+  return { s = KEYS[first], r = KEYS[first + 1], o = KEYS[first + 2], l = KEYS[first + 3],
+           d = KEYS[first + 4], k = KEYS[first + 5] }
+end
+
+local function load(t, seq)
+  local raw = redis.call('HGET', t, field(seq))
+  if raw then return cmsgpack.unpack(raw) end
+  return nil
+end
+local function save(t, seq, rec) redis.call('HSET', t, field(seq), cmsgpack.pack(rec)) end
+
+-- The earliest deadline of the shard, or nil.
+local function head_min(h)
+  local first = redis.call('ZRANGE', h, 0, 0, 'WITHSCORES')
+  if first[2] then return tonumber(first[2]) end
+  return nil
+end
+-- Keeps `h` in step with the first member of `zkey`.
+local function set_head(h, name, zkey)
+  local first = redis.call('ZRANGE', zkey, 0, 0)[1]
+  if first then redis.call('ZADD', h, member_ms(first), name) else redis.call('ZREM', h, name) end
+end
+-- Tells the shard's owner of an earlier deadline than it had.
+local function hint_head(channel, shard, h, before)
+  local after = head_min(h)
+  if after and (not before or after < before) then
+    redis.call('PUBLISH', channel, 'h ' .. shard .. ' ' .. after)
+  end
+end
+
+-- Files `rec` by its state; returns true if it is due (ready to claim).
+local function file(Q, h, q, seq, rec, now)
+  if rec.s == 'd' then
+    redis.call('ZADD', Q.d, 0, field(seq))
+  elseif rec.s == 'l' then
+    redis.call('ZADD', Q.l, 0, at_member(rec.u, seq))
+    set_head(h, 'l:' .. q, Q.l)
+  elseif rec.r <= now then
+    redis.call('ZADD', Q.r, 0, ready_member(rec.p, rec.r, seq))
+    redis.call('ZADD', Q.o, 0, at_member(rec.r, seq))
+    return true
+  else
+    redis.call('ZADD', Q.s, 0, at_member(rec.r, seq))
+    set_head(h, 's:' .. q, Q.s)
+  end
+  return false
+end
+
+-- Takes `rec` out of the set its state files it in.
+local function unfile(Q, h, q, seq, rec)
+  if rec.s == 'd' then
+    redis.call('ZREM', Q.d, field(seq))
+  elseif rec.s == 'l' then
+    redis.call('ZREM', Q.l, at_member(rec.u, seq))
+    set_head(h, 'l:' .. q, Q.l)
+  elseif redis.call('ZREM', Q.s, at_member(rec.r, seq)) == 1 then
+    set_head(h, 's:' .. q, Q.s)
+  else
+    redis.call('ZREM', Q.r, ready_member(rec.p, rec.r, seq))
+    redis.call('ZREM', Q.o, at_member(rec.r, seq))
+  end
+end
+
+-- Removes the task for good.
+local function forget(Q, t, p, seq, rec)
+  redis.call('HDEL', t, field(seq))
+  redis.call('HDEL', p, field(seq))
+  if rec.k then redis.call('HDEL', Q.k, rec.k) end
+end
+
+-- Hands the task out under a new lease (it is unfiled): one more attempt.
+local function lease(Q, h, t, lseq, q, seq, rec, now, lease_ms)
+  rec.a = rec.a + 1
+  rec.s = 'l'
+  rec.L = redis.call('INCR', lseq)
+  rec.u = now + (rec.l or lease_ms)
+  save(t, seq, rec)
+  file(Q, h, q, seq, rec, now)
+end
+
+-- A delivery failed: due again after `delay` or a backoff, or dead if out of
+-- attempts or past its expiry (the engine's fail_attempt).
+local function fail(rec, now, delay)
+  local unlimited = rec.m == 0
+  rec.L = nil
+  rec.u = nil
+  if rec.x and rec.x <= now then
+    rec.s = 'd'
+    rec.X = 1
+  elseif not unlimited and rec.a >= rec.m then
+    rec.s = 'd'
+  else
+    rec.s = 's'
+    if delay then
+      rec.r = now + delay
+    elseif unlimited then
+      rec.r = now
+    else
+      rec.r = now + math.min(BACKOFF_BASE_MS * 2 ^ math.min(rec.a - 1, 32), BACKOFF_MAX_MS)
+    end
+  end
+end
+
+-- The first occurrence of a repeating task after `now`, on its grid.
+local function next_run(r, every, now)
+  if r + every > now then return r + every end
+  return r + every * (math.floor((now - r) / every) + 1)
+end

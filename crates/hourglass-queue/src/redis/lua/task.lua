@@ -1,0 +1,82 @@
+-- One task's change: OP is cancel, cancel_unleased, reschedule, retry, take,
+-- ack, nack or extend.
+-- KEYS: t p h lseq, the queue's six keys. ARGV: channel shard op seq queue,
+-- then the op's own arguments.
+-- Returns {code, now, record, payload} where code is 'ok', 'not_found',
+-- 'stale', 'conflict' or 'queue' (the task is of another queue, named as the
+-- record's q: ask again with its keys).
+local t, p, h, lseq = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local Q = queue_keys(5)
+local channel, shard, op, seq, q = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local now = now_ms()
+local rec = load(t, seq)
+if not rec then return { 'not_found', now } end
+if rec.q ~= q then return { 'queue', now, rec.q } end
+local before = head_min(h)
+local function done(code)
+  local ready = false
+  if code == 'ok' and op ~= 'cancel' and op ~= 'cancel_unleased' and not (op == 'ack' and not rec.e) then
+    save(t, seq, rec)
+    ready = file(Q, h, q, seq, rec, now)
+  end
+  if ready then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
+  hint_head(channel, shard, h, before)
+  return { code, now, cmsgpack.pack(rec), '' }
+end
+local function holds(token) return rec.s == 'l' and rec.L == tonumber(token) end
+
+if op == 'cancel' or op == 'cancel_unleased' then
+  if op == 'cancel_unleased' and rec.s == 'l' then return { 'conflict', now } end
+  unfile(Q, h, q, seq, rec)
+  forget(Q, t, p, seq, rec)
+  return done('ok')
+elseif op == 'reschedule' then
+  if rec.s == 'l' then return { 'conflict', now } end
+  unfile(Q, h, q, seq, rec)
+  if rec.s == 'd' then rec.a = 0 end
+  rec.s = 's'
+  rec.r = tonumber(ARGV[7])
+  if ARGV[6] == 'd' then rec.r = now + rec.r end
+  return done('ok')
+elseif op == 'retry' then
+  if rec.s ~= 'd' then return { 'conflict', now } end
+  unfile(Q, h, q, seq, rec)
+  rec.x, rec.X, rec.a, rec.s, rec.r = nil, nil, 0, 's', now
+  return done('ok')
+elseif op == 'take' then
+  if rec.s == 'l' then return { 'conflict', now } end
+  unfile(Q, h, q, seq, rec)
+  lease(Q, h, t, lseq, q, seq, rec, now, tonumber(ARGV[6]))
+  hint_head(channel, shard, h, before)
+  return { 'ok', now, cmsgpack.pack(rec), redis.call('HGET', p, field(seq)) }
+elseif op == 'ack' then
+  if not holds(ARGV[6]) then return { 'stale', now } end
+  unfile(Q, h, q, seq, rec)
+  if rec.e then
+    rec.a, rec.s, rec.L, rec.u = 0, 's', nil, nil
+    rec.r = next_run(rec.r, rec.e, now)
+  else
+    forget(Q, t, p, seq, rec)
+  end
+  return done('ok')
+elseif op == 'nack' then
+  -- ARGV: token delay ('' for a backoff) reason ('' for none) priority ('' to keep) dead (0/1)
+  if not holds(ARGV[6]) then return { 'stale', now } end
+  unfile(Q, h, q, seq, rec)
+  if ARGV[10] == '1' then
+    rec.s, rec.L, rec.u = 'd', nil, nil
+  else
+    local delay = nil
+    if ARGV[7] ~= '' then delay = tonumber(ARGV[7]) end
+    fail(rec, now, delay)
+  end
+  if ARGV[8] ~= '' then rec.E = ARGV[8] else rec.E = nil end
+  if ARGV[9] ~= '' then rec.p = tonumber(ARGV[9]) end
+  return done('ok')
+elseif op == 'extend' then
+  if not holds(ARGV[6]) then return { 'stale', now } end
+  unfile(Q, h, q, seq, rec)
+  rec.u = now + tonumber(ARGV[7])
+  return done('ok')
+end
+return redis.error_reply('unknown op ' .. op)

@@ -1,0 +1,151 @@
+//! One task's scripts: enqueues, reads, and the changes of a task by id.
+
+use std::sync::Arc;
+
+use redis::Value;
+
+use super::record::{self, Record};
+use super::reply::Reply;
+use super::scripts::SCRIPTS;
+use super::{keys, storage, RedisBackend};
+use crate::error::QueueError;
+use crate::model::{Enqueued, RunAt, TaskInfo};
+use crate::validate;
+
+/// What the task script answered.
+pub(crate) struct TaskDone {
+    pub(crate) record: Option<Record>,
+    pub(crate) payload: Box<str>,
+}
+
+impl RedisBackend {
+    /// Runs the task script: `op` on task `id`, with `args`.
+    pub(crate) async fn task(&self, id: u64, op: &str, args: &[String]) -> Result<TaskDone, QueueError> {
+        let (shard, seq) = self.split(id)?;
+        let mut queue: Arc<str> = self.queue_of.lock().get(&id).cloned().unwrap_or_else(|| "".into());
+        for _ in 0..2 {
+            let mut invocation = SCRIPTS.task.key(self.keys.shard(shard, "t"));
+            invocation
+                .key(self.keys.shard(shard, "p"))
+                .key(self.keys.shard(shard, "h"))
+                .key(self.keys.shard(shard, "lseq"));
+            for key in self.keys.queue_keys(shard, &queue) {
+                invocation.key(key);
+            }
+            invocation.arg(&self.channel).arg(shard).arg(op).arg(seq).arg(&*queue);
+            for arg in args {
+                invocation.arg(arg);
+            }
+            let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
+            let code = reply.text()?;
+            let now_ms = reply.u64()?;
+            self.saw_time(now_ms);
+            match code.as_str() {
+                "ok" => {
+                    let raw = reply.bytes()?;
+                    let payload = String::from_utf8(reply.bytes()?)
+                        .map_err(|_| QueueError::Storage("redis: a payload not UTF-8".into()))?;
+                    let record = record::decode(shard, seq, &raw, now_ms)?;
+                    return Ok(TaskDone { record: Some(record), payload: payload.into() });
+                }
+                "queue" => queue = reply.text()?.into(),
+                "not_found" => return Err(QueueError::NotFound(id)),
+                "stale" => return Err(QueueError::StaleLease(id)),
+                "conflict" => {
+                    let why = match op {
+                        "retry" => "is not dead",
+                        _ => "is leased",
+                    };
+                    return Err(QueueError::Conflict(format!("task {id} {why}")));
+                }
+                other => return Err(QueueError::Storage(format!("redis: unexpected answer {other}"))),
+            }
+        }
+        Err(QueueError::Storage(format!("redis: task {id} changed queue")))
+    }
+
+    pub(crate) fn info(done: TaskDone) -> Result<TaskInfo, QueueError> {
+        let record = done.record.ok_or_else(|| QueueError::Storage("redis: no record".into()))?;
+        Ok(TaskInfo { task: record.task, payload: done.payload, status: record.status })
+    }
+
+    /// Reads tasks `seqs` of `shard`.
+    pub(crate) async fn read(&self, shard: u16, seqs: &[u64]) -> Result<Vec<TaskInfo>, QueueError> {
+        let mut invocation = SCRIPTS.read.key(self.keys.shard(shard, "t"));
+        invocation.key(self.keys.shard(shard, "p")).key(self.keys.shard(shard, "t")).arg("ids");
+        for seq in seqs {
+            invocation.arg(seq);
+        }
+        self.read_reply(shard, invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)
+    }
+
+    pub(crate) fn read_reply(&self, shard: u16, value: Value) -> Result<Vec<TaskInfo>, QueueError> {
+        let mut reply = Reply::new(value)?;
+        let now_ms = reply.u64()?;
+        let mut tasks = Vec::new();
+        while !reply.is_empty() {
+            let seq = reply.u64()?;
+            let raw = reply.bytes()?;
+            let payload = String::from_utf8(reply.bytes()?)
+                .map_err(|_| QueueError::Storage("redis: a payload not UTF-8".into()))?;
+            let record = record::decode(shard, seq, &raw, now_ms)?;
+            tasks.push(TaskInfo { task: record.task, payload: payload.into(), status: record.status });
+        }
+        Ok(tasks)
+    }
+
+    /// One enqueue script: `tasks` (with their positions in the batch) into
+    /// `queue` of `shard`.
+    pub(crate) async fn enqueue_shard(
+        &self,
+        queue: &str,
+        shard: u16,
+        tasks: &[(usize, validate::Checked, RunAt, Option<RunAt>)],
+    ) -> Result<Vec<(usize, Enqueued)>, QueueError> {
+        let mut invocation = SCRIPTS.enqueue.key(self.keys.shard(shard, "t"));
+        invocation.key(self.keys.shard(shard, "p")).key(self.keys.shard(shard, "seq")).key(self.keys.shard(shard, "h"));
+        for key in self.keys.queue_keys(shard, queue) {
+            invocation.key(key);
+        }
+        let cap = self.options.limits.tasks_max.div_ceil(usize::from(self.shards));
+        invocation.arg(&self.channel).arg(shard).arg(queue).arg(cap);
+        for (_, task, run_at, expires) in tasks {
+            let (run_kind, run) = match run_at {
+                RunAt::Delay(ms) => ("d", *ms),
+                RunAt::At(_) => ("a", task.run_at_ms),
+            };
+            let (expiry_kind, expiry) = match expires {
+                None => ("", 0),
+                Some(RunAt::Delay(ms)) => ("d", *ms),
+                Some(RunAt::At(ms)) => ("a", *ms),
+            };
+            let optional = |value: Option<u64>| value.map(|v| v.to_string()).unwrap_or_default();
+            invocation
+                .arg(&*task.payload)
+                .arg(run_kind)
+                .arg(run)
+                .arg(task.key.as_deref().unwrap_or(""))
+                .arg(task.max_attempts)
+                .arg(task.priority)
+                .arg(optional(task.lease_ms.map(u64::from)))
+                .arg(optional(task.every_ms))
+                .arg(expiry_kind)
+                .arg(expiry);
+        }
+        let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
+        match reply.text()?.as_str() {
+            "ok" => {}
+            "too_many_tasks" => return Err(QueueError::TooManyTasks { max: self.options.limits.tasks_max }),
+            other => return Err(QueueError::Storage(format!("redis: unexpected answer {other}"))),
+        }
+        self.saw_time(reply.u64()?);
+        let mut done = Vec::with_capacity(tasks.len());
+        for (at, ..) in tasks {
+            let seq = reply.u64()?;
+            let run_at_ms = reply.u64()?;
+            let created = reply.int()? == 1;
+            done.push((*at, Enqueued { id: keys::id(shard, seq), run_at_ms, created }));
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,134 @@
+//! The Redis backend against Redis servers the tests start (`servers.rs`),
+//! and the seam's conformance suite against every backend.
+
+mod conformance;
+mod servers;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hourglass_queue::redis::{RedisBackend, RedisOptions};
+use hourglass_queue::{Backend, Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
+use servers::{Cluster, Server};
+
+async fn node(url: &str, shard_lease_ms: u64) -> Arc<RedisBackend> {
+    let mut options = RedisOptions::new(url.parse().unwrap());
+    options.shard_lease_ms = shard_lease_ms;
+    RedisBackend::connect(options).await.expect("connect to redis")
+}
+
+/// Waits (polling, within `timeout`) until `done` holds.
+async fn until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < timeout, "{what}: not within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let engine = Engine::open(Box::new(store), Options::default(), Arc::new(SystemWallClock)).unwrap();
+    let timers = engine.start_timers().unwrap();
+    conformance::run(engine.clone(), "embedded").await;
+    engine.close();
+    timers.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_redis() {
+    let Some(server) = Server::start() else { return };
+    let backend = node(&server.url(), 2_000).await;
+    until("the node holds its shards", Duration::from_secs(20), || backend.held_shards().len() == 16).await;
+    conformance::run(backend.clone(), "redis").await;
+    println!("fired by timer/sweep: {:?}", backend.fired());
+    backend.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_cluster_of_three_masters() {
+    let Some(cluster) = Cluster::start() else { return };
+    let backend = node(&cluster.url(), 2_000).await;
+    until("the node holds its shards", Duration::from_secs(20), || backend.held_shards().len() == 16).await;
+    conformance::run(backend.clone(), "cluster").await;
+    // One queue's tasks are on every master.
+    let batch: Vec<NewTask> = (0..64).map(|_| NewTask::new("{}", RunAt::Delay(3_600_000))).collect();
+    for task in batch {
+        backend.enqueue("spread", task).await.unwrap();
+    }
+    for master in &cluster.masters {
+        let keys = master.cli(&["--scan", "--pattern", "{hg:*}:s:spread"]);
+        let held = keys.lines().filter(|line| !line.is_empty()).count();
+        println!("master on port {} holds the scheduled set of queue spread in {held} shards", master.port);
+        assert!(held > 0, "every master holds some of the queue");
+    }
+    backend.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_are_shared_out_and_a_stale_holder_is_fenced() {
+    let Some(server) = Server::start() else { return };
+    let a = node(&server.url(), 600).await;
+    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    let b = node(&server.url(), 600).await;
+    let took = until("the shards are shared out", Duration::from_secs(20), || {
+        a.held_shards().len() == 8 && b.held_shards().len() == 8
+    })
+    .await;
+    println!("two nodes shared the 16 shards {took:?} after the second started");
+    // b is killed: a takes its shards when their leases run out.
+    b.crash();
+    let took = until("a takes over", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    println!("a took over the shards of a killed node in {took:?} (lease 600 ms)");
+    let (shard, holder) = a.holders()[0].clone();
+    // a's old holder of a shard is stale once the shard was let go and taken
+    // again: its writes are refused.
+    assert!(a.fire_as(shard, &holder).await.unwrap(), "the current holder may fire");
+    server.cli(&["DEL", &format!("{{hg:{shard}}}:owner")]);
+    let c = node(&server.url(), 600).await;
+    until("c holds some shards", Duration::from_secs(20), || !c.held_shards().is_empty()).await;
+    let new_holder = redis_get(&server, &format!("{{hg:{shard}}}:owner"));
+    if new_holder != holder {
+        assert!(!a.fire_as(shard, &holder).await.unwrap(), "a stale holder is refused");
+        println!("stale holder {holder} refused; the shard is held by {new_holder}");
+    }
+    a.close();
+    c.close();
+}
+
+fn redis_get(server: &Server, key: &str) -> String {
+    server.cli(&["GET", key]).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_s_due_tasks_fire_late_never_lost() {
+    let Some(server) = Server::start() else { return };
+    let a = node(&server.url(), 600).await;
+    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    let b = node(&server.url(), 600).await;
+    until("the shards are shared out", Duration::from_secs(20), || b.held_shards().len() == 8).await;
+    // Tasks on every shard, due soon; then b dies with half of them.
+    let mut ids = Vec::new();
+    for _ in 0..32 {
+        ids.push(a.enqueue("failover", NewTask::new("{}", RunAt::Delay(200))).await.unwrap().id);
+    }
+    b.crash();
+    let started = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < ids.len() {
+        let claimed = a.claim("failover", 100, 30_000, 20_000).await.unwrap();
+        assert!(!claimed.is_empty(), "every task is delivered");
+        got.extend(claimed.iter().map(|c| c.id));
+    }
+    got.sort();
+    ids.sort();
+    assert_eq!(got, ids);
+    println!(
+        "32 tasks due 200 ms after enqueue, half on a killed node's shards: all delivered by {:?}",
+        started.elapsed()
+    );
+    a.close();
+}

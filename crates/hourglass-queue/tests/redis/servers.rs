@@ -1,0 +1,139 @@
+//! Redis servers of the tests' own: each on a free port, in a directory of
+//! its own, with `appendonly yes` and `appendfsync always`, killed when
+//! dropped. Never the shared instance on 6379. Without `redis-server` (and
+//! `redis-cli` for a Cluster) a test skips, and fails under `CI=true`.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to answer once started.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Whether `binary` is on the PATH; if not, panics under `CI=true` (the
+/// tests need it there) and says the test is skipped otherwise.
+pub fn have(binary: &str) -> bool {
+    let found = Command::new(binary).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{binary} is not installed: CI must have it (.ci/run installs redis-server and redis-tools)"
+        );
+        eprintln!("skipped: {binary} is not installed (apt-get install redis-server redis-tools)");
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// One `redis-server` process.
+pub struct Server {
+    pub port: u16,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts a server; `None` (the test skips) without `redis-server`.
+    pub fn start() -> Option<Server> {
+        Server::with_args(&[])
+    }
+
+    fn with_args(extra: &[&str]) -> Option<Server> {
+        if !have("redis-server") {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = spawn(dir.path(), port, extra);
+        let server = Server { port, child, _dir: dir };
+        server.wait_until_up();
+        Some(server)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `redis-cli` with these arguments against this server; its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        cli(self.port, args)
+    }
+
+    fn wait_until_up(&self) {
+        let started = Instant::now();
+        while cli(self.port, &["PING"]).trim() != "PONG" {
+            assert!(started.elapsed() < START_TIMEOUT, "redis-server on port {} did not start", self.port);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(dir: &Path, port: u16, extra: &[&str]) -> Child {
+    Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+        .arg(dir)
+        .args(["--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server")
+}
+
+fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A Redis Cluster of three masters, no replicas, made by `redis-cli
+/// --cluster create`.
+pub struct Cluster {
+    pub masters: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn start() -> Option<Cluster> {
+        if !have("redis-server") || !have("redis-cli") {
+            return None;
+        }
+        let masters: Vec<Server> = (0..3)
+            .map(|_| {
+                Server::with_args(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
+                    .expect("redis-server is installed")
+            })
+            .collect();
+        let nodes: Vec<String> = masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
+        let mut create = vec!["--cluster", "create"];
+        create.extend(nodes.iter().map(String::as_str));
+        create.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        let out = masters[0].cli(&create);
+        assert!(out.contains("[OK]"), "redis-cli --cluster create failed:\n{out}");
+        let started = Instant::now();
+        while !masters.iter().all(|m| m.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")) {
+            assert!(started.elapsed() < START_TIMEOUT, "the cluster did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Cluster { masters })
+    }
+
+    pub fn url(&self) -> String {
+        let nodes: Vec<String> = self.masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
+        format!("redis+cluster://{}", nodes.join(","))
+    }
+}
