@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::Context;
 use bytesize::ByteSize;
 use clap::{Args, ValueEnum};
+use hourglass_queue::redis::{RedisBackend, RedisOptions, Target};
 use hourglass_queue::{Backend, Engine, Fsync, Limits, Options, RedbStore, SystemWallClock};
 use hourglass_server::beanstalk::{self, Front, Listen};
 use hourglass_server::AppState;
@@ -31,6 +32,23 @@ pub struct ServeArgs {
     /// Directory for the task store.
     #[arg(long, default_value = "./hourglass-data")]
     data: PathBuf,
+    /// Keep the tasks in Redis instead of --data: `redis://HOST:PORT[/DB]`
+    /// (one Redis) or `redis+cluster://HOST:PORT[,HOST:PORT...]` (a Redis
+    /// Cluster). Every node started with the same store is one service. What
+    /// a 2xx means then is Redis's persistence: see docs/DESIGN.md.
+    #[arg(long, value_name = "URL")]
+    store: Option<Target>,
+    /// With --store: shards to spread the tasks over, if the store has none
+    /// yet (a store keeps its count; every node must name the same).
+    #[arg(long, default_value_t = hourglass_queue::redis::SHARDS_DEFAULT)]
+    shards: u16,
+    /// With --store: a node's lease on its shards; a node that dies has its
+    /// shards taken over by the others within it.
+    #[arg(long, value_name = "MS", default_value_t = hourglass_queue::redis::SHARD_LEASE_MS_DEFAULT)]
+    shard_lease_ms: u64,
+    /// With --store: every key starts with it, so that services can share a Redis.
+    #[arg(long, default_value = "hg")]
+    redis_prefix: String,
     /// Require `Authorization: Bearer TOKEN` on every request.
     #[arg(long, env = "HOURGLASS_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -102,9 +120,6 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("--fsync-every-ms must be at least 1 (leave it out to fsync before every reply)");
     }
     let started = Instant::now();
-    let store = if args.check_store { RedbStore::open_checked(&args.data) } else { RedbStore::open(&args.data) }
-        .with_context(|| format!("cannot open the store in {}", args.data.display()))?;
-    let fsync = args.fsync_every_ms.map_or(Fsync::Always, Fsync::EveryMs);
     if args.max_payload_bytes > PAYLOAD_BYTES_CEILING {
         anyhow::bail!("--max-payload-bytes must be at most {PAYLOAD_BYTES_CEILING}");
     }
@@ -114,14 +129,30 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         memory_bytes_max: args.max_memory.as_u64(),
         disk_bytes_max: args.max_disk.map(|max| max.as_u64()),
     };
-    let engine = Engine::open(Box::new(store), Options { fsync, limits }, Arc::new(SystemWallClock))
-        .with_context(|| format!("cannot load the tasks in {}", args.data.display()))?;
+    let (backend, durability, running): (Arc<dyn Backend>, String, Running) = match &args.store {
+        None => {
+            let (engine, fsync, timers) = open_embedded(&args, limits)?;
+            (engine.clone(), fsync, Running::Embedded { engine, timers })
+        }
+        Some(target) => {
+            let options = RedisOptions {
+                target: target.clone(),
+                prefix: args.redis_prefix.clone(),
+                shards: args.shards,
+                shard_lease_ms: args.shard_lease_ms,
+                limits,
+            };
+            let backend =
+                RedisBackend::connect(options).await.with_context(|| format!("cannot use the store {target}"))?;
+            tracing::info!(store = %target, node = backend.node(), "joined the service on redis");
+            (backend.clone(), "as redis persists it (its appendfsync)".to_owned(), Running::Redis(backend))
+        }
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let timers = engine.start_timers().context("cannot start the timer thread")?;
-    let totals = engine.totals().await;
-    let queues = engine.queues().await;
+    let totals = backend.totals().await;
+    let queues = backend.queues().await;
     let count = |of: fn(&hourglass_queue::QueueStats) -> usize| queues.iter().map(of).sum::<usize>();
     tracing::info!(
         tasks = totals.tasks,
@@ -133,15 +164,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         schedules = totals.schedules,
         memory = %ByteSize::b(totals.memory_bytes).display().iec(),
         took = ?started.elapsed(),
-        data = %args.data.display(),
-        "recovered the store"
+        "ready"
     );
-    let fsync = match fsync {
-        Fsync::Always => "before every reply".to_owned(),
-        Fsync::EveryMs(ms) => format!("every {ms} ms"),
-    };
     let address = listener.local_addr()?;
-    tracing::info!(%address, %fsync, read_only_ui = args.read_only_ui, "serving http://{address}/ (dashboard at /)");
+    tracing::info!(%address, fsync = %durability, read_only_ui = args.read_only_ui, "serving http://{address}/ (dashboard at /)");
     // On stdout, for whoever started us with port 0.
     println!("http {address}");
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -157,7 +183,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 job_bytes_max: args.beanstalk_max_job_bytes.min(args.max_payload_bytes),
                 ..beanstalk::Options::default()
             };
-            let front = Front::new(engine.clone(), options);
+            let front = Front::new(backend.clone(), options);
             start_beanstalk(front.clone(), &listen, stopping()).await?;
             Some(front)
         }
@@ -173,7 +199,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let mut state = AppState::new(engine.clone(), args.token.map(Arc::from));
+    let mut state = AppState::new(backend.clone(), args.token.map(Arc::from));
     if args.read_only_ui {
         state = state.read_only_ui();
     }
@@ -183,12 +209,52 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     hourglass_server::serve(listener, state, args.max_payload_bytes, stopping()).await?;
     drop(front);
-    engine.close();
-    let _ = timers.join();
-    // The last reference: the writer drains and syncs before we exit.
-    drop(engine);
+    drop(backend);
+    running.stop();
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// The backend this process serves, to be stopped as it needs.
+enum Running {
+    Embedded { engine: Arc<Engine>, timers: std::thread::JoinHandle<()> },
+    Redis(Arc<RedisBackend>),
+}
+
+impl Running {
+    fn stop(self) {
+        match self {
+            Running::Embedded { engine, timers } => {
+                engine.close();
+                let _ = timers.join();
+                // The last reference: the writer drains and syncs before we exit.
+                drop(engine);
+            }
+            // Lets go of its shards, so that the other nodes take them at once.
+            Running::Redis(backend) => backend.close(),
+        }
+    }
+}
+
+/// Opens the embedded store in --data and starts its timer thread; says how
+/// durable a 2xx is.
+fn open_embedded(
+    args: &ServeArgs,
+    limits: Limits,
+) -> anyhow::Result<(Arc<Engine>, String, std::thread::JoinHandle<()>)> {
+    let started = Instant::now();
+    let store = if args.check_store { RedbStore::open_checked(&args.data) } else { RedbStore::open(&args.data) }
+        .with_context(|| format!("cannot open the store in {}", args.data.display()))?;
+    let fsync = args.fsync_every_ms.map_or(Fsync::Always, Fsync::EveryMs);
+    let engine = Engine::open(Box::new(store), Options { fsync, limits }, Arc::new(SystemWallClock))
+        .with_context(|| format!("cannot load the tasks in {}", args.data.display()))?;
+    let timers = engine.start_timers().context("cannot start the timer thread")?;
+    tracing::info!(took = ?started.elapsed(), data = %args.data.display(), "recovered the store");
+    let fsync = match fsync {
+        Fsync::Always => "before every reply".to_owned(),
+        Fsync::EveryMs(ms) => format!("every {ms} ms"),
+    };
+    Ok((engine, fsync, timers))
 }
 
 /// Binds the beanstalkd front and serves it until `stopping`.

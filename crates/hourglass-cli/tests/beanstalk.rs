@@ -15,19 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::crash::free_port;
-
-/// Whether `program` runs; under `CI=true` its absence fails the test.
-fn required(program: &str, probe: &[&str]) -> bool {
-    let found = Command::new(program).args(probe).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{program} is required under CI=true: .ci/run installs it"
-        );
-        eprintln!("SKIPPED: {program} is not installed (Debian: see .ci/run)");
-    }
-    found
-}
+use crate::servers::required;
 
 /// `hourglass serve --beanstalk 127.0.0.1:0` on `data`; returns it and the
 /// beanstalk port it printed.

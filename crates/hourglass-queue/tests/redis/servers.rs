@@ -2,6 +2,8 @@
 //! its own, with `appendonly yes` and `appendfsync always`, killed when
 //! dropped. Never the shared instance on 6379. Without `redis-server` (and
 //! `redis-cli` for a Cluster) a test skips, and fails under `CI=true`.
+//! The CLI's tests include this file too, and use only some of it.
+#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -11,16 +13,22 @@ use std::time::{Duration, Instant};
 /// How long a server may take to answer once started.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Whether `binary` is on the PATH; if not, panics under `CI=true` (the
-/// tests need it there) and says the test is skipped otherwise.
-pub fn have(binary: &str) -> bool {
-    let found = Command::new(binary).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+/// Whether `program` runs (with `probe` as its arguments); if not, panics
+/// under `CI=true` (the tests need it there: `.ci/run` installs it) and says
+/// the test is skipped otherwise. Shared with the CLI's tests.
+pub fn required(program: &str, probe: &[&str]) -> bool {
+    let found = Command::new(program)
+        .args(probe)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     if !found {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "{binary} is not installed: CI must have it (.ci/run installs redis-server and redis-tools)"
+            "{program} is required under CI=true: .ci/run installs it"
         );
-        eprintln!("skipped: {binary} is not installed (apt-get install redis-server redis-tools)");
+        eprintln!("SKIPPED: {program} is not installed (Debian: see .ci/run)");
     }
     found
 }
@@ -43,7 +51,7 @@ impl Server {
     }
 
     fn with_args(extra: &[&str]) -> Option<Server> {
-        if !have("redis-server") {
+        if !required("redis-server", &["--version"]) {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -56,6 +64,15 @@ impl Server {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `kill -9`, then a new process on the same port and directory: what
+    /// its append-only file kept is what it has.
+    pub fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(self._dir.path(), self.port, &[]);
+        self.wait_until_up();
     }
 
     /// `redis-cli` with these arguments against this server; its output.
@@ -109,7 +126,7 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Option<Cluster> {
-        if !have("redis-server") || !have("redis-cli") {
+        if !required("redis-server", &["--version"]) || !required("redis-cli", &["--version"]) {
             return None;
         }
         let masters: Vec<Server> = (0..3)
