@@ -1,7 +1,7 @@
 //! `hourglass bench`: the same workload against a hourglass server and against
 //! beanstalkd, so the two are compared in one run.
 //!
-//! Three workloads, each with payloads of `--payload-bytes`:
+//! The workloads, each with payloads of `--payload-bytes`:
 //! - `enqueue`: producers send `--tasks` tasks as fast as they can (one per
 //!   request, or `--batch` per request), due far in the future; reports tasks
 //!   per second and request latency.
@@ -10,6 +10,12 @@
 //!   each task reached a consumer, from its due time.
 //! - `drain`: `--tasks` tasks due at once are enqueued first (not timed), then
 //!   consumers claim and ack them as fast as they can; reports tasks per second.
+//! - `burst`: `--tasks` tasks all due at one instant (enqueued before it, in
+//!   batches of `--batch`) while consumers wait; reports how long after that
+//!   instant the last one reached a consumer.
+//!
+//! `--also URL` adds nodes of the same service: producers and consumers are
+//! spread over them all.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +25,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
@@ -90,14 +96,40 @@ pub struct BenchArgs {
     /// as the server it loads. Consumers always use reqwest.
     #[arg(long, value_enum, default_value = "lean")]
     http_client: HttpClient,
+    /// How hourglass consumers ack: `one` request a task, or `batch`, one
+    /// request for each claim's tasks (`POST /v1/acks`).
+    #[arg(long, value_enum, default_value = "one")]
+    acks: Acks,
+    /// More nodes of the same service (`hourglass serve --store ...`), by
+    /// base URL: producers and consumers are spread over --server and these,
+    /// one after the other.
+    #[arg(long, value_name = "URL")]
+    also: Vec<String>,
     #[command(flatten)]
     server: ServerArgs,
+}
+
+impl BenchArgs {
+    /// The server the `at`-th producer or consumer talks to.
+    fn server(&self, at: usize) -> ServerArgs {
+        let mut server = self.server.clone();
+        if let Some(url) = at.checked_rem(self.also.len() + 1).and_then(|i| i.checked_sub(1)) {
+            server.server = self.also[url].clone();
+        }
+        server
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Target {
     Hourglass,
     Beanstalkd,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Acks {
+    One,
+    Batch,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -111,6 +143,10 @@ enum Workload {
     Enqueue,
     Lateness,
     Drain,
+    /// `--tasks` tasks all due at one instant, enqueued in batches before it
+    /// (untimed) while the consumers wait: how long after that instant the
+    /// last is delivered.
+    Burst,
     /// Through beanstalkd's protocol: rounds of delayed puts, all deleted,
     /// with the data directory's size after each.
     Churn,
@@ -145,6 +181,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Workload::Enqueue => enqueue(&args, &tube).await,
         Workload::Lateness => lateness(&args, &tube).await,
         Workload::Drain => drain(&args, &tube).await,
+        Workload::Burst => burst(&args, &tube).await,
         Workload::Churn => churn(&args, &tube).await,
     }
 }
@@ -173,8 +210,8 @@ async fn enqueue(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
     let bar = progress(requests * per_request, &format!("enqueue to {:?}", args.target));
     let started = Instant::now();
     let mut producers = Vec::new();
-    for _ in 0..args.producers {
-        let mut sender = Sender::connect(args, tube).await?;
+    for at in 0..args.producers {
+        let mut sender = Sender::connect(args, tube, at).await?;
         let (next, latency, bar) = (next.clone(), latency.clone(), bar.clone());
         let filler = filler(args.payload_bytes);
         producers.push(tokio::spawn(async move {
@@ -222,8 +259,8 @@ async fn lateness(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
     let interval = Duration::from_secs_f64(producers as f64 / args.rate as f64);
     let started = Instant::now();
     let mut sends = Vec::new();
-    for _ in 0..producers {
-        let mut sender = Sender::connect(args, tube).await?;
+    for at in 0..producers {
+        let mut sender = Sender::connect(args, tube, at).await?;
         let delay = args.delay;
         let filler = filler(args.payload_bytes);
         sends.push(tokio::spawn(async move {
@@ -276,8 +313,8 @@ async fn consume(
     bar: &ProgressBar,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<anyhow::Result<()>>>> {
     let mut consumers = Vec::new();
-    for _ in 0..args.consumers {
-        let mut receiver = Receiver::connect(args, tube).await?;
+    for at in 0..args.consumers {
+        let mut receiver = Receiver::connect(args, tube, at).await?;
         let (received, lateness, bar) = (received.clone(), lateness.clone(), bar.clone());
         consumers.push(tokio::spawn(async move {
             let mut local = histogram();
@@ -299,7 +336,7 @@ async fn consume(
 /// claim and ack them as fast as they go.
 async fn drain(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
     let total = args.tasks;
-    let mut sender = Sender::connect(args, tube).await?;
+    let mut sender = Sender::connect(args, tube, 0).await?;
     let filler = filler(args.payload_bytes);
     let fill = progress(total, "fill");
     let mut sent = 0;
@@ -330,6 +367,52 @@ async fn drain(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
     );
     if got < total {
         bail!("{} tasks were never received", total - got);
+    }
+    Ok(())
+}
+
+/// Enqueues `args.tasks` tasks due at one instant, in batches, while the
+/// consumers wait; reports how long after that instant the last one reached
+/// a consumer.
+async fn burst(args: &BenchArgs, tube: &str) -> anyhow::Result<()> {
+    if args.target != Target::Hourglass {
+        bail!("burst uses hourglass's batch endpoint: --target hourglass");
+    }
+    let total = args.tasks;
+    let received = Arc::new(AtomicU64::new(0));
+    let lateness = Arc::new(Mutex::new(histogram()));
+    // Far enough ahead to enqueue them all first (20,000 a second at least).
+    let due_ms = now_us() / 1_000 + 2_000 + total / 20;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let bar = progress(total, "burst");
+    let consumers = consume(args, tube, total, deadline, &received, &lateness, &bar).await?;
+    let mut sender = Sender::connect(args, tube, 0).await?;
+    let filler = filler(args.payload_bytes);
+    let mut sent = 0;
+    while sent < total {
+        let count = (total - sent).min(args.batch as u64) as usize;
+        sender.send_at(count, due_ms, &filler).await?;
+        sent += count as u64;
+    }
+    let enqueued_ms = now_us() / 1_000;
+    if enqueued_ms >= due_ms {
+        bail!("enqueueing took past the due time by {} ms: fewer --tasks or a larger --batch", enqueued_ms - due_ms);
+    }
+    for consumer in consumers {
+        consumer.await??;
+    }
+    let last_ms = now_us() as f64 / 1e3 - due_ms as f64;
+    bar.finish_and_clear();
+    let lateness = lateness.lock().await;
+    println!(
+        "{:?} burst: {} of {total} tasks due at once, delivered to {} consumers: the last {last_ms:.0} ms after the due time (p50 {:.2} ms)",
+        args.target,
+        lateness.len(),
+        args.consumers,
+        lateness.value_at_quantile(0.5) as f64 / 1e3,
+    );
+    if lateness.len() < total {
+        bail!("{} tasks were never received", total - lateness.len());
     }
     Ok(())
 }
@@ -412,12 +495,13 @@ enum Sender {
 }
 
 impl Sender {
-    async fn connect(args: &BenchArgs, tube: &str) -> anyhow::Result<Sender> {
+    async fn connect(args: &BenchArgs, tube: &str, at: usize) -> anyhow::Result<Sender> {
         let path = format!("/v1/queues/{tube}/tasks");
+        let server = args.server(at);
         Ok(match (args.target, args.http_client) {
-            (Target::Hourglass, HttpClient::Reqwest) => Sender::Hourglass { client: Client::new(&args.server)?, path },
+            (Target::Hourglass, HttpClient::Reqwest) => Sender::Hourglass { client: Client::new(&server)?, path },
             (Target::Hourglass, HttpClient::Lean) => {
-                let conn = Http1::connect(&args.server.server, args.server.token.as_deref()).await?;
+                let conn = Http1::connect(&server.server, server.token.as_deref()).await?;
                 Sender::HourglassLean { conn, path }
             }
             (Target::Beanstalkd, _) => {
@@ -448,6 +532,20 @@ impl Sender {
         Ok(())
     }
 
+    /// Sends `count` tasks due at `due_ms` (Unix ms), carrying it and `filler`.
+    async fn send_at(&mut self, count: usize, due_ms: u64, filler: &str) -> anyhow::Result<()> {
+        let task = json!({ "payload": { "due_us": due_ms * 1_000, "f": filler }, "run_at_ms": due_ms });
+        let batch = serde_json::to_vec(&json!({ "tasks": vec![task; count] }))?;
+        match self {
+            Sender::Hourglass { client, path } => {
+                client.post(&format!("{path}/batch"), &serde_json::from_slice::<serde_json::Value>(&batch)?).await?;
+            }
+            Sender::HourglassLean { conn, path } => conn.post(&format!("{path}/batch"), &batch).await?,
+            Sender::Beanstalkd(_) => bail!("beanstalkd has no batch put"),
+        }
+        Ok(())
+    }
+
     /// Sends one task due `delay` from now, carrying its due time and `filler`.
     async fn send_due(&mut self, delay: Duration, filler: &str) -> anyhow::Result<()> {
         let task = || {
@@ -469,23 +567,25 @@ impl Sender {
     }
 }
 
-/// Acks in flight per consumer at most: a consumer goes back to waiting for
-/// tasks at once, as a real one would after handing them to workers.
+/// Ack requests in flight per consumer at most: a consumer goes back to
+/// waiting for tasks at once, as a real one would after handing them to
+/// workers.
 const ACKS_IN_FLIGHT_MAX: usize = 256;
 
 /// One consumer connection.
 enum Receiver {
-    Hourglass { client: Client, claim: String, acks: Arc<tokio::sync::Semaphore> },
+    Hourglass { client: Client, claim: String, acks: Arc<tokio::sync::Semaphore>, batch: bool },
     Beanstalkd(Beanstalk),
 }
 
 impl Receiver {
-    async fn connect(args: &BenchArgs, tube: &str) -> anyhow::Result<Receiver> {
+    async fn connect(args: &BenchArgs, tube: &str, at: usize) -> anyhow::Result<Receiver> {
         Ok(match args.target {
             Target::Hourglass => Receiver::Hourglass {
-                client: Client::new(&args.server)?,
+                client: Client::new(&args.server(at))?,
                 claim: format!("/v1/queues/{tube}/claim"),
                 acks: Arc::new(tokio::sync::Semaphore::new(ACKS_IN_FLIGHT_MAX)),
+                batch: args.acks == Acks::Batch,
             },
             Target::Beanstalkd => {
                 let mut conn = Beanstalk::connect(&args.beanstalkd).await?;
@@ -499,22 +599,31 @@ impl Receiver {
     /// Waits up to a second for due tasks, acks them, returns their due times (µs).
     async fn receive(&mut self) -> anyhow::Result<Vec<u64>> {
         match self {
-            Receiver::Hourglass { client, claim, acks } => {
+            Receiver::Hourglass { client, claim, acks: acks_in_flight, batch } => {
                 let claimed = client.post(claim, &json!({ "max": 64, "wait_ms": 1000, "lease_ms": 30_000 })).await?;
                 let at = now_us();
                 let mut dues = Vec::new();
+                let mut acks = Vec::new();
                 for task in claimed["tasks"].as_array().into_iter().flatten() {
                     dues.push(task["payload"]["due_us"].as_u64().unwrap_or(at));
-                    // Lateness is taken at receipt (the caller reads the clock
-                    // as soon as this returns); the acks run alongside.
-                    let permit = acks.clone().acquire_owned().await?;
-                    let (client, id, lease) =
-                        (client.clone(), task["id"].as_u64().unwrap_or_default(), task["lease"].clone());
+                    acks.push(json!({ "id": task["id"], "lease": task["lease"] }));
+                }
+                // Lateness is taken at receipt (the caller reads the clock as
+                // soon as this returns); the acks run alongside: one request
+                // for the claim's tasks, or one each.
+                let requests: Vec<(String, Value)> = if *batch && !acks.is_empty() {
+                    vec![("/v1/acks".to_owned(), json!({ "acks": acks }))]
+                } else {
+                    acks.into_iter()
+                        .map(|ack| (format!("/v1/tasks/{}/ack", ack["id"]), json!({ "lease": ack["lease"] })))
+                        .collect()
+                };
+                for (path, body) in requests {
+                    let permit = acks_in_flight.clone().acquire_owned().await?;
+                    let client = client.clone();
                     tokio::spawn(async move {
-                        if let Err(error) =
-                            client.post(&format!("/v1/tasks/{id}/ack"), &json!({ "lease": lease })).await
-                        {
-                            eprintln!("bench: ack of {id} failed: {error:#}");
+                        if let Err(error) = client.post(&path, &body).await {
+                            eprintln!("bench: {path} failed: {error:#}");
                         }
                         drop(permit);
                     });

@@ -165,6 +165,22 @@ pub trait Backend: Send + Sync + 'static {
     /// [`QueueError::Storage`].
     async fn ack(&self, id: u64, lease: Lease) -> Result<(), QueueError>;
 
+    /// Finishes up to [`ACK_BATCH_MAX`](crate::limits::ACK_BATCH_MAX)
+    /// deliveries, of any queues, each as [`ack`](Backend::ack) would: one
+    /// answer each, in order (one stale lease fails only its own ack). The
+    /// acks run at once, so a backend that groups writes (the embedded one's
+    /// commits, Redis's pipelined scripts) makes fewer of them.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for an empty batch or one too large.
+    async fn ack_batch(&self, acks: &[(u64, Lease)]) -> Result<Vec<Result<(), QueueError>>, QueueError> {
+        let max = crate::limits::ACK_BATCH_MAX;
+        if acks.is_empty() || acks.len() > max {
+            return Err(QueueError::Invalid(format!("a batch of acks holds 1 to {max}, not {}", acks.len())));
+        }
+        Ok(futures_util::future::join_all(acks.iter().map(|&(id, lease)| self.ack(id, lease))).await)
+    }
+
     /// Gives a delivery back as `nack` says: the task is due again after its
     /// delay (or a backoff that doubles with each attempt), or dead if out of
     /// attempts or asked to be; its reason becomes the task's

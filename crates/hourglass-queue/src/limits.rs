@@ -80,6 +80,8 @@ pub const WAIT_MS_MAX: u64 = 60_000;
 pub const CLAIM_MAX: usize = 1_000;
 /// Most tasks in one batch enqueue.
 pub const BATCH_MAX: usize = 1_000;
+/// Most acks in one batch: a claim's worth.
+pub const ACK_BATCH_MAX: usize = CLAIM_MAX;
 /// Retry backoff after a failed attempt: `base * 2^(attempt-1)`, capped.
 pub const BACKOFF_BASE_MS: u64 = 1_000;
 /// The longest backoff: one hour.

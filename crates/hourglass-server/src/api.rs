@@ -40,6 +40,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/queues/{queue}/claim", post(claim))
         .route("/v1/tasks/{id}", get(show).delete(cancel).patch(reschedule))
         .route("/v1/tasks/{id}/ack", post(ack))
+        .route("/v1/acks", post(ack_batch))
         .route("/v1/tasks/{id}/nack", post(nack))
         .route("/v1/tasks/{id}/extend", post(extend))
         .route("/v1/tasks/{id}/retry", post(retry))
@@ -345,6 +346,40 @@ async fn ack(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>, 
     }
     app.backend.ack(id, wire::parse_lease(&body.lease)?).await?;
     Ok(Json(json!({ "id": id, "acked": true })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AcksBody {
+    acks: Vec<AckBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AckBody {
+    id: u64,
+    lease: String,
+}
+
+/// Acks of several deliveries, each answered on its own: `{"results": [{"id",
+/// "acked": true} | {"id", "error": {"code", "message"}}]}`, in order.
+async fn ack_batch(State(app): State<AppState>, body: Body<AcksBody>) -> ApiResult {
+    let Json(body) = body?;
+    let acks = body
+        .acks
+        .iter()
+        .map(|ack| Ok((ack.id, wire::parse_lease(&ack.lease)?)))
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let results = app.backend.ack_batch(&acks).await?;
+    let results: Vec<_> = acks
+        .iter()
+        .zip(results)
+        .map(|(&(id, _), result)| match result {
+            Ok(()) => json!({ "id": id, "acked": true }),
+            Err(error) => json!({ "id": id, "error": { "code": error.code(), "message": error.to_string() } }),
+        })
+        .collect();
+    Ok(Json(json!({ "results": results })).into_response())
 }
 
 async fn nack(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>, body: Body<LeaseBody>) -> ApiResult {

@@ -598,3 +598,27 @@ async fn without_the_token_a_read_only_ui_says_nothing_but_unauthorized() {
     assert_eq!(response.status(), StatusCode::FORBIDDEN);
     assert!(api.engine.queue("q").await.is_none(), "nothing was paused");
 }
+
+#[tokio::test]
+async fn acks_in_one_request_are_answered_one_by_one() {
+    let api = api();
+    let batch = r#"{"tasks":[{"payload":1},{"payload":2},{"payload":3}]}"#;
+    let (status, _) = api.call(Method::POST, "/v1/queues/q/tasks/batch", Some(batch)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, claimed) = api.call(Method::POST, "/v1/queues/q/claim", Some(r#"{"max":3}"#)).await;
+    let tasks = claimed["tasks"].as_array().unwrap();
+    let mut acks: Vec<Value> = tasks.iter().map(|t| json!({ "id": t["id"], "lease": t["lease"] })).collect();
+    acks[1]["lease"] = json!("0000000000000000");
+    let body = json!({ "acks": acks }).to_string();
+    let (status, answer) = api.call(Method::POST, "/v1/acks", Some(&body)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let results = answer["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    assert_eq!((results[0]["acked"].as_bool(), results[2]["acked"].as_bool()), (Some(true), Some(true)));
+    assert_eq!(results[1]["error"]["code"], "stale_lease", "a stale lease fails only its own ack");
+    assert_eq!(api.engine.queue("q").await.unwrap().leased, 1);
+    let (status, body) = api.call(Method::POST, "/v1/acks", Some(r#"{"acks":[]}"#)).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::BAD_REQUEST, "invalid"));
+    let (status, body) = api.call(Method::POST, "/v1/acks", Some(r#"{"acks":[{"id":1,"lease":"zz"}]}"#)).await;
+    assert_eq!((status, error_code(&body)), (StatusCode::BAD_REQUEST, "invalid"));
+}

@@ -77,13 +77,19 @@ async fn claim_order(b: &dyn Backend, queue: &str) {
     }
     expected.sort();
     let mut got = Vec::new();
+    let mut leases = Vec::new();
     for _ in 0..expected.len() {
         let claimed = b.claim(queue, 1, LEASE_MS, WAIT_MS).await.unwrap();
         got.push(claimed[0].id);
+        leases.push((claimed[0].id, claimed[0].lease));
     }
     assert_eq!(got, expected.iter().map(|e| e.2).collect::<Vec<_>>(), "priority, then due time");
+    let stale = (leases[0].0, leases[1].1);
+    let answers = b.ack_batch(&[leases[1], stale, leases[2]]).await.unwrap();
+    assert_eq!(answers, [Ok(()), Err(QueueError::StaleLease(stale.0)), Ok(())]);
+    assert!(matches!(b.ack_batch(&[]).await, Err(QueueError::Invalid(_))));
     let stats = b.queue(queue).await.unwrap();
-    assert_eq!((stats.leased, stats.due), (6, 0));
+    assert_eq!((stats.leased, stats.due, stats.acked), (4, 0, 2));
 }
 
 async fn claim_any(b: &dyn Backend, a: &str, z: &str) {
