@@ -1,26 +1,27 @@
 //! Claims: a look at the first due task of each shard that may have one,
-//! then claims from the shards in claim order; a claim with nothing due waits
-//! for a hint.
+//! then claims from those shards at once; a claim with nothing due waits for
+//! a hint.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::AsyncCommands;
-
 use super::reply::Reply;
 use super::scripts::SCRIPTS;
-use super::{keys, local_us, record, storage, RedisBackend, CLAIM_RECHECK_MS, CLAIM_SCAN_MAX};
+use super::{keys, local_us, record, storage, RedisBackend, CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
 use crate::error::QueueError;
 use crate::limits::{ANSWER_PAYLOAD_BYTES_MAX, QUEUES_MAX};
 use crate::model::{Claimed, Pause};
 use crate::validate;
 
 impl RedisBackend {
-    /// The first due task of `queue` in `shard`, in claim order, if any.
-    async fn peek(&self, shard: u16, queue: &str) -> Result<Option<String>, QueueError> {
-        let first: Vec<String> = self.conn().zrange(self.keys.queue(shard, "r", queue), 0, 0).await.map_err(storage)?;
-        Ok(first.into_iter().next())
+    /// The first due task of `queue` in `shard`, in claim order, and how
+    /// many are due there; `None` if none.
+    async fn look(&self, shard: u16, queue: &str) -> Result<Option<(String, usize)>, QueueError> {
+        let key = self.keys.queue(shard, "r", queue);
+        let (first, due): (Vec<String>, usize) =
+            redis::pipe().zrange(&key, 0, 0).zcard(&key).query_async(&mut self.conn()).await.map_err(storage)?;
+        Ok(first.into_iter().next().map(|first| (first, due)))
     }
 
     /// One claim script on `queue` of `shard`; with the queue's pause, if
@@ -58,7 +59,7 @@ impl RedisBackend {
         };
         let queue: Arc<str> = queue.into();
         let mut claimed = Vec::new();
-        let now_us = local_us() as i64 + self.offset_ms.load(Ordering::Relaxed) * 1_000;
+        let now_us = local_us() as i64 + self.offset_ms() * 1_000;
         while !reply.is_empty() {
             let seq = reply.u64()?;
             let payload = String::from_utf8(reply.bytes()?)
@@ -88,47 +89,82 @@ impl RedisBackend {
         Ok((claimed, pause))
     }
 
-    /// Claims up to `max` due tasks of `queues` without waiting: looks at the
-    /// first due task of every shard that may have one, then claims from
-    /// the shards in claim order (priority, due time, id) until it has `max`.
-    /// Returns them, and when the first timed pause met ends (Redis ms).
+    /// Claims up to `max` due tasks of `queues` without waiting, from the
+    /// shards that may have due tasks (hinted since they were last found
+    /// without). With room for at least one task from each (or
+    /// [`CLAIM_SHARE_MIN`] from some), they are asked for their shares of
+    /// `max` at once, [`CLAIM_SHARE_MIN`] or more each, from as few shards
+    /// as that takes. Otherwise (a claim of one task among
+    /// several shards, as beanstalkd's `reserve`) each is looked at first (its
+    /// first due task, and how many it has), and asked in claim order
+    /// (priority, due time, id) for as many as it has until `max` are asked
+    /// for: a claim of one task gets the most urgent of all. A claim of
+    /// several gets each shard's most urgent, which across shards is claim
+    /// order only roughly. Returns the tasks, and when the first timed pause
+    /// met ends (Redis ms).
     async fn try_claim(
         &self,
         queues: &[&str],
         max: usize,
         lease_ms: u64,
     ) -> Result<(Vec<Claimed>, Option<u64>), QueueError> {
-        let mut looks = Vec::new();
+        let mut candidates = Vec::new();
         for &queue in queues {
             let watch = self.watch.of(queue);
             for (shard, hints) in watch.maybe_due() {
-                looks.push((queue, shard, hints, watch.clone()));
+                candidates.push((queue, shard, hints, watch.clone()));
             }
         }
-        let firsts =
-            futures_util::future::join_all(looks.iter().map(|(queue, shard, ..)| self.peek(*shard, queue))).await;
-        let mut candidates = Vec::new();
-        for ((queue, shard, hints, watch), first) in looks.into_iter().zip(firsts) {
-            match first? {
-                Some(member) => candidates.push((member, shard, queue, hints, watch)),
-                None => watch.found_none(shard, hints),
+        let mut asks = Vec::new();
+        if max >= candidates.len() || max >= CLAIM_SHARE_MIN {
+            // Room for a task from each: asked at once, without a look; at
+            // least CLAIM_SHARE_MIN from each, from as few shards as that
+            // takes, starting at a shard in turn so that claims spread.
+            let asked = candidates.len().min(max.div_ceil(CLAIM_SHARE_MIN)).max(1);
+            let start = self.next_shard.fetch_add(1, Ordering::Relaxed) as usize % candidates.len().max(1);
+            candidates.rotate_left(start);
+            candidates.truncate(asked);
+            let share = max / asked;
+            let mut extra = max % asked;
+            for (queue, shard, hints, watch) in candidates {
+                let ask = share + usize::from(extra > 0);
+                extra = extra.saturating_sub(1);
+                asks.push((queue, shard, hints, watch, ask));
+            }
+        } else {
+            let looks = candidates.iter().map(|(queue, shard, ..)| self.look(*shard, queue));
+            let looks = futures_util::future::join_all(looks).await;
+            let mut found = Vec::new();
+            for ((queue, shard, hints, watch), look) in candidates.into_iter().zip(looks) {
+                match look? {
+                    Some((first, due)) => found.push((first, shard, queue, hints, watch, due)),
+                    None => watch.found_none(shard, hints),
+                }
+            }
+            found.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+            let mut asked = 0;
+            for (_, shard, queue, hints, watch, due) in found {
+                if asked >= max {
+                    break;
+                }
+                let ask = due.clamp(1, max - asked);
+                asked += ask;
+                asks.push((queue, shard, hints, watch, ask));
             }
         }
-        candidates.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        let claims = asks.iter().map(|&(queue, shard, _, _, ask)| self.claim_shard(shard, queue, ask, lease_ms));
+        let answers = futures_util::future::join_all(claims).await;
         let mut claimed = Vec::new();
         let mut pause_ends: Option<u64> = None;
-        for (_, shard, queue, hints, watch) in candidates {
-            if claimed.len() >= max {
-                break;
-            }
-            let asked = max - claimed.len();
-            match self.claim_shard(shard, queue, asked, lease_ms).await? {
-                (got, None) if got.len() < asked => {
-                    // Drained: none left there until a hint says so.
-                    watch.found_none(shard, hints);
+        for ((_, shard, hints, watch, ask), answer) in asks.into_iter().zip(answers) {
+            match answer? {
+                (got, None) => {
+                    if got.len() < ask {
+                        // Drained: none left there until a hint says so.
+                        watch.found_none(shard, hints);
+                    }
                     claimed.extend(got);
                 }
-                (got, None) => claimed.extend(got),
                 (_, Some(Pause::Until(ms))) => pause_ends = Some(pause_ends.map_or(ms, |end| end.min(ms))),
                 (_, Some(_)) => {}
             }

@@ -3,9 +3,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::io::tcp::TcpSettings;
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
 /// Where the tasks are: one Redis, or a Redis Cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,12 +57,36 @@ pub(crate) enum Conn {
     Cluster(ClusterConnection),
 }
 
+/// How long a command may wait for its reply: past it, the request fails
+/// with a storage error whose change may or may not have been made (redis-rs's
+/// default, 500 ms, failed acks while Redis ran the scripts that filed 100,000
+/// tasks due at once).
+pub const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Every connection sends at once (`TCP_NODELAY`): redis-rs leaves Nagle's
+/// algorithm on, which held small writes behind delayed acks and made a
+/// delivery through the timers 19 ms late at the median (BENCHMARKS.md).
+fn tcp() -> TcpSettings {
+    TcpSettings::default().set_nodelay(true)
+}
+
+/// A client of the Redis at `url`, sending at once.
+pub(crate) fn client(url: &str) -> redis::RedisResult<redis::Client> {
+    redis::Client::open(url.into_connection_info()?.set_tcp_settings(tcp()))
+}
+
 impl Conn {
     pub(crate) async fn open(target: &Target) -> redis::RedisResult<Conn> {
         match target {
-            Target::One(url) => Ok(Conn::One(redis::Client::open(url.as_str())?.get_connection_manager().await?)),
+            Target::One(url) => {
+                let config = ConnectionManagerConfig::new().set_response_timeout(Some(REPLY_TIMEOUT));
+                Ok(Conn::One(client(url)?.get_connection_manager_with_config(config).await?))
+            }
             Target::Cluster(nodes) => {
-                let client = redis::cluster::ClusterClient::new(nodes.iter().map(String::as_str))?;
+                let client = redis::cluster::ClusterClient::builder(nodes.iter().map(String::as_str))
+                    .tcp_settings(tcp())
+                    .response_timeout(REPLY_TIMEOUT)
+                    .build()?;
                 Ok(Conn::Cluster(client.get_async_connection().await?))
             }
         }

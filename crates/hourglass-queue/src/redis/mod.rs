@@ -28,6 +28,7 @@
 //! What a 2xx means depends on Redis's persistence: `docs/DESIGN.md`,
 //! "Redis: what a 2xx means".
 
+mod alarms;
 mod claims;
 mod conn;
 mod counts;
@@ -41,7 +42,7 @@ mod tasks;
 mod watch;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -50,7 +51,7 @@ use parking_lot::Mutex;
 use redis::{AsyncCommands, RedisError};
 
 use conn::Conn;
-pub use conn::Target;
+pub use conn::{Target, REPLY_TIMEOUT};
 use keys::Keys;
 use scripts::SCRIPTS;
 use watch::Watch;
@@ -91,6 +92,11 @@ const CLAIM_SCAN_MAX: usize = 2 * crate::limits::CLAIM_MAX;
 /// only the id): past it the memory is cleared, and a miss costs one more
 /// round trip.
 const QUEUE_OF_MAX: usize = 100_000;
+
+/// A claim of several tasks asks at least this many of each shard it asks
+/// (it asks fewer shards rather than fewer tasks of each): each shard asked
+/// is one script, and the acks of its tasks another.
+pub const CLAIM_SHARE_MIN: usize = 16;
 
 /// How a Redis backend is set up.
 #[derive(Debug, Clone)]
@@ -155,8 +161,9 @@ pub struct RedisBackend {
     counters: Mutex<HashMap<Arc<str>, Counters>>,
     totals: Mutex<Totals>,
     next_shard: AtomicU64,
-    /// Redis's clock minus this node's, in ms, as last read.
-    offset_ms: AtomicI64,
+    /// Redis's clock minus this node's: see [`Offset`].
+    offset: Mutex<Offset>,
+    alarms: Arc<alarms::Alarms>,
     by_timer: AtomicU64,
     by_sweep: AtomicU64,
     closed: AtomicBool,
@@ -165,11 +172,16 @@ pub struct RedisBackend {
     stop: tokio::sync::watch::Sender<bool>,
 }
 
-/// A Redis error: the store failed; the request changed nothing (a script
-/// that fails before its first write), or its change stands (one that failed
-/// later, which these scripts' checks come before).
+/// A Redis error: the store failed. A script refused by Redis (an error
+/// reply) changed nothing: its checks come before its first write. A reply
+/// that never came (a timeout, a connection lost) leaves the change unknown,
+/// and the message says so: at least once, a client tries again.
 fn storage(error: RedisError) -> QueueError {
-    QueueError::Storage(format!("redis: {error}"))
+    if error.is_timeout() || error.is_connection_dropped() || error.is_io_error() {
+        QueueError::Storage(format!("redis did not answer ({error}): the change may or may not have been made"))
+    } else {
+        QueueError::Storage(format!("redis: {error}"))
+    }
 }
 
 fn local_ms() -> u64 {
@@ -178,6 +190,38 @@ fn local_ms() -> u64 {
 
 fn local_us() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Redis's clock minus this node's. A reply's time was read on Redis before
+/// this node reads its own, and both are whole milliseconds, so each sample
+/// is at most the true offset; the estimate is the largest sample of the
+/// last two windows of [`OFFSET_WINDOW`], which follows the clocks if they
+/// drift apart.
+#[derive(Default)]
+struct Offset {
+    since: Option<std::time::Instant>,
+    current: Option<i64>,
+    previous: Option<i64>,
+}
+
+/// How long a sample of the clocks' offset counts, at least.
+const OFFSET_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Offset {
+    fn saw(&mut self, sample: i64) {
+        let now = std::time::Instant::now();
+        if self.since.is_none_or(|since| now - since > OFFSET_WINDOW) {
+            self.previous = self.current;
+            self.current = Some(sample);
+            self.since = Some(now);
+        } else {
+            self.current = Some(self.current.map_or(sample, |c| c.max(sample)));
+        }
+    }
+
+    fn estimate(&self) -> i64 {
+        self.current.max(self.previous).unwrap_or(0)
+    }
 }
 
 /// A stable hash of a key, the same on every node and every version: the
@@ -219,6 +263,8 @@ impl RedisBackend {
             )));
         }
         let (stop, _) = tokio::sync::watch::channel(false);
+        let alarms = Arc::new(alarms::Alarms::default());
+        alarms.start().map_err(|e| QueueError::Storage(format!("cannot start the timer thread: {e}")))?;
         let backend = Arc::new(RedisBackend {
             conn,
             channel: keys.channel(),
@@ -232,7 +278,8 @@ impl RedisBackend {
             counters: Mutex::default(),
             totals: Mutex::default(),
             next_shard: AtomicU64::new(rand::random::<u64>() % u64::from(shards)),
-            offset_ms: AtomicI64::new(0),
+            offset: Mutex::new(Offset::default()),
+            alarms,
             by_timer: AtomicU64::new(0),
             by_sweep: AtomicU64::new(0),
             closed: AtomicBool::new(false),
@@ -291,12 +338,17 @@ impl RedisBackend {
 
     /// Notes Redis's time, read in a reply.
     fn saw_time(&self, redis_ms: u64) {
-        self.offset_ms.store(redis_ms as i64 - local_ms() as i64, Ordering::Relaxed);
+        self.offset.lock().saw(redis_ms as i64 - local_ms() as i64);
+    }
+
+    /// Redis's clock minus this node's, in ms, as estimated.
+    fn offset_ms(&self) -> i64 {
+        self.offset.lock().estimate()
     }
 
     /// Redis's time now, as this node estimates it.
     fn redis_ms(&self) -> u64 {
-        (local_ms() as i64 + self.offset_ms.load(Ordering::Relaxed)).max(0) as u64
+        (local_ms() as i64 + self.offset_ms()).max(0) as u64
     }
 
     fn check_open(&self) -> Result<(), QueueError> {
@@ -476,6 +528,12 @@ impl Backend for RedisBackend {
         Ok(())
     }
 
+    async fn ack_batch(&self, acks: &[(u64, Lease)]) -> Result<Vec<Result<(), QueueError>>, QueueError> {
+        self.check_open()?;
+        validate::range("acks", acks.len() as u64, 1, crate::limits::ACK_BATCH_MAX as u64)?;
+        self.acks(acks).await
+    }
+
     async fn nack(&self, id: u64, lease: Lease, nack: Nack) -> Result<TaskInfo, QueueError> {
         self.check_open()?;
         validate::delay(nack.delay_ms)?;
@@ -629,6 +687,7 @@ impl Backend for RedisBackend {
 
     fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
+        self.alarms.close();
         let _ = self.stop.send(true);
         self.watch.wake_all();
     }

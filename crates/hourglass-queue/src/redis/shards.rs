@@ -21,10 +21,10 @@ use parking_lot::Mutex;
 use redis::AsyncCommands;
 use tokio::sync::Notify;
 
-use super::conn::subscribe_urls;
+use super::conn::{client, subscribe_urls};
 use super::reply::Reply;
 use super::scripts::SCRIPTS;
-use super::{local_ms, storage, RedisBackend, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
+use super::{storage, RedisBackend, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
 use crate::error::QueueError;
 
 /// One shard this node holds.
@@ -126,7 +126,7 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
         let url = &urls[at % urls.len()];
         at += 1;
         let subscribed = async {
-            let mut pubsub = redis::Client::open(url.as_str())?.get_async_pubsub().await?;
+            let mut pubsub = client(url)?.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
@@ -215,9 +215,9 @@ impl RedisBackend {
                     ("acquire", Some(holder)) => node.hold(shard, holder),
                     ("renew", None) => {
                         tracing::warn!(shard, "lost the lease on a shard");
-                        node.owned.drop_shard(shard, holder.as_deref().unwrap_or(""));
+                        node.let_go(shard, holder.as_deref().unwrap_or(""));
                     }
-                    ("release", _) => node.owned.drop_shard(shard, holder.as_deref().unwrap_or("")),
+                    ("release", _) => node.let_go(shard, holder.as_deref().unwrap_or("")),
                     _ => {}
                 }
                 Ok::<_, QueueError>(())
@@ -246,6 +246,12 @@ impl RedisBackend {
         })
     }
 
+    /// Lets go of `shard` if `holder` still holds it here, and of its timer.
+    fn let_go(&self, shard: u16, holder: &str) {
+        self.owned.drop_shard(shard, holder);
+        self.alarms.unset(shard);
+    }
+
     /// Starts the timer of a shard just acquired.
     fn hold(self: &Arc<Self>, shard: u16, holder: String) {
         tracing::debug!(shard, holder, "holding a shard");
@@ -263,7 +269,7 @@ impl RedisBackend {
         let held: Vec<(u16, String)> =
             self.owned.0.lock().iter().map(|(&shard, held)| (shard, held.holder.clone())).collect();
         for (shard, holder) in held {
-            self.owned.drop_shard(shard, &holder);
+            self.let_go(shard, &holder);
             let _ = self.shard_lease(shard, "release", &holder).await;
         }
         let _: Result<(), _> = self.conn().zrem(self.keys.global("nodes"), &self.node).await;
@@ -287,7 +293,9 @@ impl RedisBackend {
         let now_ms = self.redis_ms();
         match heads.first() {
             None if !always => return Ok(None),
-            Some(&(_, first)) if first as u64 > now_ms && !always => return Ok(Some(first as u64)),
+            // Within a millisecond of it, by this node's estimate of Redis's
+            // clock: the script reads Redis's own, and moves nothing early.
+            Some(&(_, first)) if first as u64 > now_ms + 1 && !always => return Ok(Some(first as u64)),
             _ => {}
         }
         let mut queues: Vec<&str> =
@@ -320,9 +328,10 @@ impl RedisBackend {
     }
 }
 
-/// A held shard's timer: sleeps to the shard's next deadline (or a hint of
-/// an earlier one), fires, and again; re-reads the deadlines at least every
-/// [`SWEEP_MS`]. Ends when the shard is let go, or its lease is found stale.
+/// A held shard's timer: sets the node's alarm for the shard's next
+/// deadline (or a sweep, at the latest) and waits for it (or a hint of an
+/// earlier one), fires, and again. Ends when the shard is let go, or its
+/// lease is found stale.
 async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake: Arc<Notify>) {
     let mut by_sweep = false;
     loop {
@@ -331,7 +340,7 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
             Ok(next) => next,
             Err(None) => {
                 tracing::warn!(shard, holder, "fenced: another node holds the shard now");
-                node.owned.drop_shard(shard, &holder);
+                node.let_go(shard, &holder);
                 return;
             }
             Err(Some(error)) => {
@@ -340,20 +349,18 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
             }
         };
         let now_ms = node.redis_ms();
-        let offset = node.offset_ms.load(Ordering::Relaxed);
-        drop(node);
-        let sweep = now_ms + SWEEP_MS;
         if next.is_some_and(|next| next <= now_ms) {
             by_sweep = false;
             continue;
         }
+        let sweep = now_ms + SWEEP_MS;
         let until = next.map_or(sweep, |next| next.min(sweep));
-        // Redis's time to this node's clock, then to tokio's.
-        let local_until = (until as i64 - offset).max(0) as u64;
-        let wait = Duration::from_millis(local_until.saturating_sub(local_ms()));
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => by_sweep = next.is_none_or(|next| next > sweep),
-            _ = wake.notified() => by_sweep = false,
-        }
+        by_sweep = next.is_none_or(|next| next > sweep);
+        // Redis's time to this node's clock.
+        let local_until = (until as i64 - node.offset_ms()).max(0) as u64;
+        let woken = wake.notified();
+        node.alarms.set(shard, local_until, wake.clone());
+        drop(node);
+        woken.await;
     }
 }

@@ -1,5 +1,6 @@
 //! One task's scripts: enqueues, reads, and the changes of a task by id.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use redis::Value;
@@ -8,8 +9,9 @@ use super::record::{self, Record};
 use super::reply::Reply;
 use super::scripts::SCRIPTS;
 use super::{keys, storage, RedisBackend};
+use crate::backend::Backend;
 use crate::error::QueueError;
-use crate::model::{Enqueued, RunAt, TaskInfo};
+use crate::model::{Enqueued, Lease, RunAt, TaskInfo};
 use crate::validate;
 
 /// What the task script answered.
@@ -17,6 +19,10 @@ pub(crate) struct TaskDone {
     pub(crate) record: Option<Record>,
     pub(crate) payload: Box<str>,
 }
+
+/// An ack in a group: its place in the batch, its task's sequence number and
+/// its lease token.
+type AckOf = (usize, u64, String);
 
 impl RedisBackend {
     /// Runs the task script: `op` on task `id`, with `args`.
@@ -145,6 +151,65 @@ impl RedisBackend {
             let run_at_ms = reply.u64()?;
             let created = reply.int()? == 1;
             done.push((*at, Enqueued { id: keys::id(shard, seq), run_at_ms, created }));
+        }
+        Ok(done)
+    }
+
+    /// Acks, grouped by shard and queue: one script each group, all at once.
+    /// An ack whose task's queue this node does not know (or knew wrongly)
+    /// is made on its own.
+    pub(crate) async fn acks(&self, acks: &[(u64, Lease)]) -> Result<Vec<Result<(), QueueError>>, QueueError> {
+        let mut answers: Vec<Option<Result<(), QueueError>>> = vec![None; acks.len()];
+        let mut groups: HashMap<(u16, Arc<str>), Vec<AckOf>> = HashMap::new();
+        for (at, &(id, lease)) in acks.iter().enumerate() {
+            let Ok((shard, seq)) = self.split(id) else {
+                answers[at] = Some(Err(QueueError::NotFound(id)));
+                continue;
+            };
+            let token = record::token(lease, shard).map_or_else(|| "-1".into(), |t| t.to_string());
+            match self.queue_of.lock().get(&id) {
+                Some(queue) => groups.entry((shard, queue.clone())).or_default().push((at, seq, token)),
+                None => answers[at] = None,
+            }
+        }
+        let scripts = groups.iter().map(|((shard, queue), group)| {
+            let mut invocation = SCRIPTS.acks.key(self.keys.shard(*shard, "t"));
+            invocation.key(self.keys.shard(*shard, "p")).key(self.keys.shard(*shard, "h"));
+            for key in self.keys.queue_keys(*shard, queue) {
+                invocation.key(key);
+            }
+            invocation.arg(&self.channel).arg(*shard).arg(&**queue);
+            for (_, seq, token) in group {
+                invocation.arg(*seq).arg(token);
+            }
+            let mut conn = self.conn();
+            async move { invocation.invoke_async::<Vec<String>>(&mut conn).await.map_err(storage) }
+        });
+        let replies = futures_util::future::join_all(scripts).await;
+        for (((_, queue), group), reply) in groups.iter().zip(replies) {
+            let codes = reply?;
+            for ((at, _, _), code) in group.iter().zip(codes) {
+                let id = acks[*at].0;
+                answers[*at] = match code.as_str() {
+                    "ok" => {
+                        self.totals.lock().acked += 1;
+                        self.count(queue, |c| c.acked += 1);
+                        self.queue_of.lock().remove(&id);
+                        Some(Ok(()))
+                    }
+                    "not_found" => Some(Err(QueueError::NotFound(id))),
+                    "stale" => Some(Err(QueueError::StaleLease(id))),
+                    _ => None,
+                };
+            }
+        }
+        // The rest on their own (their queue unknown here, or not the one remembered).
+        let mut done = Vec::with_capacity(acks.len());
+        for (at, answer) in answers.into_iter().enumerate() {
+            done.push(match answer {
+                Some(answer) => answer,
+                None => self.ack(acks[at].0, acks[at].1).await,
+            });
         }
         Ok(done)
     }

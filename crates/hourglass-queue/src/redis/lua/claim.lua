@@ -12,29 +12,52 @@ local pause = redis.call('HGET', paused, q)
 if pause and (pause == '0' or tonumber(pause) > now) then return { now, tonumber(pause) } end
 local out = { now, -1 }
 local before = head_min(h)
-local taken, bytes, scanned = 0, 0, 0
-while taken < max and scanned < scan_max do
-  scanned = scanned + 1
-  local first = redis.call('ZRANGE', Q.r, 0, 0)[1]
-  if not first then break end
-  local seq = member_seq(first)
-  local rec = load(t, seq)
-  if rec.x and rec.x <= now then
-    -- Not delivered by its expiry: dead, never late.
-    unfile(Q, h, q, seq, rec)
-    rec.s = 'd'
-    rec.X = 1
-    save(t, seq, rec)
-    file(Q, h, q, seq, rec, now)
-  else
-    local payload = redis.call('HGET', p, field(seq))
-    bytes = bytes + #payload
-    if taken > 0 and bytes > bytes_max then break end
-    unfile(Q, h, q, seq, rec)
-    lease(Q, h, t, lseq, q, seq, rec, now, lease_ms)
-    taken = taken + 1
-    for _, v in ipairs({ seq, payload, rec.a, rec.L, rec.u, rec.r }) do table.insert(out, v) end
+local taken, bytes, looked = 0, 0, 0
+local gone_r, gone_o, leased = {}, {}, {}
+local first_end = nil
+local full = false
+while taken < max and looked < scan_max and not full do
+  local members = redis.call('ZRANGE', Q.r, looked, looked + (max - taken) - 1)
+  if #members == 0 then break end
+  for _, m in ipairs(members) do
+    local seq = member_seq(m)
+    local rec = load(t, seq)
+    if rec.x and rec.x <= now then
+      -- Not delivered by its expiry: dead, never late.
+      rec.s = 'd'
+      rec.X = 1
+      save(t, seq, rec)
+      redis.call('ZADD', Q.d, 0, field(seq))
+    else
+      local payload = redis.call('HGET', p, field(seq))
+      bytes = bytes + #payload
+      if taken > 0 and bytes > bytes_max then
+        full = true
+        break
+      end
+      rec.a = rec.a + 1
+      rec.s = 'l'
+      rec.L = redis.call('INCR', lseq)
+      rec.u = now + (rec.l or lease_ms)
+      save(t, seq, rec)
+      table.insert(leased, 0)
+      table.insert(leased, at_member(rec.u, seq))
+      if not first_end or rec.u < first_end then first_end = rec.u end
+      taken = taken + 1
+      for _, v in ipairs({ seq, payload, rec.a, rec.L, rec.u, rec.r }) do table.insert(out, v) end
+    end
+    looked = looked + 1
+    table.insert(gone_r, m)
+    table.insert(gone_o, string.sub(m, 10))
   end
+end
+if #gone_r > 0 then
+  redis.call('ZREM', Q.r, unpack(gone_r))
+  redis.call('ZREM', Q.o, unpack(gone_o))
+end
+if #leased > 0 then
+  redis.call('ZADD', Q.l, unpack(leased))
+  head_by(h, 'l:' .. q, first_end)
 end
 hint_head(channel, shard, h, before)
 return out

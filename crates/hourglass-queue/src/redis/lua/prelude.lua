@@ -8,8 +8,10 @@
 --   l  leased, by lease end:           UUUUUUUUUUU:SSSSSSSSSSSS
 --   d  dead, by sequence:                          SSSSSSSSSSSS
 --   k  idempotency key -> sequence (a hash)
--- and hash `h` keeps, for the shard's owner, each queue's earliest due time
--- ('s:' .. queue) and lease end ('l:' .. queue). Time is Redis's (TIME).
+-- and sorted set `h` keeps, for the shard's owner, each queue's earliest due
+-- time ('s:' .. queue) and lease end ('l:' .. queue): never later than the
+-- set's first member, perhaps earlier (a removal leaves it be; the owner's
+-- fire script sets it right). Time is Redis's (TIME).
 -- A record: q queue, r due (ms), a attempt, m max attempts (0: unlimited),
 -- p priority, l own lease, k key, e period, x expiry, X expired, E last error,
 -- c created, s state ('s' scheduled, 'l' leased, 'd' dead), L lease token,
@@ -61,36 +63,45 @@ local function hint_head(channel, shard, h, before)
   end
 end
 
+-- Keeps the queue's head in `h` no later than `ms`.
+local function head_by(h, name, ms)
+  local head = redis.call('ZSCORE', h, name)
+  if not head or ms < tonumber(head) then redis.call('ZADD', h, ms, name) end
+end
+
 -- Files `rec` by its state; returns true if it is due (ready to claim).
 local function file(Q, h, q, seq, rec, now)
   if rec.s == 'd' then
     redis.call('ZADD', Q.d, 0, field(seq))
   elseif rec.s == 'l' then
     redis.call('ZADD', Q.l, 0, at_member(rec.u, seq))
-    set_head(h, 'l:' .. q, Q.l)
+    head_by(h, 'l:' .. q, rec.u)
   elseif rec.r <= now then
     redis.call('ZADD', Q.r, 0, ready_member(rec.p, rec.r, seq))
     redis.call('ZADD', Q.o, 0, at_member(rec.r, seq))
     return true
   else
     redis.call('ZADD', Q.s, 0, at_member(rec.r, seq))
-    set_head(h, 's:' .. q, Q.s)
+    head_by(h, 's:' .. q, rec.r)
   end
   return false
 end
 
--- Takes `rec` out of the set its state files it in.
-local function unfile(Q, h, q, seq, rec)
+-- Takes `rec` out of the set its state files it in. The queue's head in `h`
+-- is left as it was: at worst earlier than the set's first member, which
+-- wakes the owner for nothing, and its fire script sets it right.
+local function unfile(Q, q, seq, rec, now)
   if rec.s == 'd' then
     redis.call('ZREM', Q.d, field(seq))
   elseif rec.s == 'l' then
     redis.call('ZREM', Q.l, at_member(rec.u, seq))
-    set_head(h, 'l:' .. q, Q.l)
-  elseif redis.call('ZREM', Q.s, at_member(rec.r, seq)) == 1 then
-    set_head(h, 's:' .. q, Q.s)
-  else
-    redis.call('ZREM', Q.r, ready_member(rec.p, rec.r, seq))
+  elseif rec.r > now then
+    redis.call('ZREM', Q.s, at_member(rec.r, seq))
+  elseif redis.call('ZREM', Q.r, ready_member(rec.p, rec.r, seq)) == 1 then
     redis.call('ZREM', Q.o, at_member(rec.r, seq))
+  else
+    -- Due, but its owner has not filed it as due yet.
+    redis.call('ZREM', Q.s, at_member(rec.r, seq))
   end
 end
 

@@ -27,12 +27,12 @@ local function holds(token) return rec.s == 'l' and rec.L == tonumber(token) end
 
 if op == 'cancel' or op == 'cancel_unleased' then
   if op == 'cancel_unleased' and rec.s == 'l' then return { 'conflict', now } end
-  unfile(Q, h, q, seq, rec)
+  unfile(Q, q, seq, rec, now)
   forget(Q, t, p, seq, rec)
   return done('ok')
 elseif op == 'reschedule' then
   if rec.s == 'l' then return { 'conflict', now } end
-  unfile(Q, h, q, seq, rec)
+  unfile(Q, q, seq, rec, now)
   if rec.s == 'd' then rec.a = 0 end
   rec.s = 's'
   rec.r = tonumber(ARGV[7])
@@ -40,18 +40,18 @@ elseif op == 'reschedule' then
   return done('ok')
 elseif op == 'retry' then
   if rec.s ~= 'd' then return { 'conflict', now } end
-  unfile(Q, h, q, seq, rec)
+  unfile(Q, q, seq, rec, now)
   rec.x, rec.X, rec.a, rec.s, rec.r = nil, nil, 0, 's', now
   return done('ok')
 elseif op == 'take' then
   if rec.s == 'l' then return { 'conflict', now } end
-  unfile(Q, h, q, seq, rec)
+  unfile(Q, q, seq, rec, now)
   lease(Q, h, t, lseq, q, seq, rec, now, tonumber(ARGV[6]))
   hint_head(channel, shard, h, before)
   return { 'ok', now, cmsgpack.pack(rec), redis.call('HGET', p, field(seq)) }
 elseif op == 'ack' then
   if not holds(ARGV[6]) then return { 'stale', now } end
-  unfile(Q, h, q, seq, rec)
+  unfile(Q, q, seq, rec, now)
   if rec.e then
     rec.a, rec.s, rec.L, rec.u = 0, 's', nil, nil
     rec.r = next_run(rec.r, rec.e, now)
@@ -62,7 +62,7 @@ elseif op == 'ack' then
 elseif op == 'nack' then
   -- ARGV: token delay ('' for a backoff) reason ('' for none) priority ('' to keep) dead (0/1)
   if not holds(ARGV[6]) then return { 'stale', now } end
-  unfile(Q, h, q, seq, rec)
+  unfile(Q, q, seq, rec, now)
   if ARGV[10] == '1' then
     rec.s, rec.L, rec.u = 'd', nil, nil
   else
@@ -75,7 +75,7 @@ elseif op == 'nack' then
   return done('ok')
 elseif op == 'extend' then
   if not holds(ARGV[6]) then return { 'stale', now } end
-  unfile(Q, h, q, seq, rec)
+  unfile(Q, q, seq, rec, now)
   rec.u = now + tonumber(ARGV[7])
   return done('ok')
 end
