@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# hourglass on Redis (three nodes) against BullMQ, side by side, on one Redis
+# of this script's own (a free port, its own directory, never 6379), each run
+# alone on a fresh Redis with the same persistence. Needs redis-server and
+# redis-cli (Debian: redis-server, redis-tools) and Node with npm (BullMQ and
+# ioredis are installed from npm into bench/bullmq, pinned by its lock file).
+#
+#   bench/queue-vs-bullmq.sh          # every workload, ROUNDS rounds (3)
+#   FSYNC=everysec bench/queue-vs-bullmq.sh
+#
+# Lines start with the system's name; BENCHMARKS.md quotes the medians.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HG=target/release/hourglass
+PORT=${PORT:-6479}
+FSYNC=${FSYNC:-always}
+ROUNDS=${ROUNDS:-3}
+NODES=(127.0.0.1:7511 127.0.0.1:7512 127.0.0.1:7513)
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+for tool in redis-server redis-cli node npm; do
+  command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 1; }
+done
+cargo build --release -q -p hourglass-cli
+(cd bench/bullmq && [ -d node_modules ] || npm ci --no-audit --no-fund >/dev/null)
+
+fresh_redis() {
+  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+  for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 || break; sleep 0.05; done
+  rm -rf "$work/redis" && mkdir -p "$work/redis"
+  redis-server --port "$PORT" --bind 127.0.0.1 --dir "$work/redis" --appendonly yes --appendfsync "$FSYNC" \
+    --save "" --daemonize yes --logfile "$work/redis.log" >/dev/null
+  for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && return; sleep 0.05; done
+  echo "redis-server did not start" >&2; exit 1
+}
+stop_nodes() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  pids=()
+}
+start_nodes() {
+  stop_nodes
+  for node in "${NODES[@]}"; do
+    "$HG" serve --listen "$node" --store "redis://127.0.0.1:$PORT" >/dev/null 2>>"$work/nodes.log" &
+    pids+=($!)
+  done
+  for node in "${NODES[@]}"; do
+    for _ in $(seq 100); do curl -sf "http://$node/healthz" >/dev/null && break; sleep 0.05; done
+  done
+  sleep 1 # the nodes share out the shards
+}
+info() { redis-cli -p "$PORT" info "$1" | tr -d '\r' | sed -n "s/^$2://p"; }
+# Consumers ack each claim's tasks in one request (POST /v1/acks).
+hg() { "$HG" bench --server "http://${NODES[0]}" --also "http://${NODES[1]}" --also "http://${NODES[2]}" --acks batch "$@"; }
+bull() { (cd bench/bullmq && REDIS_PORT=$PORT node bench.mjs "$@"); }
+# Redis commands a task over a run of $1 tasks: the command that follows, counted.
+per_task() {
+  local tasks=$1; shift
+  local before after
+  before=$(info stats total_commands_processed)
+  "$@"
+  after=$(info stats total_commands_processed)
+  echo "  redis commands a task (whole life, every node's background work included): $(( (after - before) / tasks ))"
+}
+
+echo "Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), appendfsync $FSYNC; BullMQ $(node -p "require('./bench/bullmq/node_modules/bullmq/package.json').version")"
+for round in $(seq "$ROUNDS"); do
+  echo "== round $round"
+  for rate in 1000 5000; do
+    fresh_redis; start_nodes
+    echo "hourglass, 3 nodes:"
+    per_task $((rate * 10)) hg --workload lateness --rate "$rate" --seconds 10 --delay 1s --consumers 6 | sed 's/^/  /'
+    stop_nodes; fresh_redis
+    echo "BullMQ:"
+    bull lateness "$rate" 10 1000 6 | sed 's/^/  /'
+  done
+  fresh_redis; start_nodes
+  echo "hourglass, 3 nodes:"; hg --workload burst --tasks 100000 --batch 1000 --consumers 6 | sed 's/^/  /'
+  stop_nodes; fresh_redis
+  echo "BullMQ:"; bull burst 100000 6 | sed 's/^/  /'
+  fresh_redis; start_nodes
+  echo "hourglass, 3 nodes:"; hg --workload enqueue --tasks 50000 --producers 64 | sed 's/^/  /'
+  stop_nodes; fresh_redis
+  echo "BullMQ:"; bull enqueue 50000 64 | sed 's/^/  /'
+  fresh_redis; start_nodes
+  echo "hourglass, 3 nodes:"; hg --workload drain --tasks 50000 --batch 1000 --consumers 6 | sed 's/^/  /'
+  stop_nodes; fresh_redis
+  echo "BullMQ:"; bull drain 50000 6 | sed 's/^/  /'
+  # Memory: 100,000 delayed tasks with the same payload, INFO memory's delta.
+  fresh_redis; start_nodes
+  before=$(info memory used_memory)
+  hg --workload enqueue --tasks 100000 --batch 1000 --producers 4 >/dev/null
+  after=$(info memory used_memory)
+  echo "hourglass memory: 100000 delayed tasks: $(( (after - before) / 100000 )) bytes of redis memory a task"
+  stop_nodes; fresh_redis
+  bull memory 100000
+  # Idle: nothing due, consumers waiting, 10 s.
+  fresh_redis; start_nodes
+  waiters=()
+  for node in "${NODES[@]}" "${NODES[@]}"; do
+    (while true; do curl -s -XPOST "http://$node/v1/queues/idle/claim" -H 'content-type: application/json' -d '{"wait_ms":60000}' >/dev/null || sleep 1; done) &
+    waiters+=($!)
+  done
+  sleep 1
+  before=$(info stats total_commands_processed)
+  sleep 10
+  after=$(info stats total_commands_processed)
+  for pid in "${waiters[@]}"; do kill "$pid" 2>/dev/null || true; done
+  echo "hourglass idle: 3 nodes, 6 waiting claims, nothing due, 10 s: $(( (after - before) / 10 )) redis commands a second"
+  stop_nodes; fresh_redis
+  bull idle 10 6
+done
