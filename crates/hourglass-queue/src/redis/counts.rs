@@ -40,7 +40,7 @@ impl RedisBackend {
             })
             .collect();
         const QUEUES_PER_SCRIPT: usize = 100;
-        for shard in 0..self.shards {
+        for shard in (0..self.shards).filter(|_| !names.is_empty()) {
             for (chunk, names) in names.chunks(QUEUES_PER_SCRIPT).enumerate() {
                 let mut invocation = SCRIPTS.counts.prepare_invoke();
                 for (name, _) in names {

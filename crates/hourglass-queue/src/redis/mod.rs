@@ -98,6 +98,11 @@ const QUEUE_OF_MAX: usize = 100_000;
 /// is one script, and the acks of its tasks another.
 pub const CLAIM_SHARE_MIN: usize = 16;
 
+/// The totals' count of tasks is the sum of the queues' counts if those were
+/// read this recently (the dashboard reads both each second), else each
+/// shard's.
+const COUNTED_FRESH_FOR: std::time::Duration = std::time::Duration::from_millis(900);
+
 /// How a Redis backend is set up.
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
@@ -159,6 +164,8 @@ pub struct RedisBackend {
     known_queues: Mutex<std::collections::HashSet<Arc<str>>>,
     queue_of: Mutex<HashMap<u64, Arc<str>>>,
     counters: Mutex<HashMap<Arc<str>, Counters>>,
+    /// When every queue was last counted, and the tasks they held.
+    counted: Mutex<Option<(std::time::Instant, usize)>>,
     totals: Mutex<Totals>,
     next_shard: AtomicU64,
     /// Redis's clock minus this node's: see [`Offset`].
@@ -276,6 +283,7 @@ impl RedisBackend {
             known_queues: Mutex::default(),
             queue_of: Mutex::default(),
             counters: Mutex::default(),
+            counted: Mutex::default(),
             totals: Mutex::default(),
             next_shard: AtomicU64::new(rand::random::<u64>() % u64::from(shards)),
             offset: Mutex::new(Offset::default()),
@@ -316,7 +324,7 @@ impl RedisBackend {
     /// (a stale holder is fenced out). For tests of fencing.
     #[doc(hidden)]
     pub async fn fire_as(&self, shard: u16, holder: &str) -> Result<bool, QueueError> {
-        match self.fire_once(shard, holder, false, true).await {
+        match self.fire_once(shard, holder, false, true, &mut None).await {
             Ok(_) => Ok(true),
             Err(None) => Ok(false),
             Err(Some(error)) => Err(error),
@@ -655,10 +663,17 @@ impl Backend for RedisBackend {
 
     async fn queues(&self) -> Vec<QueueStats> {
         match self.registry().await {
-            Ok(names) => self.counts(&names).await.unwrap_or_else(|error| {
-                tracing::warn!(%error, "cannot count the queues");
-                Vec::new()
-            }),
+            Ok(names) => match self.counts(&names).await {
+                Ok(all) => {
+                    let tasks = all.iter().map(|q| q.scheduled + q.due + q.leased + q.dead).sum();
+                    *self.counted.lock() = Some((std::time::Instant::now(), tasks));
+                    all
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot count the queues");
+                    Vec::new()
+                }
+            },
             Err(error) => {
                 tracing::warn!(%error, "cannot read the queues");
                 Vec::new()
@@ -672,13 +687,20 @@ impl Backend for RedisBackend {
     }
 
     async fn totals(&self) -> Totals {
+        let totals = *self.totals.lock();
+        // The dashboard reads the queues, then the totals, every second: the
+        // tasks held are those the queues' counts just summed.
+        let counted = self.counted.lock().filter(|(at, _)| at.elapsed() < COUNTED_FRESH_FOR);
+        if let Some((_, tasks)) = counted {
+            return Totals { tasks, memory_bytes_max: None, ..totals };
+        }
         let lengths = (0..self.shards).map(|shard| {
             let mut conn = self.conn();
             let key = self.keys.shard(shard, "t");
             async move { conn.hlen::<_, usize>(key).await }
         });
         let tasks = futures_util::future::join_all(lengths).await.into_iter().map(|n| n.unwrap_or(0)).sum();
-        Totals { tasks, memory_bytes_max: None, ..*self.totals.lock() }
+        Totals { tasks, memory_bytes_max: None, ..totals }
     }
 
     async fn storage(&self) -> Option<StorageStats> {

@@ -27,13 +27,32 @@ use super::scripts::SCRIPTS;
 use super::{storage, RedisBackend, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
 use crate::error::QueueError;
 
+/// A shard's heads (`h`): each queue's earliest due time or lease end, by
+/// member (`s:QUEUE`, `l:QUEUE`), earliest first.
+pub(super) type Heads = Vec<(String, u64)>;
+
 /// One shard this node holds.
 struct Held {
     /// `node:epoch`: what the fire script checks.
     holder: String,
-    /// Wakes the shard's timer (a hint of an earlier deadline, or letting go).
-    wake: Arc<Notify>,
+    /// Wakes the shard's timer task.
+    wake: Arc<Wake>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What wakes a shard's timer task: its alarm, or a hint of an earlier
+/// deadline than the heads it knows (then it reads them again).
+#[derive(Default)]
+struct Wake {
+    notify: Arc<Notify>,
+    hinted: std::sync::atomic::AtomicBool,
+}
+
+impl Wake {
+    fn hint(&self) {
+        self.hinted.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
 }
 
 /// The shards this node holds.
@@ -65,13 +84,13 @@ impl Owned {
 
     fn wake(&self, shard: u16) {
         if let Some(held) = self.0.lock().get(&shard) {
-            held.wake.notify_one();
+            held.wake.hint();
         }
     }
 
     fn wake_all(&self) {
         for held in self.0.lock().values() {
-            held.wake.notify_one();
+            held.wake.hint();
         }
     }
 
@@ -255,7 +274,7 @@ impl RedisBackend {
     /// Starts the timer of a shard just acquired.
     fn hold(self: &Arc<Self>, shard: u16, holder: String) {
         tracing::debug!(shard, holder, "holding a shard");
-        let wake = Arc::new(Notify::new());
+        let wake = Arc::new(Wake::default());
         let task = tokio::spawn(fire_loop(Arc::downgrade(self), shard, holder.clone(), wake.clone()));
         let old = self.owned.0.lock().insert(shard, Held { holder, wake, task });
         if let Some(old) = old {
@@ -284,22 +303,35 @@ impl RedisBackend {
         holder: &str,
         by_sweep: bool,
         always: bool,
+        heads: &mut Option<Heads>,
     ) -> Result<Option<u64>, Option<QueueError>> {
-        let heads: Vec<(String, f64)> = self
-            .conn()
-            .zrange_withscores(self.keys.shard(shard, "h"), 0, FIRE_QUEUES_MAX as isize - 1)
-            .await
-            .map_err(|e| Some(storage(e)))?;
+        let known = match heads.take() {
+            Some(known) => known,
+            None => {
+                let read: Vec<(String, f64)> = self
+                    .conn()
+                    .zrange_withscores(self.keys.shard(shard, "h"), 0, FIRE_QUEUES_MAX as isize - 1)
+                    .await
+                    .map_err(|e| Some(storage(e)))?;
+                read.into_iter().map(|(name, at)| (name, at as u64)).collect()
+            }
+        };
         let now_ms = self.redis_ms();
-        match heads.first() {
-            None if !always => return Ok(None),
+        match known.first() {
+            None if !always => {
+                *heads = Some(known);
+                return Ok(None);
+            }
             // Within a millisecond of it, by this node's estimate of Redis's
             // clock: the script reads Redis's own, and moves nothing early.
-            Some(&(_, first)) if first as u64 > now_ms + 1 && !always => return Ok(Some(first as u64)),
+            Some(&(_, first)) if first > now_ms + 1 && !always => {
+                *heads = Some(known);
+                return Ok(Some(first));
+            }
             _ => {}
         }
         let mut queues: Vec<&str> =
-            heads.iter().filter(|(_, at)| *at as u64 <= now_ms).filter_map(|(name, _)| name.get(2..)).collect();
+            known.iter().filter(|(_, at)| *at <= now_ms + 1).filter_map(|(name, _)| name.get(2..)).collect();
         queues.sort_unstable();
         queues.dedup();
         let mut invocation = SCRIPTS.fire.key(self.keys.shard(shard, "owner"));
@@ -309,7 +341,7 @@ impl RedisBackend {
                 invocation.key(key);
             }
         }
-        invocation.arg(&self.channel).arg(shard).arg(holder).arg(FIRE_BATCH_MAX);
+        invocation.arg(&self.channel).arg(shard).arg(holder).arg(FIRE_BATCH_MAX).arg(FIRE_QUEUES_MAX);
         for queue in &queues {
             invocation.arg(*queue);
         }
@@ -323,8 +355,16 @@ impl RedisBackend {
         let moved = reply.u64().map_err(Some)? + reply.u64().map_err(Some)?;
         let counter = if by_sweep { &self.by_sweep } else { &self.by_timer };
         counter.fetch_add(moved, Ordering::Relaxed);
-        let next = reply.int().map_err(Some)?;
-        Ok((next >= 0).then_some(next as u64))
+        let mut known = Vec::new();
+        while !reply.is_empty() {
+            let name = reply.text().map_err(Some)?;
+            let at = reply.text().map_err(Some)?;
+            let at = at.parse::<u64>().map_err(|_| Some(QueueError::Storage(format!("redis: a head at {at}"))))?;
+            known.push((name, at));
+        }
+        let next = known.first().map(|&(_, at)| at);
+        *heads = Some(known);
+        Ok(next)
     }
 }
 
@@ -332,11 +372,17 @@ impl RedisBackend {
 /// deadline (or a sweep, at the latest) and waits for it (or a hint of an
 /// earlier one), fires, and again. Ends when the shard is let go, or its
 /// lease is found stale.
-async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake: Arc<Notify>) {
+async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake: Arc<Wake>) {
     let mut by_sweep = false;
+    // The shard's heads as the last fire script left them: read again after
+    // a hint of an earlier one, or for a sweep.
+    let mut heads: Option<Heads> = None;
     loop {
+        if wake.hinted.swap(false, Ordering::SeqCst) || by_sweep {
+            heads = None;
+        }
         let Some(node) = backend.upgrade() else { return };
-        let next = match node.fire_once(shard, &holder, by_sweep, false).await {
+        let next = match node.fire_once(shard, &holder, by_sweep, false, &mut heads).await {
             Ok(next) => next,
             Err(None) => {
                 tracing::warn!(shard, holder, "fenced: another node holds the shard now");
@@ -345,6 +391,7 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
             }
             Err(Some(error)) => {
                 tracing::warn!(shard, %error, "cannot fire a shard's timers");
+                heads = None;
                 Some(node.redis_ms() + 100)
             }
         };
@@ -358,8 +405,8 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
         by_sweep = next.is_none_or(|next| next > sweep);
         // Redis's time to this node's clock.
         let local_until = (until as i64 - node.offset_ms()).max(0) as u64;
-        let woken = wake.notified();
-        node.alarms.set(shard, local_until, wake.clone());
+        let woken = wake.notify.notified();
+        node.alarms.set(shard, local_until, wake.notify.clone());
         drop(node);
         woken.await;
     }

@@ -1,19 +1,21 @@
 -- The shard owner's timer: files the tasks of the named queues that came due,
 -- and gives back those whose lease ran out. Refused unless the caller holds
 -- the shard's lease (fencing: a stale holder changes nothing).
--- KEYS: owner t h, then six keys per queue. ARGV: channel shard holder max,
--- then the queues' names.
--- Returns {'fenced'} or {'ok', now, due, expired, next deadline or -1}.
+-- KEYS: owner t h, then six keys per queue. ARGV: channel shard holder max
+-- heads_max, then the queues' names.
+-- Returns {'fenced'} or {'ok', now, due, expired, then the shard's first
+-- heads_max heads as name and time}: the owner fires from those next, without
+-- reading them, unless a hint says an earlier one came.
 local owner, t, h = KEYS[1], KEYS[2], KEYS[3]
-local channel, shard, holder, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local channel, shard, holder, max, heads_max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 if redis.call('GET', owner) ~= holder then return { 'fenced' } end
 local now = now_ms()
 local upto = '(' .. hex(now + 1, 11)
 local before = head_min(h)
 local due, expired = 0, 0
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   local q = ARGV[i]
-  local Q = queue_keys(4 + (i - 5) * 6)
+  local Q = queue_keys(4 + (i - 6) * 6)
   local ready = false
   for _, m in ipairs(redis.call('ZRANGE', Q.s, '-', upto, 'BYLEX', 'LIMIT', 0, max)) do
     local seq = member_seq(m)
@@ -42,4 +44,6 @@ for i = 5, #ARGV do
   if ready then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
 end
 hint_head(channel, shard, h, before)
-return { 'ok', now, due, expired, head_min(h) or -1 }
+local out = { 'ok', now, due, expired }
+for _, v in ipairs(redis.call('ZRANGE', h, 0, heads_max - 1, 'WITHSCORES')) do table.insert(out, v) end
+return out
