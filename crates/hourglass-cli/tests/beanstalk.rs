@@ -8,34 +8,24 @@
 //! client fails the test; elsewhere the test says so and passes.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::crash::free_port;
+use crate::crash::{free_port, serve_printing};
 use crate::servers::required;
 
 /// `hourglass serve --beanstalk 127.0.0.1:0` on `data`; returns it and the
 /// beanstalk port it printed.
 fn start_hourglass(data: &Path, extra: &[&str]) -> (Child, u16) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hourglass"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--beanstalk", "127.0.0.1:0", "--data"])
-        .arg(data)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start hourglass");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
-    let port = loop {
-        let line = lines.next().expect("hourglass printed its addresses").expect("a line");
-        if let Some(address) = line.strip_prefix("beanstalk ") {
-            break address.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
-        }
-    };
-    (child, port)
+    let mut args: Vec<&OsStr> =
+        vec!["--beanstalk".as_ref(), "127.0.0.1:0".as_ref(), "--data".as_ref(), data.as_os_str()];
+    args.extend(extra.iter().map(OsStr::new));
+    let (child, address) = serve_printing(&args, "beanstalk");
+    (child, address.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port"))
 }
 
 fn start_beanstalkd(dir: &Path) -> (Child, u16) {

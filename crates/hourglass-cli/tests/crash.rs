@@ -50,6 +50,29 @@ pub(crate) fn start(data: &std::path::Path, port: u16) -> Child {
         .expect("start the server")
 }
 
+/// `hourglass serve --listen 127.0.0.1:0` with `args`; returns it and the
+/// address it printed on the line that starts with `label` (`http`,
+/// `beanstalk`).
+pub(crate) fn serve_printing(args: &[&std::ffi::OsStr], label: &str) -> (Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hourglass"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start hourglass");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+    let prefix = format!("{label} ");
+    let address = loop {
+        let line = lines.next().expect("hourglass printed its addresses").expect("a line");
+        if let Some(address) = line.strip_prefix(&prefix) {
+            break address.to_owned();
+        }
+    };
+    (child, address)
+}
+
 pub(crate) async fn wait_ready(http: &reqwest::Client, base: &str) {
     let started = Instant::now();
     while started.elapsed() < READY_WITHIN {

@@ -12,8 +12,8 @@
 //! figures are printed.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::ffi::OsStr;
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ use rand::Rng;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::crash::wait_ready;
+use crate::crash::{serve_printing, wait_ready};
 use crate::servers::Server;
 
 const NODES: usize = 3;
@@ -32,24 +32,12 @@ const SHARD_LEASE_MS: u64 = 1_000;
 const LEASE_MS: u64 = 3_000;
 const PRODUCERS: u64 = 3;
 
-/// `hourglass serve --store URL --listen 127.0.0.1:0`; returns it and its
-/// base URL, read from what it prints.
+/// `hourglass serve --store URL`; returns it and its base URL.
 fn start_node(store: &str) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hourglass"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
-        .args(["--shard-lease-ms", &SHARD_LEASE_MS.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start hourglass");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
-    let base = loop {
-        let line = lines.next().expect("hourglass printed its address").expect("a line");
-        if let Some(address) = line.strip_prefix("http ") {
-            break format!("http://{address}");
-        }
-    };
-    (child, base)
+    let lease = SHARD_LEASE_MS.to_string();
+    let args: Vec<&OsStr> = ["--store", store, "--shard-lease-ms", &lease].map(OsStr::new).to_vec();
+    let (child, address) = serve_printing(&args, "http");
+    (child, format!("http://{address}"))
 }
 
 fn signal(child: &Child, signal: &str) {

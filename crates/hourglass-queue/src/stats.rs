@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 /// Counts and lateness of one queue.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueueStats {
     /// The queue's name.
     pub name: Arc<str>,

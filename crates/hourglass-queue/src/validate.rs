@@ -120,7 +120,13 @@ pub(crate) fn run_at(run_at: RunAt, now_ms: u64) -> Result<u64, QueueError> {
     }
 }
 
-pub(crate) fn claim(max: usize, lease_ms: u64, wait_ms: u64) -> Result<(), QueueError> {
+/// A claim of `queues` (1 to [`QUEUES_MAX`], each a queue name): its
+/// arguments.
+pub(crate) fn claim(queues: &[&str], max: usize, lease_ms: u64, wait_ms: u64) -> Result<(), QueueError> {
+    for queue in queues {
+        queue_name(queue)?;
+    }
+    range("queues", queues.len() as u64, 1, QUEUES_MAX as u64)?;
     range("max", max as u64, 1, CLAIM_MAX as u64)?;
     lease(lease_ms)?;
     range("wait_ms", wait_ms, 0, WAIT_MS_MAX)
@@ -224,10 +230,15 @@ mod tests {
         assert!(queue_name(&"q".repeat(QUEUE_NAME_BYTES_MAX + 1)).is_err());
         assert!(key("").is_err());
         assert!(key(&"k".repeat(KEY_BYTES_MAX + 1)).is_err());
-        assert!(claim(0, LEASE_MS_DEFAULT, 0).is_err());
-        assert!(claim(CLAIM_MAX + 1, LEASE_MS_DEFAULT, 0).is_err());
-        assert!(claim(1, LEASE_MS_MIN - 1, 0).is_err());
-        assert!(claim(1, LEASE_MS_DEFAULT, WAIT_MS_MAX + 1).is_err());
+        let q = &["q"][..];
+        assert!(claim(q, 1, LEASE_MS_DEFAULT, 0).is_ok());
+        assert!(claim(q, 0, LEASE_MS_DEFAULT, 0).is_err());
+        assert!(claim(q, CLAIM_MAX + 1, LEASE_MS_DEFAULT, 0).is_err());
+        assert!(claim(q, 1, LEASE_MS_MIN - 1, 0).is_err());
+        assert!(claim(q, 1, LEASE_MS_DEFAULT, WAIT_MS_MAX + 1).is_err());
+        assert!(claim(&[], 1, LEASE_MS_DEFAULT, 0).is_err(), "no queue");
+        assert!(claim(&["q", "bad name"], 1, LEASE_MS_DEFAULT, 0).is_err());
+        assert!(claim(&vec!["q"; QUEUES_MAX + 1], 1, LEASE_MS_DEFAULT, 0).is_err());
         assert!(list_limit(0).is_err() && list_limit(LIST_MAX + 1).is_err() && list_limit(LIST_MAX).is_ok());
         assert_eq!(run_at(RunAt::Delay(5), 100), Ok(105));
         assert!(run_at(RunAt::At(100 + DELAY_MS_MAX + 1), 100).is_err());

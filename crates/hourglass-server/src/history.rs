@@ -160,18 +160,11 @@ mod tests {
     fn queue(name: &str, enqueued: u64, delivered: u64, acked: u64, buckets: [u64; 18]) -> QueueStats {
         QueueStats {
             name: name.into(),
-            scheduled: 0,
-            due: 0,
-            urgent: 0,
-            leased: 0,
-            dead: 0,
-            oldest_due_ms: None,
             lateness: LatenessMs { buckets, ..LatenessMs::default() },
-            paused: false,
-            paused_until_ms: None,
             enqueued,
             delivered,
             acked,
+            ..QueueStats::default()
         }
     }
 

@@ -48,7 +48,7 @@ use tokio::sync::Notify;
 use crate::backend::{Backend, ListRequest, Page, SchedulePage};
 use crate::error::{QueueError, StoreError};
 use crate::lateness::with_lateness;
-use crate::limits::{payload_inline, Limits, CLOCK_STEP_BACK_REBASE_MS, QUEUES_MAX, SCHEDULES_MAX, SCHEDULE_LIST_MAX};
+use crate::limits::{payload_inline, Limits, CLOCK_STEP_BACK_REBASE_MS, SCHEDULES_MAX, SCHEDULE_LIST_MAX};
 use crate::model::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Task, TaskInfo, TaskState};
 use crate::retry::next_run_ms;
 use crate::schedule::{NewSchedule, ScheduleInfo, Timetable};
@@ -921,11 +921,7 @@ impl Engine {
         lease_ms: u64,
         wait_ms: u64,
     ) -> Result<Vec<Claimed>, QueueError> {
-        for queue in queues {
-            validate::queue_name(queue)?;
-        }
-        validate::range("queues", queues.len() as u64, 1, QUEUES_MAX as u64)?;
-        validate::claim(max, lease_ms, wait_ms)?;
+        validate::claim(queues, max, lease_ms, wait_ms)?;
         let give_up = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         loop {
             self.committer.admit().await;

@@ -10,7 +10,7 @@ use super::reply::Reply;
 use super::scripts::SCRIPTS;
 use super::{keys, local_us, record, storage, RedisBackend, CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
 use crate::error::QueueError;
-use crate::limits::{ANSWER_PAYLOAD_BYTES_MAX, QUEUES_MAX};
+use crate::limits::ANSWER_PAYLOAD_BYTES_MAX;
 use crate::model::{Claimed, Pause};
 use crate::validate;
 
@@ -179,13 +179,7 @@ impl RedisBackend {
         lease_ms: u64,
         wait_ms: u64,
     ) -> Result<Vec<Claimed>, QueueError> {
-        validate::claim(max, lease_ms, wait_ms)?;
-        if queues.is_empty() || queues.len() > QUEUES_MAX {
-            return Err(QueueError::Invalid(format!("a claim names 1 to {QUEUES_MAX} queues")));
-        }
-        for queue in queues {
-            validate::queue_name(queue)?;
-        }
+        validate::claim(queues, max, lease_ms, wait_ms)?;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let watches: Vec<_> = queues.iter().map(|queue| self.watch.of(queue)).collect();
         loop {

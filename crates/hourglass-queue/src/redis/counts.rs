@@ -24,18 +24,9 @@ impl RedisBackend {
                 let paused = !pause.is_empty() && until.is_none_or(|until| now_ms < until);
                 QueueStats {
                     name: name.clone(),
-                    scheduled: 0,
-                    due: 0,
-                    urgent: 0,
-                    leased: 0,
-                    dead: 0,
-                    oldest_due_ms: None,
-                    lateness: Default::default(),
                     paused,
                     paused_until_ms: until.filter(|_| paused),
-                    enqueued: 0,
-                    delivered: 0,
-                    acked: 0,
+                    ..QueueStats::default()
                 }
             })
             .collect();
