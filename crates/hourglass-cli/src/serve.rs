@@ -36,7 +36,7 @@ pub struct ServeArgs {
     /// (one Redis) or `redis+cluster://HOST:PORT[,HOST:PORT...]` (a Redis
     /// Cluster). Every node started with the same store is one service. What
     /// a 2xx means then is Redis's persistence: see docs/DESIGN.md.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["data", "fsync_every_ms", "check_store", "max_disk", "max_memory"])]
     store: Option<Target>,
     /// With --store: shards to spread the tasks over, if the store has none
     /// yet (a store keeps its count; every node must name the same).
@@ -210,7 +210,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     hourglass_server::serve(listener, state, args.max_payload_bytes, stopping()).await?;
     drop(front);
     drop(backend);
-    running.stop();
+    running.stop().await;
     tracing::info!("stopped cleanly");
     Ok(())
 }
@@ -222,7 +222,7 @@ enum Running {
 }
 
 impl Running {
-    fn stop(self) {
+    async fn stop(self) {
         match self {
             Running::Embedded { engine, timers } => {
                 engine.close();
@@ -230,8 +230,9 @@ impl Running {
                 // The last reference: the writer drains and syncs before we exit.
                 drop(engine);
             }
-            // Lets go of its shards, so that the other nodes take them at once.
-            Running::Redis(backend) => backend.close(),
+            // Lets go of its shards: the other nodes take them at their next
+            // renewal, not when the leases run out.
+            Running::Redis(backend) => backend.shutdown().await,
         }
     }
 }

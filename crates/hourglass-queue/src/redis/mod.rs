@@ -174,8 +174,6 @@ pub struct RedisBackend {
     by_timer: AtomicU64,
     by_sweep: AtomicU64,
     closed: AtomicBool,
-    /// Stopped as by `kill -9` (tests): nothing is let go.
-    crashed: AtomicBool,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -258,7 +256,9 @@ impl RedisBackend {
         if options.prefix.is_empty() || options.prefix.contains(['{', '}']) {
             return Err(QueueError::Invalid("a key prefix is not empty and has no { or }".into()));
         }
-        let mut conn = Conn::open(&options.target).await.map_err(storage)?;
+        let mut conn = Conn::open(&options.target)
+            .await
+            .map_err(|e| QueueError::Storage(format!("cannot reach redis at {}: {e}", options.target)))?;
         let keys = Keys::new(&options.prefix);
         let meta = keys.global("meta");
         let _: bool = conn.hset_nx(&meta, "shards", options.shards).await.map_err(storage)?;
@@ -291,7 +291,6 @@ impl RedisBackend {
             by_timer: AtomicU64::new(0),
             by_sweep: AtomicU64::new(0),
             closed: AtomicBool::new(false),
-            crashed: AtomicBool::new(false),
             stop,
             options,
         });
@@ -331,11 +330,19 @@ impl RedisBackend {
         }
     }
 
+    /// Closes (as [`Backend::close`]) and lets go of this node's shards and
+    /// its place in the membership, so that the other nodes take the shards
+    /// at their next renewal (a quarter of a lease) rather than when the
+    /// leases run out.
+    pub async fn shutdown(&self) {
+        self.close();
+        self.leave().await;
+    }
+
     /// Stops at once, as `kill -9` would: lets go of nothing, leaves the
     /// membership without a word. For tests of failover.
     #[doc(hidden)]
     pub fn crash(&self) {
-        self.crashed.store(true, Ordering::SeqCst);
         self.owned.abort_all();
         self.close();
     }

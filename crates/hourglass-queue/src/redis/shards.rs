@@ -126,11 +126,6 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
             _ = stop.wait_for(|&stop| stop) => break,
         }
     }
-    if let Some(node) = backend.upgrade() {
-        if !node.crashed.load(Ordering::SeqCst) {
-            node.leave().await;
-        }
-    }
 }
 
 /// Hints from every node: `r SHARD QUEUE` (due tasks), `h SHARD MS` (an
@@ -283,8 +278,8 @@ impl RedisBackend {
     }
 
     /// Leaves the membership and lets go of every shard, so that the others
-    /// take them at once rather than after the leases run out.
-    async fn leave(&self) {
+    /// take them at their next renewal rather than after the leases run out.
+    pub(super) async fn leave(&self) {
         let held: Vec<(u16, String)> =
             self.owned.0.lock().iter().map(|(&shard, held)| (shard, held.holder.clone())).collect();
         for (shard, holder) in held {

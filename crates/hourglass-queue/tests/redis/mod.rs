@@ -143,3 +143,18 @@ async fn a_killed_node_s_due_tasks_fire_late_never_lost() {
     );
     a.close();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_shut_down_hands_its_shards_over_at_once() {
+    let Some(server) = Server::start() else { return };
+    // Leases of 40 s, renewed every 10 s: b takes the shards at its next
+    // renewal; waiting the leases out would fail the bound below.
+    let a = node(&server.url(), 40_000).await;
+    until("a holds every shard", Duration::from_secs(30), || a.held_shards().len() == 16).await;
+    let b = node(&server.url(), 40_000).await;
+    until("the shards are shared out", Duration::from_secs(30), || b.held_shards().len() == 8).await;
+    a.shutdown().await;
+    let took = until("b takes them all", Duration::from_secs(25), || b.held_shards().len() == 16).await;
+    println!("a node that shut down had its shards taken over in {took:?} (leases of 40 s)");
+    b.close();
+}
