@@ -88,7 +88,8 @@ impl From<QueryRejection> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        // A server's failure; 501 is the request's (an operation this backend lacks).
+        if self.status.is_server_error() && self.status != StatusCode::NOT_IMPLEMENTED {
             tracing::error!(code = self.code, message = %self.message, "request failed");
         }
         let body = json!({ "error": { "code": self.code, "message": self.message } });
