@@ -116,4 +116,17 @@ for round in $(seq "$ROUNDS"); do
   echo "hourglass idle: 3 nodes, 6 waiting claims, nothing due, 10 s: $(( (after - before) / 10 )) redis commands a second"
   stop_nodes; fresh_redis
   bull idle 10 6
+  # Redelivery: the node a consumer claimed a task through (lease 5 s) is
+  # killed with kill -9; a consumer on another node waits for the task.
+  fresh_redis; start_nodes
+  curl -sf -XPOST "http://${NODES[0]}/v1/queues/held/tasks" -H 'content-type: application/json' -d '{"payload":1}' >/dev/null
+  curl -sf -XPOST "http://${NODES[1]}/v1/queues/held/claim" -H 'content-type: application/json' \
+    -d '{"lease_ms":5000,"wait_ms":5000}' | grep -q '"id"'
+  kill -9 "${pids[1]}"
+  killed=$(date +%s%3N)
+  curl -sf -XPOST "http://${NODES[2]}/v1/queues/held/claim" -H 'content-type: application/json' \
+    -d '{"wait_ms":30000}' | grep -q '"id"'
+  echo "hourglass redelivery: the node a task was claimed through killed (lease 5000 ms): delivered again $(( $(date +%s%3N) - killed )) ms later"
+  stop_nodes; fresh_redis
+  bull redelivery 5000
 done

@@ -9,6 +9,7 @@
 //   node bench.mjs burst    TASKS WORKERS
 //   node bench.mjs memory   TASKS
 //   node bench.mjs idle     SECONDS WORKERS
+//   node bench.mjs redelivery LOCK_MS   (a worker holding a job is killed)
 //
 // Each worker is one BullMQ Worker (one connection) processing up to
 // CONCURRENCY jobs at once; a job is done (acked) when its processor returns.
@@ -20,7 +21,7 @@ const CONCURRENCY = 64;
 const PAYLOAD = { f: 'x'.repeat(Number(process.env.PAYLOAD_BYTES ?? 64)) };
 const [workload, ...rest] = process.argv.slice(2);
 const args = rest.map(Number);
-const name = `bench-${Date.now()}`;
+const name = process.env.QUEUE ?? `bench-${Date.now()}`;
 const queue = new Queue(name, { connection });
 const redis = new IORedis(connection);
 
@@ -155,6 +156,36 @@ switch (workload) {
     const cmds = (await commands()) - before;
     await close(all);
     console.log(`BullMQ idle: ${count} workers, nothing due, ${seconds} s: ${(cmds / seconds).toFixed(1)} redis commands a second`);
+    break;
+  }
+  case 'redelivery': {
+    // A worker in a process of its own takes the job and is killed with
+    // SIGKILL; another worker, with the same lock duration and a stalled
+    // check as often as the lock lasts (BullMQ's defaults are 30 s each),
+    // waits for the job to come back.
+    const [lockMs] = args;
+    const { fork } = await import('node:child_process');
+    await queue.add('t', PAYLOAD);
+    const holder = fork(new URL(import.meta.url), ['hold', String(lockMs)], { env: { ...process.env, QUEUE: name } });
+    await new Promise((resolve) => holder.on('message', resolve));
+    holder.kill('SIGKILL');
+    const killed = Date.now();
+    let back;
+    const returned = new Promise((resolve) => { back = resolve; });
+    const worker = new Worker(name, async () => back(Date.now() - killed),
+      { connection, lockDuration: lockMs, stalledInterval: lockMs });
+    const ms = await returned;
+    await worker.close();
+    console.log(`BullMQ redelivery: a worker holding a job killed (lockDuration = stalledInterval = ${lockMs} ms): delivered again ${ms} ms later`);
+    break;
+  }
+  case 'hold': {
+    const [lockMs] = args;
+    new Worker(process.env.QUEUE, async () => {
+      process.send('holding');
+      await sleep(3_600_000);
+    }, { connection, lockDuration: lockMs, stalledInterval: lockMs });
+    await sleep(3_600_000);
     break;
   }
   default:
