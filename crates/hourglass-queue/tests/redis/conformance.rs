@@ -131,7 +131,7 @@ async fn nack_dead_retry(b: &dyn Backend, queue: &str) {
     let id = b.enqueue(queue, task).await.unwrap().id;
     let claimed = b.claim(queue, 1, LEASE_MS, WAIT_MS).await.unwrap().remove(0);
     let info = b.nack(id, claimed.lease, Nack::after(60_000).because("smtp 451")).await.unwrap();
-    assert_eq!(info.status, Status::Scheduled);
+    assert_eq!((info.status, &*info.payload), (Status::Scheduled, r#"{"n":1}"#), "the task as it now is");
     assert_eq!(info.task.last_error.as_deref(), Some("smtp 451"));
     assert!(info.task.run_at_ms >= now_ms() + 50_000);
     assert_eq!(b.nack(id, claimed.lease, Nack::default()).await, Err(QueueError::StaleLease(id)));
@@ -212,9 +212,9 @@ async fn repeating(b: &dyn Backend, queue: &str) {
 }
 
 async fn reschedule_cancel_take(b: &dyn Backend, queue: &str) {
-    let id = b.enqueue(queue, NewTask::new("{}", RunAt::Delay(60_000))).await.unwrap().id;
+    let id = b.enqueue(queue, NewTask::new(r#"{"edit":1}"#, RunAt::Delay(60_000))).await.unwrap().id;
     let info = b.reschedule(id, RunAt::At(now_ms() - 5)).await.unwrap();
-    assert_eq!(info.status, Status::Due);
+    assert_eq!((info.status, &*info.payload), (Status::Due, r#"{"edit":1}"#));
     let taken = b.take(id, LEASE_MS).await.unwrap();
     assert_eq!((taken.id, taken.attempt), (id, 1));
     assert!(matches!(b.take(id, LEASE_MS).await, Err(QueueError::Conflict(_))));

@@ -13,15 +13,18 @@ local rec = load(t, seq)
 if not rec then return { 'not_found', now } end
 if rec.q ~= q then return { 'queue', now, rec.q } end
 local before = head_min(h)
+-- The task as it now is, with its payload (none once it is gone).
 local function done(code)
   local ready = false
+  local payload = ''
   if code == 'ok' and op ~= 'cancel' and op ~= 'cancel_unleased' and not (op == 'ack' and not rec.e) then
     save(t, seq, rec)
     ready = file(Q, h, q, seq, rec, now)
+    payload = redis.call('HGET', p, field(seq))
   end
   if ready then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
   hint_head(channel, shard, h, before)
-  return { code, now, cmsgpack.pack(rec), '' }
+  return { code, now, cmsgpack.pack(rec), payload }
 end
 local function holds(token) return rec.s == 'l' and rec.L == tonumber(token) end
 
