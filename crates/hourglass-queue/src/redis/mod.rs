@@ -420,6 +420,14 @@ impl RedisBackend {
     }
 }
 
+impl Drop for RedisBackend {
+    /// The timer thread holds only the alarms: it stops with the backend even
+    /// if nobody closed it.
+    fn drop(&mut self) {
+        self.alarms.close();
+    }
+}
+
 #[async_trait]
 impl Backend for RedisBackend {
     async fn enqueue_batch(&self, queue: &str, batch: Vec<NewTask>) -> Result<Vec<Enqueued>, QueueError> {
