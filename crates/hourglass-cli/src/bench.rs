@@ -535,12 +535,12 @@ impl Sender {
     /// Sends `count` tasks due at `due_ms` (Unix ms), carrying it and `filler`.
     async fn send_at(&mut self, count: usize, due_ms: u64, filler: &str) -> anyhow::Result<()> {
         let task = json!({ "payload": { "due_us": due_ms * 1_000, "f": filler }, "run_at_ms": due_ms });
-        let batch = serde_json::to_vec(&json!({ "tasks": vec![task; count] }))?;
+        let batch = json!({ "tasks": vec![task; count] });
         match self {
-            Sender::Hourglass { client, path } => {
-                client.post(&format!("{path}/batch"), &serde_json::from_slice::<serde_json::Value>(&batch)?).await?;
+            Sender::Hourglass { client, path } => client.post(&format!("{path}/batch"), &batch).await.map(drop)?,
+            Sender::HourglassLean { conn, path } => {
+                conn.post(&format!("{path}/batch"), &serde_json::to_vec(&batch)?).await?
             }
-            Sender::HourglassLean { conn, path } => conn.post(&format!("{path}/batch"), &batch).await?,
             Sender::Beanstalkd(_) => bail!("beanstalkd has no batch put"),
         }
         Ok(())

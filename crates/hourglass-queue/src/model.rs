@@ -191,6 +191,12 @@ pub enum Pause {
     Until(u64),
 }
 
+/// Whether a queue `paused` (until `until_ms`, if its pause ends by itself)
+/// hands out nothing at `now_ms`: the one place every backend reads a pause.
+pub(crate) fn paused_at(paused: bool, until_ms: Option<u64>, now_ms: u64) -> bool {
+    paused && until_ms.is_none_or(|until_ms| now_ms < until_ms)
+}
+
 /// How a consumer gives a delivery back ([`Backend::nack`](crate::Backend::nack)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Nack {

@@ -808,7 +808,7 @@ impl Backend for Engine {
                     return Attempt::Done(Ok(answer));
                 }
                 q.pausing = true;
-                answer.0.paused = queue::paused_at(paused, until_ms, now_ms);
+                answer.0.paused = crate::model::paused_at(paused, until_ms, now_ms);
                 answer.0.paused_until_ms = until_ms.filter(|_| answer.0.paused);
                 let mutation = Mutation::PauseQueue { queue: queue.into(), paused, until_ms };
                 let settlement = Settlement::PauseQueue { queue: queue_id, paused, until_ms };

@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 
 use super::ready::Ready;
 use crate::lateness::Lateness;
+use crate::model::paused_at;
 use crate::stats::{LatenessMs, QueueStats};
 
 pub(crate) struct QueueState {
@@ -90,12 +91,6 @@ impl QueueState {
         };
         (stats, self.lateness_us.clone())
     }
-}
-
-/// Whether a queue `paused` (until `until_ms`, if its pause ends by itself)
-/// hands out nothing at `now_ms`.
-pub(crate) fn paused_at(paused: bool, until_ms: Option<u64>, now_ms: u64) -> bool {
-    paused && until_ms.is_none_or(|until_ms| now_ms < until_ms)
 }
 
 #[cfg(test)]

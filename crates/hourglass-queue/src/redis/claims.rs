@@ -6,9 +6,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hourglass::{SystemWallClock, WallClock};
+
 use super::reply::Reply;
 use super::scripts::SCRIPTS;
-use super::{keys, local_us, record, storage, RedisBackend, CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
+use super::watch::QueueWatch;
+use super::{keys, record, storage, RedisBackend, CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
 use crate::error::QueueError;
 use crate::limits::ANSWER_PAYLOAD_BYTES_MAX;
 use crate::model::{Claimed, Pause};
@@ -59,11 +62,10 @@ impl RedisBackend {
         };
         let queue: Arc<str> = queue.into();
         let mut claimed = Vec::new();
-        let now_us = local_us() as i64 + self.offset_ms() * 1_000;
+        let now_us = SystemWallClock.now_us() as i64 + self.offset_ms() * 1_000;
         while !reply.is_empty() {
             let seq = reply.u64()?;
-            let payload = String::from_utf8(reply.bytes()?)
-                .map_err(|_| QueueError::Storage("redis: a payload not UTF-8".into()))?;
+            let payload = reply.payload()?;
             let attempt = u32::try_from(reply.u64()?).unwrap_or(u32::MAX);
             let lease = record::lease(shard, reply.u64()?);
             let lease_until_ms = reply.u64()?;
@@ -75,15 +77,7 @@ impl RedisBackend {
                 c.delivered += 1;
                 c.lateness.record(lateness_us);
             });
-            claimed.push(Claimed {
-                id,
-                queue: queue.clone(),
-                payload: payload.into(),
-                attempt,
-                lease,
-                lease_until_ms,
-                run_at_ms,
-            });
+            claimed.push(Claimed { id, queue: queue.clone(), payload, attempt, lease, lease_until_ms, run_at_ms });
         }
         self.totals.lock().delivered += claimed.len() as u64;
         Ok((claimed, pause))
@@ -104,15 +98,14 @@ impl RedisBackend {
     /// met ends (Redis ms).
     async fn try_claim(
         &self,
-        queues: &[&str],
+        queues: &[(&str, Arc<QueueWatch>)],
         max: usize,
         lease_ms: u64,
     ) -> Result<(Vec<Claimed>, Option<u64>), QueueError> {
         let mut candidates = Vec::new();
-        for &queue in queues {
-            let watch = self.watch.of(queue);
+        for (queue, watch) in queues {
             for (shard, hints) in watch.maybe_due() {
-                candidates.push((queue, shard, hints, watch.clone()));
+                candidates.push((*queue, shard, hints, watch.clone()));
             }
         }
         let mut asks = Vec::new();
@@ -181,16 +174,16 @@ impl RedisBackend {
     ) -> Result<Vec<Claimed>, QueueError> {
         validate::claim(queues, max, lease_ms, wait_ms)?;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-        let watches: Vec<_> = queues.iter().map(|queue| self.watch.of(queue)).collect();
+        let watched: Vec<_> = queues.iter().map(|&queue| (queue, self.watch.of(queue))).collect();
         loop {
             if self.closed.load(Ordering::SeqCst) {
                 return Ok(Vec::new());
             }
-            let mut woken: Vec<_> = watches.iter().map(|watch| Box::pin(watch.notify.notified())).collect();
+            let mut woken: Vec<_> = watched.iter().map(|(_, watch)| Box::pin(watch.notify.notified())).collect();
             for notified in &mut woken {
                 notified.as_mut().enable();
             }
-            let (claimed, pause_ends) = self.try_claim(queues, max, lease_ms).await?;
+            let (claimed, pause_ends) = self.try_claim(&watched, max, lease_ms).await?;
             let now = tokio::time::Instant::now();
             if !claimed.is_empty() || now >= deadline {
                 return Ok(claimed);

@@ -11,7 +11,25 @@ use super::{storage, RedisBackend};
 use crate::error::QueueError;
 use crate::lateness::{with_lateness, Lateness};
 use crate::limits::PRIORITY_DEFAULT;
+use crate::model::{paused_at, Pause};
 use crate::stats::QueueStats;
+
+/// A queue's pause as the registry and the shards keep it (and the claim
+/// script reads it): empty when running, `0` until resumed, else the Unix ms
+/// it ends at.
+pub(super) fn stored_pause(pause: Pause) -> String {
+    match pause {
+        Pause::Resume => String::new(),
+        Pause::Indefinitely => "0".into(),
+        Pause::Until(ms) => ms.max(1).to_string(),
+    }
+}
+
+/// A stored pause: paused, and until when.
+fn read_pause(stored: &str) -> (bool, Option<u64>) {
+    let until = stored.parse::<u64>().ok().filter(|&ms| ms != 0);
+    (!stored.is_empty(), until)
+}
 
 impl RedisBackend {
     /// Counts of `names`, summed over the shards.
@@ -19,9 +37,8 @@ impl RedisBackend {
         let mut stats: Vec<QueueStats> = names
             .iter()
             .map(|(name, pause)| {
-                let now_ms = self.redis_ms();
-                let until = pause.parse::<u64>().ok().filter(|&ms| ms != 0);
-                let paused = !pause.is_empty() && until.is_none_or(|until| now_ms < until);
+                let (paused, until) = read_pause(pause);
+                let paused = paused_at(paused, until, self.redis_ms());
                 QueueStats {
                     name: name.clone(),
                     paused,
@@ -31,27 +48,34 @@ impl RedisBackend {
             })
             .collect();
         const QUEUES_PER_SCRIPT: usize = 100;
-        for shard in (0..self.shards).filter(|_| !names.is_empty()) {
-            for (chunk, names) in names.chunks(QUEUES_PER_SCRIPT).enumerate() {
-                let mut invocation = SCRIPTS.counts.prepare_invoke();
-                for (name, _) in names {
-                    for key in self.keys.queue_keys(shard, name) {
-                        invocation.key(key);
-                    }
+        // Every shard's count scripts at once.
+        let chunks = names.chunks(QUEUES_PER_SCRIPT).enumerate();
+        let scripts: Vec<_> =
+            (0..self.shards).flat_map(|shard| chunks.clone().map(move |chunk| (shard, chunk))).collect();
+        let replies = futures_util::future::join_all(scripts.iter().map(|&(shard, (_, names))| {
+            let mut invocation = SCRIPTS.counts.prepare_invoke();
+            for (name, _) in names {
+                for key in self.keys.queue_keys(shard, name) {
+                    invocation.key(key);
                 }
-                invocation.arg(PRIORITY_DEFAULT);
-                let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
-                for stats in &mut stats[chunk * QUEUES_PER_SCRIPT..][..names.len()] {
-                    stats.scheduled += reply.u64()? as usize;
-                    stats.due += reply.u64()? as usize;
-                    stats.urgent += reply.u64()? as usize;
-                    stats.leased += reply.u64()? as usize;
-                    stats.dead += reply.u64()? as usize;
-                    let oldest = reply.int()?;
-                    if oldest >= 0 {
-                        let oldest = oldest as u64;
-                        stats.oldest_due_ms = Some(stats.oldest_due_ms.map_or(oldest, |o| o.min(oldest)));
-                    }
+            }
+            invocation.arg(PRIORITY_DEFAULT);
+            let mut conn = self.conn();
+            async move { invocation.invoke_async::<redis::Value>(&mut conn).await.map_err(storage) }
+        }))
+        .await;
+        for ((_, (chunk, names)), reply) in scripts.iter().zip(replies) {
+            let mut reply = Reply::new(reply?)?;
+            for stats in &mut stats[chunk * QUEUES_PER_SCRIPT..][..names.len()] {
+                stats.scheduled += reply.u64()? as usize;
+                stats.due += reply.u64()? as usize;
+                stats.urgent += reply.u64()? as usize;
+                stats.leased += reply.u64()? as usize;
+                stats.dead += reply.u64()? as usize;
+                let oldest = reply.int()?;
+                if oldest >= 0 {
+                    let oldest = oldest as u64;
+                    stats.oldest_due_ms = Some(stats.oldest_due_ms.map_or(oldest, |o| o.min(oldest)));
                 }
             }
         }

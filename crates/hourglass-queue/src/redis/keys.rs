@@ -81,8 +81,9 @@ pub(crate) fn ready_member(priority: u32, ms: u64, seq: u64) -> String {
     format!("{}:{}", hex(u64::from(priority), 8), at_member(ms, seq))
 }
 
-/// A member of a queue's dead set.
-pub(crate) fn dead_member(seq: u64) -> String {
+/// A task's field in its shard's hashes of records and payloads, and its
+/// member of a queue's dead set.
+pub(crate) fn field(seq: u64) -> String {
     hex(seq, 12)
 }
 

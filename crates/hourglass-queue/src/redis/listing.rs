@@ -36,7 +36,7 @@ impl RedisBackend {
             let seq = keys::seq_at_or_before(after.id, shard);
             let prefix = |member: String| member[..member.len() - 12].to_owned();
             match (status, seq) {
-                (Status::Dead, Some(seq)) => format!("({}", keys::dead_member(seq)),
+                (Status::Dead, Some(seq)) => format!("({}", keys::field(seq)),
                 (Status::Dead, None) => "-".into(),
                 (Status::Due, Some(seq)) => format!("({}", keys::ready_member(after.priority, after.run_at_ms, seq)),
                 (Status::Due, None) => format!("({}", prefix(keys::ready_member(after.priority, after.run_at_ms, 0))),

@@ -44,9 +44,9 @@ mod watch;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use hourglass::{SystemWallClock, WallClock};
 use parking_lot::Mutex;
 use redis::{AsyncCommands, RedisError};
 
@@ -189,14 +189,6 @@ fn storage(error: RedisError) -> QueueError {
     }
 }
 
-fn local_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
-fn local_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
-}
-
 /// Redis's clock minus this node's. A reply's time was read on Redis before
 /// this node reads its own, and both are whole milliseconds, so each sample
 /// is at most the true offset; the estimate is the largest sample of the
@@ -305,7 +297,7 @@ impl RedisBackend {
 
     /// The shards this node holds now.
     pub fn held_shards(&self) -> Vec<u16> {
-        self.owned.held()
+        self.owned.holders().into_iter().map(|(shard, _)| shard).collect()
     }
 
     /// What this node's timers moved since it started, by timer or by sweep.
@@ -353,7 +345,7 @@ impl RedisBackend {
 
     /// Notes Redis's time, read in a reply.
     fn saw_time(&self, redis_ms: u64) {
-        self.offset.lock().saw(redis_ms as i64 - local_ms() as i64);
+        self.offset.lock().saw(redis_ms as i64 - SystemWallClock.now_ms() as i64);
     }
 
     /// Redis's clock minus this node's, in ms, as estimated.
@@ -363,7 +355,7 @@ impl RedisBackend {
 
     /// Redis's time now, as this node estimates it.
     fn redis_ms(&self) -> u64 {
-        (local_ms() as i64 + self.offset_ms()).max(0) as u64
+        (SystemWallClock.now_ms() as i64 + self.offset_ms()).max(0) as u64
     }
 
     fn check_open(&self) -> Result<(), QueueError> {
@@ -501,12 +493,12 @@ impl Backend for RedisBackend {
             RunAt::Delay(ms) => ("d", ms),
             RunAt::At(_) => ("a", at_ms),
         };
-        Self::info(self.task(id, "reschedule", &[kind.into(), ms.to_string()]).await?)
+        Ok(Self::info(self.task(id, "reschedule", &[kind.into(), ms.to_string()]).await?))
     }
 
     async fn retry(&self, id: u64) -> Result<TaskInfo, QueueError> {
         self.check_open()?;
-        Self::info(self.task(id, "retry", &[]).await?)
+        Ok(Self::info(self.task(id, "retry", &[]).await?))
     }
 
     async fn claim(&self, queue: &str, max: usize, lease_ms: u64, wait_ms: u64) -> Result<Vec<Claimed>, QueueError> {
@@ -520,8 +512,7 @@ impl Backend for RedisBackend {
     async fn take(&self, id: u64, lease_ms: u64) -> Result<Claimed, QueueError> {
         self.check_open()?;
         validate::lease(lease_ms)?;
-        let done = self.task(id, "take", &[lease_ms.to_string()]).await?;
-        let info = Self::info(done)?;
+        let info = Self::info(self.task(id, "take", &[lease_ms.to_string()]).await?);
         let crate::model::TaskState::Leased { lease, until_ms } = info.task.state else {
             return Err(QueueError::Storage("redis: a task taken but not leased".into()));
         };
@@ -541,12 +532,9 @@ impl Backend for RedisBackend {
     async fn ack(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
         self.check_open()?;
         let (shard, _) = self.split(id)?;
-        let token = record::token(lease, shard).map_or_else(|| "-1".into(), |t| t.to_string());
-        let done = self.task(id, "ack", &[token]).await?;
+        let done = self.task(id, "ack", &[record::token(lease, shard)]).await?;
         self.totals.lock().acked += 1;
-        if let Some(record) = &done.record {
-            self.count(&record.task.queue, |c| c.acked += 1);
-        }
+        self.count(&done.record.task.queue, |c| c.acked += 1);
         self.queue_of.lock().remove(&id);
         Ok(())
     }
@@ -562,16 +550,15 @@ impl Backend for RedisBackend {
         validate::delay(nack.delay_ms)?;
         validate::reason(nack.reason.as_deref())?;
         let (shard, _) = self.split(id)?;
-        let token = record::token(lease, shard).map_or_else(|| "-1".into(), |t| t.to_string());
         let optional = |value: Option<u64>| value.map(|v| v.to_string()).unwrap_or_default();
         let args = [
-            token,
+            record::token(lease, shard),
             optional(nack.delay_ms),
             nack.reason.as_deref().unwrap_or("").to_owned(),
             optional(nack.priority.map(u64::from)),
             if nack.dead { "1" } else { "0" }.to_owned(),
         ];
-        let info = Self::info(self.task(id, "nack", &args).await?)?;
+        let info = Self::info(self.task(id, "nack", &args).await?);
         let mut totals = self.totals.lock();
         totals.nacked += 1;
         if info.status == Status::Dead {
@@ -584,8 +571,7 @@ impl Backend for RedisBackend {
         self.check_open()?;
         validate::lease(lease_ms)?;
         let (shard, _) = self.split(id)?;
-        let token = record::token(lease, shard).map_or_else(|| "-1".into(), |t| t.to_string());
-        let info = Self::info(self.task(id, "extend", &[token, lease_ms.to_string()]).await?)?;
+        let info = Self::info(self.task(id, "extend", &[record::token(lease, shard), lease_ms.to_string()]).await?);
         match info.task.state {
             crate::model::TaskState::Leased { until_ms, .. } => Ok(until_ms),
             _ => Err(QueueError::Storage("redis: a task extended but not leased".into())),
@@ -627,11 +613,7 @@ impl Backend for RedisBackend {
     async fn pause_queue(&self, queue: &str, pause: Pause) -> Result<QueueStats, QueueError> {
         self.check_open()?;
         validate::queue_name(queue)?;
-        let value = match pause {
-            Pause::Resume => String::new(),
-            Pause::Indefinitely => "0".into(),
-            Pause::Until(ms) => ms.max(1).to_string(),
-        };
+        let value = counts::stored_pause(pause);
         self.register(queue, Some(&value)).await?;
         let writes = (0..self.shards).map(|shard| {
             let mut conn = self.conn();
@@ -650,8 +632,7 @@ impl Backend for RedisBackend {
         }
         let _: () = self.conn().publish(&self.channel, format!("p {queue}")).await.map_err(storage)?;
         self.watch.wake(queue);
-        let pause = if value.is_empty() { String::new() } else { value };
-        Ok(self.counts(&[(queue.into(), pause)]).await?.remove(0))
+        Ok(self.counts(&[(queue.into(), value)]).await?.remove(0))
     }
 
     async fn delete_dead(&self, queue: &str, max: usize) -> Result<Vec<u64>, QueueError> {

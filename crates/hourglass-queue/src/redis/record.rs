@@ -77,7 +77,10 @@ pub(crate) fn lease(shard: u16, token: u64) -> Lease {
     Lease(keys::id(shard, token))
 }
 
-/// The shard's lease counter in `lease`, if it is of `shard`.
-pub(crate) fn token(lease: Lease, shard: u16) -> Option<u64> {
-    keys::split(lease.0, keys::SHARDS_MAX).filter(|&(of, _)| of == shard).map(|(_, token)| token)
+/// The shard's lease counter in `lease`, as a script takes it: `-1`, which
+/// no lease holds, if `lease` is not of `shard`.
+pub(crate) fn token(lease: Lease, shard: u16) -> String {
+    keys::split(lease.0, keys::SHARDS_MAX)
+        .filter(|&(of, _)| of == shard)
+        .map_or_else(|| "-1".to_owned(), |(_, token)| token.to_string())
 }

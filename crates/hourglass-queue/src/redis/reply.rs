@@ -39,6 +39,13 @@ impl Reply {
         }
     }
 
+    /// A task's payload: text, as every backend keeps it.
+    pub(crate) fn payload(&mut self) -> Result<Box<str>, QueueError> {
+        String::from_utf8(self.bytes()?)
+            .map(Into::into)
+            .map_err(|_| QueueError::Storage("redis: a payload not UTF-8".into()))
+    }
+
     pub(crate) fn text(&mut self) -> Result<String, QueueError> {
         String::from_utf8(self.bytes()?).map_err(|_| QueueError::Storage("redis: a string not UTF-8".into()))
     }

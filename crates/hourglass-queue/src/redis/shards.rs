@@ -60,12 +60,6 @@ impl Wake {
 pub(crate) struct Owned(Mutex<HashMap<u16, Held>>);
 
 impl Owned {
-    pub(crate) fn held(&self) -> Vec<u16> {
-        let mut held: Vec<u16> = self.0.lock().keys().copied().collect();
-        held.sort_unstable();
-        held
-    }
-
     pub(crate) fn holders(&self) -> Vec<(u16, String)> {
         let mut held: Vec<(u16, String)> = self.0.lock().iter().map(|(&s, h)| (s, h.holder.clone())).collect();
         held.sort();
@@ -280,9 +274,7 @@ impl RedisBackend {
     /// Leaves the membership and lets go of every shard, so that the others
     /// take them at their next renewal rather than after the leases run out.
     pub(super) async fn leave(&self) {
-        let held: Vec<(u16, String)> =
-            self.owned.0.lock().iter().map(|(&shard, held)| (shard, held.holder.clone())).collect();
-        for (shard, holder) in held {
+        for (shard, holder) in self.owned.holders() {
             self.let_go(shard, &holder);
             let _ = self.shard_lease(shard, "release", &holder).await;
         }

@@ -3,20 +3,20 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use redis::Value;
+use redis::{AsyncCommands, Value};
 
 use super::record::{self, Record};
 use super::reply::Reply;
 use super::scripts::SCRIPTS;
 use super::{keys, storage, RedisBackend};
-use crate::backend::Backend;
 use crate::error::QueueError;
 use crate::model::{Enqueued, Lease, RunAt, TaskInfo};
 use crate::validate;
 
-/// What the task script answered.
+/// What the task script answered: the task as it now is, with its payload
+/// (empty once the task is gone).
 pub(crate) struct TaskDone {
-    pub(crate) record: Option<Record>,
+    pub(crate) record: Record,
     pub(crate) payload: Box<str>,
 }
 
@@ -48,11 +48,8 @@ impl RedisBackend {
             self.saw_time(now_ms);
             match code.as_str() {
                 "ok" => {
-                    let raw = reply.bytes()?;
-                    let payload = String::from_utf8(reply.bytes()?)
-                        .map_err(|_| QueueError::Storage("redis: a payload not UTF-8".into()))?;
-                    let record = record::decode(shard, seq, &raw, now_ms)?;
-                    return Ok(TaskDone { record: Some(record), payload: payload.into() });
+                    let record = record::decode(shard, seq, &reply.bytes()?, now_ms)?;
+                    return Ok(TaskDone { record, payload: reply.payload()? });
                 }
                 "queue" => queue = reply.text()?.into(),
                 "not_found" => return Err(QueueError::NotFound(id)),
@@ -70,9 +67,8 @@ impl RedisBackend {
         Err(QueueError::Storage(format!("redis: task {id} changed queue")))
     }
 
-    pub(crate) fn info(done: TaskDone) -> Result<TaskInfo, QueueError> {
-        let record = done.record.ok_or_else(|| QueueError::Storage("redis: no record".into()))?;
-        Ok(TaskInfo { task: record.task, payload: done.payload, status: record.status })
+    pub(crate) fn info(done: TaskDone) -> TaskInfo {
+        TaskInfo { task: done.record.task, payload: done.payload, status: done.record.status }
     }
 
     /// Reads tasks `seqs` of `shard`.
@@ -91,11 +87,8 @@ impl RedisBackend {
         let mut tasks = Vec::new();
         while !reply.is_empty() {
             let seq = reply.u64()?;
-            let raw = reply.bytes()?;
-            let payload = String::from_utf8(reply.bytes()?)
-                .map_err(|_| QueueError::Storage("redis: a payload not UTF-8".into()))?;
-            let record = record::decode(shard, seq, &raw, now_ms)?;
-            tasks.push(TaskInfo { task: record.task, payload: payload.into(), status: record.status });
+            let record = record::decode(shard, seq, &reply.bytes()?, now_ms)?;
+            tasks.push(TaskInfo { task: record.task, payload: reply.payload()?, status: record.status });
         }
         Ok(tasks)
     }
@@ -156,20 +149,38 @@ impl RedisBackend {
     }
 
     /// Acks, grouped by shard and queue: one script each group, all at once.
-    /// An ack whose task's queue this node does not know (or knew wrongly)
-    /// is made on its own.
+    /// The queues of tasks claimed through another node (this one does not
+    /// remember them) are read first, one read a shard.
     pub(crate) async fn acks(&self, acks: &[(u64, Lease)]) -> Result<Vec<Result<(), QueueError>>, QueueError> {
         let mut answers: Vec<Option<Result<(), QueueError>>> = vec![None; acks.len()];
         let mut groups: HashMap<(u16, Arc<str>), Vec<AckOf>> = HashMap::new();
+        let mut unknown: HashMap<u16, Vec<(usize, u64)>> = HashMap::new();
         for (at, &(id, lease)) in acks.iter().enumerate() {
             let Ok((shard, seq)) = self.split(id) else {
                 answers[at] = Some(Err(QueueError::NotFound(id)));
                 continue;
             };
-            let token = record::token(lease, shard).map_or_else(|| "-1".into(), |t| t.to_string());
-            match self.queue_of.lock().get(&id) {
-                Some(queue) => groups.entry((shard, queue.clone())).or_default().push((at, seq, token)),
-                None => answers[at] = None,
+            match self.queue_of.lock().get(&id).cloned() {
+                Some(queue) => groups.entry((shard, queue)).or_default().push((at, seq, record::token(lease, shard))),
+                None => unknown.entry(shard).or_default().push((at, seq)),
+            }
+        }
+        let reads = unknown.iter().map(|(&shard, tasks)| {
+            let fields: Vec<String> = tasks.iter().map(|&(_, seq)| keys::field(seq)).collect();
+            let (mut conn, key) = (self.conn(), self.keys.shard(shard, "t"));
+            async move { conn.hmget::<_, _, Vec<Option<Vec<u8>>>>(key, fields).await.map_err(storage) }
+        });
+        let reads = futures_util::future::join_all(reads).await;
+        for ((&shard, tasks), records) in unknown.iter().zip(reads) {
+            for (&(at, seq), raw) in tasks.iter().zip(records?) {
+                let (id, lease) = acks[at];
+                match raw {
+                    Some(raw) => {
+                        let queue = record::decode(shard, seq, &raw, 0)?.task.queue;
+                        groups.entry((shard, queue)).or_default().push((at, seq, record::token(lease, shard)));
+                    }
+                    None => answers[at] = Some(Err(QueueError::NotFound(id))),
+                }
             }
         }
         let scripts = groups.iter().map(|((shard, queue), group)| {
@@ -187,30 +198,22 @@ impl RedisBackend {
         });
         let replies = futures_util::future::join_all(scripts).await;
         for (((_, queue), group), reply) in groups.iter().zip(replies) {
-            let codes = reply?;
-            for ((at, _, _), code) in group.iter().zip(codes) {
+            for ((at, _, _), code) in group.iter().zip(reply?) {
                 let id = acks[*at].0;
-                answers[*at] = match code.as_str() {
+                answers[*at] = Some(match code.as_str() {
                     "ok" => {
                         self.totals.lock().acked += 1;
                         self.count(queue, |c| c.acked += 1);
                         self.queue_of.lock().remove(&id);
-                        Some(Ok(()))
+                        Ok(())
                     }
-                    "not_found" => Some(Err(QueueError::NotFound(id))),
-                    "stale" => Some(Err(QueueError::StaleLease(id))),
-                    _ => None,
-                };
+                    "not_found" => Err(QueueError::NotFound(id)),
+                    "stale" => Err(QueueError::StaleLease(id)),
+                    // A task's queue never changes: its record says otherwise.
+                    other => Err(QueueError::Storage(format!("redis: task {id} answered {other} to its ack"))),
+                });
             }
         }
-        // The rest on their own (their queue unknown here, or not the one remembered).
-        let mut done = Vec::with_capacity(acks.len());
-        for (at, answer) in answers.into_iter().enumerate() {
-            done.push(match answer {
-                Some(answer) => answer,
-                None => self.ack(acks[at].0, acks[at].1).await,
-            });
-        }
-        Ok(done)
+        Ok(answers.into_iter().map(|answer| answer.expect("every ack is answered")).collect())
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hourglass_queue::redis::{RedisBackend, RedisOptions};
-use hourglass_queue::{Backend, Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
+use hourglass_queue::{Backend, Engine, NewTask, Options, QueueError, RedbStore, RunAt, SystemWallClock};
 use servers::{Cluster, Server};
 
 async fn node(url: &str, shard_lease_ms: u64) -> Arc<RedisBackend> {
@@ -156,5 +156,26 @@ async fn a_node_shut_down_hands_its_shards_over_at_once() {
     a.shutdown().await;
     let took = until("b takes them all", Duration::from_secs(25), || b.held_shards().len() == 16).await;
     println!("a node that shut down had its shards taken over in {took:?} (leases of 40 s)");
+    b.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_through_another_node_than_the_claim() {
+    let Some(server) = Server::start() else { return };
+    let a = sole_node(&server.url()).await;
+    let b = node(&server.url(), 2_000).await;
+    let batch: Vec<NewTask> = (0..3).map(|_| NewTask::new("{}", RunAt::Delay(0))).collect();
+    a.enqueue_batch("acked-elsewhere", batch).await.unwrap();
+    let claimed = a.claim("acked-elsewhere", 3, 30_000, 20_000).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    // b never saw these tasks: it learns their queue from their records.
+    let stale = (claimed[1].id, claimed[0].lease);
+    let acks =
+        [(claimed[0].id, claimed[0].lease), stale, (claimed[2].id, claimed[2].lease), (u64::MAX, claimed[0].lease)];
+    let answers = b.ack_batch(&acks).await.unwrap();
+    assert_eq!(answers, [Ok(()), Err(QueueError::StaleLease(stale.0)), Ok(()), Err(QueueError::NotFound(u64::MAX))]);
+    assert_eq!(a.get(claimed[0].id).await, Err(QueueError::NotFound(claimed[0].id)));
+    assert_eq!(a.queue("acked-elsewhere").await.unwrap().leased, 1);
+    a.close();
     b.close();
 }
