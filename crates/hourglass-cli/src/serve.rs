@@ -8,8 +8,10 @@ use std::time::Instant;
 use anyhow::Context;
 use bytesize::ByteSize;
 use clap::{Args, ValueEnum};
-use hourglass_queue::redis::{RedisBackend, RedisOptions, Target};
-use hourglass_queue::{Backend, Engine, Fsync, Limits, Options, RedbStore, SystemWallClock};
+use hourglass_embedded::{Engine, Fsync, Options, RedbStore};
+use hourglass_queue::prelude::*;
+use hourglass_queue::{Limits, SystemWallClock};
+use hourglass_redis::{RedisBackend, RedisOptions, Target};
 use hourglass_server::beanstalk::{self, Front, Listen};
 use hourglass_server::AppState;
 
@@ -40,11 +42,11 @@ pub struct ServeArgs {
     store: Option<Target>,
     /// With --store: shards to spread the tasks over, if the store has none
     /// yet (a store keeps its count; every node must name the same).
-    #[arg(long, default_value_t = hourglass_queue::redis::SHARDS_DEFAULT)]
+    #[arg(long, default_value_t = hourglass_redis::SHARDS_DEFAULT)]
     shards: u16,
     /// With --store: a node's lease on its shards; a node that dies has its
     /// shards taken over by the others within it.
-    #[arg(long, value_name = "MS", default_value_t = hourglass_queue::redis::SHARD_LEASE_MS_DEFAULT)]
+    #[arg(long, value_name = "MS", default_value_t = hourglass_redis::SHARD_LEASE_MS_DEFAULT)]
     shard_lease_ms: u64,
     /// With --store: every key starts with it, so that services can share a Redis.
     #[arg(long, default_value = "hg")]

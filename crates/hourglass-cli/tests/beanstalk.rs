@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::crash::{free_port, serve_printing};
-use crate::servers::required;
+use hourglass_test_support::required;
 
 /// `hourglass serve --beanstalk 127.0.0.1:0` on `data`; returns it and the
 /// beanstalk port it printed.

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use crate::crash::{serve_printing, wait_ready};
-use crate::servers::Server;
+use hourglass_test_support::redis::Server;
 
 const NODES: usize = 3;
 /// Short, so that rounds are short: a stopped or killed node's shards move

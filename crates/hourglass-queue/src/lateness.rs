@@ -9,18 +9,18 @@ use parking_lot::Mutex;
 use crate::stats::{LatenessMs, QueueStats, LATENESS_BUCKETS_US};
 
 /// Longest lateness the per-queue histograms record exactly: a day.
-pub(crate) const LATENESS_US_MAX: u64 = 86_400_000_000;
+pub const LATENESS_US_MAX: u64 = 86_400_000_000;
 
 /// A queue's lateness histogram, allocated on its first claim. Behind a lock
 /// of its own: working out its percentiles and buckets walks thousands of
 /// counters, which must not hold the engine's lock (with 1,000 queues, ten
 /// overviews a second doubled lateness p99 at 10 k tasks/s when it did).
 #[derive(Clone, Default)]
-pub(crate) struct Lateness(Arc<Mutex<Option<Box<Histogram<u32>>>>>);
+pub struct Lateness(Arc<Mutex<Option<Box<Histogram<u32>>>>>);
 
 impl Lateness {
     /// Records one delivery's lateness.
-    pub(crate) fn record(&self, lateness_us: u64) {
+    pub fn record(&self, lateness_us: u64) {
         self.0
             .lock()
             .get_or_insert_with(|| {
@@ -30,7 +30,7 @@ impl Lateness {
     }
 
     /// Percentiles and buckets of the deliveries so far.
-    pub(crate) fn read(&self) -> LatenessMs {
+    pub fn read(&self) -> LatenessMs {
         let histogram = self.0.lock();
         let Some(h) = histogram.as_ref().filter(|h| !h.is_empty()) else { return LatenessMs::default() };
         let ms = |us: u64| us as f64 / 1_000.0;
@@ -46,7 +46,7 @@ impl Lateness {
 }
 
 /// Fills in each queue's lateness, after the engine's lock.
-pub(crate) fn with_lateness(read: Vec<(QueueStats, Lateness)>) -> Vec<QueueStats> {
+pub fn with_lateness(read: Vec<(QueueStats, Lateness)>) -> Vec<QueueStats> {
     read.into_iter()
         .map(|(mut stats, lateness)| {
             stats.lateness = lateness.read();

@@ -1,51 +1,55 @@
-//! The durable delay queue behind `hourglass serve`: tasks that survive
-//! crashes, delivered at least once under leases, fired on time by an
-//! in-memory [`hourglass::Wheel`] instead of polling a database.
+//! The contract of hourglass's durable queue: tasks and their states, the
+//! backend traits every store implements, the checks on what clients send,
+//! the limits, the errors, and a conformance kit (feature `kit`) that every
+//! backend's tests run.
+//!
+//! The backends live in crates of their own: `hourglass-embedded` (one node,
+//! its tasks on its own disk) and `hourglass-redis` (any number of nodes on
+//! one Redis or a Redis Cluster). The HTTP server and the CLI know only this
+//! crate's [`Backend`].
 //!
 //! Schedules (a cron expression in a time zone, or a period) enqueue an
 //! ordinary task at each occurrence, exactly once across restarts, with
 //! stated misfire and overlap policies: see [`Schedule`].
 //!
-//! The server and the CLI speak to a [`Backend`]: the queue's operations,
-//! with the contract every backend keeps. [`Engine`] is the embedded one, on
-//! this node's disk through a [`Store`].
-//!
 //! ```no_run
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::sync::Arc;
-//! use hourglass_queue::{Backend, Engine, NewTask, Options, RedbStore, RunAt, SystemWallClock};
+//! # async fn demo(backend: &dyn hourglass_queue::Backend) -> Result<(), hourglass_queue::QueueError> {
+//! use hourglass_queue::{NewTask, RunAt};
 //!
-//! let store = RedbStore::open("./hourglass-data".as_ref())?;
-//! let engine = Engine::open(Box::new(store), Options::default(), Arc::new(SystemWallClock))?;
-//! let _timers = engine.start_timers()?;
-//! engine.enqueue("orders", NewTask::new(r#"{"order":42}"#, RunAt::Delay(30 * 60 * 1000))).await?;
-//! for task in engine.claim("orders", 10, 30_000, 1_000).await? {
-//!     engine.ack(task.id, task.lease).await?;
+//! backend.enqueue("orders", NewTask::new(r#"{"order":42}"#, RunAt::Delay(30 * 60 * 1000))).await?;
+//! for task in backend.claim("orders", 10, 30_000, 1_000).await? {
+//!     backend.ack(task.id, task.lease).await?;
 //! }
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
 
 mod backend;
-mod engine;
 mod error;
-mod lateness;
+#[cfg(feature = "kit")]
+pub mod kit;
+pub mod lateness;
 pub mod limits;
+pub mod long_poll;
 mod model;
-#[cfg(feature = "redis")]
-pub mod redis;
-mod retry;
+pub mod retry;
 mod schedule;
 mod stats;
-mod store;
-mod validate;
+pub mod validate;
 
-pub use backend::{Backend, Cursor, ListRequest, Page, SchedulePage};
-pub use engine::{Engine, Options};
-pub use error::{QueueError, StoreError};
+pub use backend::{Backend, Claim, Cursor, ListRequest, Page, QueueAdmin, SchedulePage, Schedules, Stats, Tasks};
+pub use error::QueueError;
 pub use hourglass::{ManualWallClock, SystemWallClock, WallClock};
 pub use limits::Limits;
-pub use model::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, Task, TaskInfo, TaskState};
-pub use schedule::{occurrence_key, Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo, UPCOMING};
+pub use model::{paused_at, Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, Task, TaskInfo, TaskState};
+pub use schedule::{
+    check as check_schedule, occurrence_key, Due, Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo,
+    Timetable, UPCOMING,
+};
 pub use stats::{LatenessMs, QueueStats, StorageStats, Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};
-pub use store::{Fsync, Loaded, Mutation, PausedQueue, RedbStore, Snapshot, Store};
+
+/// The backend traits, for code that calls a backend's methods: `use
+/// hourglass_queue::prelude::*;`.
+pub mod prelude {
+    pub use crate::{Backend, QueueAdmin, Schedules, Stats, Tasks};
+}

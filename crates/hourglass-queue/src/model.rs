@@ -87,6 +87,25 @@ pub enum Status {
 impl Status {
     /// Every status, in the order of a task's life.
     pub const ALL: [Status; 4] = [Status::Scheduled, Status::Due, Status::Leased, Status::Dead];
+
+    /// The status at `now_ms` of a scheduled task due at `run_at_ms`: the one
+    /// place "due" is told from "scheduled" (due from its due time on).
+    pub fn of_scheduled(run_at_ms: u64, now_ms: u64) -> Status {
+        if run_at_ms <= now_ms {
+            Status::Due
+        } else {
+            Status::Scheduled
+        }
+    }
+
+    /// The status of `task` at `now_ms`.
+    pub fn of(task: &Task, now_ms: u64) -> Status {
+        match task.state {
+            TaskState::Scheduled => Status::of_scheduled(task.run_at_ms, now_ms),
+            TaskState::Leased { .. } => Status::Leased,
+            TaskState::Dead => Status::Dead,
+        }
+    }
 }
 
 /// The token of one delivery. A backend makes a new one for every claim, so
@@ -179,7 +198,7 @@ pub struct Claimed {
     pub run_at_ms: u64,
 }
 
-/// What [`Backend::pause_queue`](crate::Backend::pause_queue) asks of a queue.
+/// What [`QueueAdmin::pause_queue`](crate::QueueAdmin::pause_queue) asks of a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pause {
     /// Claims hand out its tasks again.
@@ -193,11 +212,11 @@ pub enum Pause {
 
 /// Whether a queue `paused` (until `until_ms`, if its pause ends by itself)
 /// hands out nothing at `now_ms`: the one place every backend reads a pause.
-pub(crate) fn paused_at(paused: bool, until_ms: Option<u64>, now_ms: u64) -> bool {
+pub fn paused_at(paused: bool, until_ms: Option<u64>, now_ms: u64) -> bool {
     paused && until_ms.is_none_or(|until_ms| now_ms < until_ms)
 }
 
-/// How a consumer gives a delivery back ([`Backend::nack`](crate::Backend::nack)).
+/// How a consumer gives a delivery back ([`Tasks::nack`](crate::Tasks::nack)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Nack {
     /// Due again after this long; without it, after a backoff that doubles

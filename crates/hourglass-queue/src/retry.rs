@@ -5,14 +5,14 @@ use hourglass::{next_occurrence, MissedRuns};
 use crate::limits::{BACKOFF_BASE_MS, BACKOFF_MAX_MS};
 
 /// Retry delay after failed attempt `attempt` (from 1): doubles, capped.
-pub(crate) fn backoff_ms(attempt: u32) -> u64 {
+pub fn backoff_ms(attempt: u32) -> u64 {
     let doublings = attempt.saturating_sub(1).min(32);
     BACKOFF_BASE_MS.saturating_mul(1 << doublings).min(BACKOFF_MAX_MS)
 }
 
 /// The first occurrence of a fixed-rate task after `now_ms`: missed ones are
 /// skipped, the grid is kept.
-pub(crate) fn next_run_ms(run_at_ms: u64, every_ms: u64, now_ms: u64) -> u64 {
+pub fn next_run_ms(run_at_ms: u64, every_ms: u64, now_ms: u64) -> u64 {
     next_occurrence(run_at_ms, now_ms, every_ms, MissedRuns::Skip).0
 }
 

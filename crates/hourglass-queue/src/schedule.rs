@@ -14,7 +14,8 @@
 use hourglass::Cron;
 
 use crate::error::QueueError;
-use crate::limits::{MISFIRE_GRACE_MS, MISFIRE_RUNS_MAX};
+use crate::limits::{DELAY_MS_MAX, MISFIRE_GRACE_MS, MISFIRE_RUNS_MAX};
+use crate::validate;
 
 /// When a schedule's occurrences fall.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,20 +133,27 @@ pub fn occurrence_key(name: &str, occurrence_ms: u64) -> String {
 
 /// What a schedule whose occurrence has come does: see [`Timetable::due`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Due {
+pub struct Due {
     /// The occurrences to enqueue, oldest first.
-    pub(crate) runs: Vec<u64>,
+    pub runs: Vec<u64>,
     /// The occurrences skipped.
-    pub(crate) skipped: u64,
+    pub skipped: u64,
     /// The next occurrence after now.
-    pub(crate) next_ms: Option<u64>,
+    pub next_ms: Option<u64>,
 }
 
 /// A [`Rule`], read: where its occurrences fall.
 #[derive(Debug, Clone)]
-pub(crate) enum Timetable {
+pub enum Timetable {
+    /// A cron expression in its time zone.
     Cron(Box<Cron>),
-    Every { every_ms: u64, since_ms: u64 },
+    /// A fixed period.
+    Every {
+        /// The period.
+        every_ms: u64,
+        /// Where the grid of occurrences starts (Unix ms).
+        since_ms: u64,
+    },
 }
 
 impl Timetable {
@@ -154,20 +162,20 @@ impl Timetable {
     /// # Errors
     /// [`QueueError::Invalid`] for an expression or time zone that does not
     /// read, or a period out of range.
-    pub(crate) fn of(rule: &Rule, since_ms: u64) -> Result<Timetable, QueueError> {
+    pub fn of(rule: &Rule, since_ms: u64) -> Result<Timetable, QueueError> {
         match rule {
             Rule::Cron { expression, time_zone } => Cron::new(expression, time_zone)
                 .map(|cron| Timetable::Cron(Box::new(cron)))
                 .map_err(|error| QueueError::Invalid(error.to_string())),
             &Rule::Every { every_ms } => {
-                crate::validate::range("every_ms", every_ms, crate::limits::EVERY_MS_MIN, crate::limits::DELAY_MS_MAX)?;
+                validate::range("every_ms", every_ms, crate::limits::EVERY_MS_MIN, crate::limits::DELAY_MS_MAX)?;
                 Ok(Timetable::Every { every_ms, since_ms })
             }
         }
     }
 
     /// The first occurrence strictly after `after_ms`.
-    pub(crate) fn next_after(&self, after_ms: u64) -> Option<u64> {
+    pub fn next_after(&self, after_ms: u64) -> Option<u64> {
         match self {
             Timetable::Cron(cron) => cron.next_after_ms(after_ms),
             &Timetable::Every { every_ms, since_ms } => {
@@ -178,7 +186,7 @@ impl Timetable {
     }
 
     /// The last occurrence at or before `at_ms`, if any.
-    pub(crate) fn latest_at_or_before(&self, at_ms: u64) -> Option<u64> {
+    pub fn latest_at_or_before(&self, at_ms: u64) -> Option<u64> {
         match self {
             Timetable::Cron(cron) => cron.latest_at_or_before_ms(at_ms),
             &Timetable::Every { every_ms, since_ms } => {
@@ -189,7 +197,7 @@ impl Timetable {
     }
 
     /// Up to [`UPCOMING`] occurrences from `first_ms` (itself included).
-    pub(crate) fn upcoming(&self, first_ms: Option<u64>) -> Vec<u64> {
+    pub fn upcoming(&self, first_ms: Option<u64>) -> Vec<u64> {
         std::iter::successors(first_ms, |&at| self.next_after(at)).take(UPCOMING).collect()
     }
 
@@ -197,7 +205,7 @@ impl Timetable {
     /// has come): those `misfire` says to enqueue, oldest first, how many it
     /// skips, and the next occurrence after now. Occurrences more than
     /// [`MISFIRE_GRACE_MS`] late are missed; the others are on time.
-    pub(crate) fn due(&self, first_ms: u64, now_ms: u64, misfire: Misfire) -> Due {
+    pub fn due(&self, first_ms: u64, now_ms: u64, misfire: Misfire) -> Due {
         let after_first = self.next_after(first_ms);
         if after_first.is_none_or(|after| after > now_ms) {
             // Only the first has come: nearly always, and one reading of the rule.
@@ -246,6 +254,44 @@ impl Timetable {
             .take(MISFIRE_COUNT_MAX)
             .count() as u64
     }
+}
+
+/// A schedule to put as `name` at `now_ms`: checked, read, and with its first
+/// occurrence.
+pub fn check(
+    name: &str,
+    new: NewSchedule,
+    payload_bytes_max: usize,
+    now_ms: u64,
+) -> Result<(Schedule, Timetable), QueueError> {
+    validate::schedule_name(name)?;
+    validate::queue_name(&new.queue)?;
+    if new.payload.len() > payload_bytes_max {
+        return Err(QueueError::PayloadTooLarge { bytes: new.payload.len(), max: payload_bytes_max });
+    }
+    let max_attempts = validate::max_attempts(new.max_attempts)?;
+    let expires_after_ms =
+        new.expires_after_ms.map(|ms| validate::checked_range("expires_after_ms", ms, 1, DELAY_MS_MAX)).transpose()?;
+    let timetable = Timetable::of(&new.rule, now_ms)?;
+    let next_ms = timetable.next_after(now_ms);
+    if next_ms.is_none() {
+        return Err(QueueError::Invalid("the schedule never fires: its rule has no occurrence after now".into()));
+    }
+    let schedule = Schedule {
+        name: name.into(),
+        queue: new.queue.into(),
+        rule: new.rule,
+        payload: new.payload,
+        misfire: new.misfire,
+        overlap: new.overlap,
+        max_attempts,
+        expires_after_ms,
+        since_ms: now_ms,
+        next_ms,
+        last: None,
+        paused: false,
+    };
+    Ok((schedule, timetable))
 }
 
 #[cfg(test)]

@@ -4,23 +4,30 @@
 use crate::error::QueueError;
 use crate::limits::*;
 use crate::model::{NewTask, RunAt};
-use crate::schedule::{NewSchedule, Schedule, Timetable};
 
 /// A new task that passed every check, with its due time resolved.
 #[derive(Debug)]
-pub(crate) struct Checked {
-    pub(crate) payload: Box<str>,
-    pub(crate) run_at_ms: u64,
-    pub(crate) key: Option<Box<str>>,
-    pub(crate) max_attempts: u32,
-    pub(crate) priority: u32,
-    pub(crate) lease_ms: Option<u32>,
-    pub(crate) every_ms: Option<u64>,
-    pub(crate) expires_at_ms: Option<u64>,
+pub struct Checked {
+    /// The payload, as sent.
+    pub payload: Box<str>,
+    /// When it is due, Unix ms.
+    pub run_at_ms: u64,
+    /// Its idempotency key, if any.
+    pub key: Option<Box<str>>,
+    /// Deliveries allowed ([`ATTEMPTS_UNLIMITED`] for no limit).
+    pub max_attempts: u32,
+    /// Its priority (the default if none was asked for).
+    pub priority: u32,
+    /// Its own lease, if any.
+    pub lease_ms: Option<u32>,
+    /// Its repeat period, if any.
+    pub every_ms: Option<u64>,
+    /// When it expires, Unix ms, if it does.
+    pub expires_at_ms: Option<u64>,
 }
 
 /// A nack's reason: at most [`NACK_REASON_BYTES_MAX`] bytes.
-pub(crate) fn reason(reason: Option<&str>) -> Result<(), QueueError> {
+pub fn reason(reason: Option<&str>) -> Result<(), QueueError> {
     match reason {
         Some(reason) if reason.len() > NACK_REASON_BYTES_MAX => Err(QueueError::Invalid(format!(
             "a nack's reason is at most {NACK_REASON_BYTES_MAX} bytes, not {}",
@@ -33,11 +40,13 @@ pub(crate) fn reason(reason: Option<&str>) -> Result<(), QueueError> {
 /// A queue name: 1 to [`QUEUE_NAME_BYTES_MAX`] bytes of letters, digits and
 /// `_ - . :`, and of the rest of what beanstalkd allows in a tube's name, `+ /
 /// ; $ ( )`, so that every tube is a queue.
-pub(crate) fn queue_name(queue: &str) -> Result<(), QueueError> {
+pub fn queue_name(queue: &str) -> Result<(), QueueError> {
     name("queue", queue, QUEUE_NAME_BYTES_MAX, "_-.:+/;$()")
 }
 
-pub(crate) fn schedule_name(schedule: &str) -> Result<(), QueueError> {
+/// A schedule name: 1 to [`SCHEDULE_NAME_BYTES_MAX`] bytes of letters,
+/// digits and `_ - . :`.
+pub fn schedule_name(schedule: &str) -> Result<(), QueueError> {
     name("schedule", schedule, SCHEDULE_NAME_BYTES_MAX, "_-.:")
 }
 
@@ -54,52 +63,16 @@ fn name(kind: &str, name: &str, max: usize, also: &str) -> Result<(), QueueError
     }
 }
 
-/// A schedule to put as `name` at `now_ms`: checked, read, and with its first
-/// occurrence.
-pub(crate) fn schedule(
-    name: &str,
-    new: NewSchedule,
-    payload_bytes_max: usize,
-    now_ms: u64,
-) -> Result<(Schedule, Timetable), QueueError> {
-    schedule_name(name)?;
-    queue_name(&new.queue)?;
-    if new.payload.len() > payload_bytes_max {
-        return Err(QueueError::PayloadTooLarge { bytes: new.payload.len(), max: payload_bytes_max });
-    }
-    let max_attempts = max_attempts(new.max_attempts)?;
-    let expires_after_ms =
-        new.expires_after_ms.map(|ms| checked_range("expires_after_ms", ms, 1, DELAY_MS_MAX)).transpose()?;
-    let timetable = Timetable::of(&new.rule, now_ms)?;
-    let next_ms = timetable.next_after(now_ms);
-    if next_ms.is_none() {
-        return Err(QueueError::Invalid("the schedule never fires: its rule has no occurrence after now".into()));
-    }
-    let schedule = Schedule {
-        name: name.into(),
-        queue: new.queue.into(),
-        rule: new.rule,
-        payload: new.payload,
-        misfire: new.misfire,
-        overlap: new.overlap,
-        max_attempts,
-        expires_after_ms,
-        since_ms: now_ms,
-        next_ms,
-        last: None,
-        paused: false,
-    };
-    Ok((schedule, timetable))
-}
-
-pub(crate) fn key(key: &str) -> Result<(), QueueError> {
+/// An idempotency key: 1 to [`KEY_BYTES_MAX`] bytes.
+pub fn key(key: &str) -> Result<(), QueueError> {
     if key.is_empty() || key.len() > KEY_BYTES_MAX {
         return Err(QueueError::Invalid(format!("key must be 1 to {KEY_BYTES_MAX} bytes")));
     }
     Ok(())
 }
 
-pub(crate) fn range(field: &str, value: u64, min: u64, max: u64) -> Result<(), QueueError> {
+/// `value` of `field` within `min ..= max`.
+pub fn range(field: &str, value: u64, min: u64, max: u64) -> Result<(), QueueError> {
     if (min..=max).contains(&value) {
         Ok(())
     } else {
@@ -107,7 +80,9 @@ pub(crate) fn range(field: &str, value: u64, min: u64, max: u64) -> Result<(), Q
     }
 }
 
-pub(crate) fn run_at(run_at: RunAt, now_ms: u64) -> Result<u64, QueueError> {
+/// When a task asked to run at `run_at` is due, at `now_ms`: within
+/// [`DELAY_MS_MAX`] of now.
+pub fn run_at(run_at: RunAt, now_ms: u64) -> Result<u64, QueueError> {
     match run_at {
         RunAt::Delay(delay_ms) => {
             range("delay_ms", delay_ms, 0, DELAY_MS_MAX)?;
@@ -122,7 +97,7 @@ pub(crate) fn run_at(run_at: RunAt, now_ms: u64) -> Result<u64, QueueError> {
 
 /// A claim of `queues` (1 to [`QUEUES_MAX`], each a queue name): its
 /// arguments.
-pub(crate) fn claim(queues: &[&str], max: usize, lease_ms: u64, wait_ms: u64) -> Result<(), QueueError> {
+pub fn claim(queues: &[&str], max: usize, lease_ms: u64, wait_ms: u64) -> Result<(), QueueError> {
     for queue in queues {
         queue_name(queue)?;
     }
@@ -132,21 +107,32 @@ pub(crate) fn claim(queues: &[&str], max: usize, lease_ms: u64, wait_ms: u64) ->
     range("wait_ms", wait_ms, 0, WAIT_MS_MAX)
 }
 
-pub(crate) fn lease(lease_ms: u64) -> Result<(), QueueError> {
+/// A lease: [`LEASE_MS_MIN`] to [`LEASE_MS_MAX`].
+pub fn lease(lease_ms: u64) -> Result<(), QueueError> {
     range("lease_ms", lease_ms, LEASE_MS_MIN, LEASE_MS_MAX)
 }
 
-pub(crate) fn delay(delay_ms: Option<u64>) -> Result<(), QueueError> {
+/// A delay, if given: at most [`DELAY_MS_MAX`].
+pub fn delay(delay_ms: Option<u64>) -> Result<(), QueueError> {
     delay_ms.map_or(Ok(()), |delay_ms| range("delay_ms", delay_ms, 0, DELAY_MS_MAX))
 }
 
-pub(crate) fn list_limit(limit: usize) -> Result<(), QueueError> {
+/// A page's size: 1 to [`LIST_MAX`].
+pub fn list_limit(limit: usize) -> Result<(), QueueError> {
     range("limit", limit as u64, 1, LIST_MAX as u64)
+}
+
+/// A batch of acks: 1 to [`ACK_BATCH_MAX`].
+pub fn ack_batch(len: usize) -> Result<(), QueueError> {
+    if len == 0 || len > ACK_BATCH_MAX {
+        return Err(QueueError::Invalid(format!("a batch of acks holds 1 to {ACK_BATCH_MAX}, not {len}")));
+    }
+    Ok(())
 }
 
 /// A batch: its size, then every task; the first refusal fails it, naming the
 /// task by its position.
-pub(crate) fn batch(batch: Vec<NewTask>, payload_bytes_max: usize, now_ms: u64) -> Result<Vec<Checked>, QueueError> {
+pub fn batch(batch: Vec<NewTask>, payload_bytes_max: usize, now_ms: u64) -> Result<Vec<Checked>, QueueError> {
     if batch.is_empty() || batch.len() > BATCH_MAX {
         return Err(QueueError::Invalid(format!("a batch holds 1 to {BATCH_MAX} tasks, not {}", batch.len())));
     }
@@ -203,7 +189,7 @@ fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Check
 }
 
 /// Attempts asked for, or the default; within range, or unlimited.
-fn max_attempts(asked: Option<u32>) -> Result<u32, QueueError> {
+pub fn max_attempts(asked: Option<u32>) -> Result<u32, QueueError> {
     let max_attempts = asked.unwrap_or(MAX_ATTEMPTS_DEFAULT);
     // ATTEMPTS_UNLIMITED is 0, the bottom of the range.
     checked_range("max_attempts", u64::from(max_attempts), u64::from(ATTEMPTS_UNLIMITED), u64::from(MAX_ATTEMPTS_MAX))
@@ -211,7 +197,7 @@ fn max_attempts(asked: Option<u32>) -> Result<u32, QueueError> {
 }
 
 /// [`range`], returning the value.
-fn checked_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, QueueError> {
+pub fn checked_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, QueueError> {
     range(field, value, min, max).map(|()| value)
 }
 

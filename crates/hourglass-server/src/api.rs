@@ -413,29 +413,29 @@ async fn put_schedule(
 ) -> ApiResult {
     let Path(name) = name?;
     let Json(body) = body?;
-    let (info, created) = app.backend.put_schedule(&name, body.into_schedule()?).await?;
+    let (info, created) = app.schedules()?.put_schedule(&name, body.into_schedule()?).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(ScheduleBody::from(info))).into_response())
 }
 
 async fn show_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
     let Path(name) = name?;
-    Ok(Json(ScheduleBody::from(app.backend.schedule(&name).await?)).into_response())
+    Ok(Json(ScheduleBody::from(app.schedules()?.schedule(&name).await?)).into_response())
 }
 
 async fn pause_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
     let Path(name) = name?;
-    Ok(Json(ScheduleBody::from(app.backend.pause_schedule(&name, true).await?)).into_response())
+    Ok(Json(ScheduleBody::from(app.schedules()?.pause_schedule(&name, true).await?)).into_response())
 }
 
 async fn resume_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
     let Path(name) = name?;
-    Ok(Json(ScheduleBody::from(app.backend.pause_schedule(&name, false).await?)).into_response())
+    Ok(Json(ScheduleBody::from(app.schedules()?.pause_schedule(&name, false).await?)).into_response())
 }
 
 async fn delete_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
     let Path(name) = name?;
-    app.backend.delete_schedule(&name).await?;
+    app.schedules()?.delete_schedule(&name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -452,7 +452,7 @@ async fn list_schedules(
     query: Result<Query<SchedulesQuery>, QueryRejection>,
 ) -> ApiResult {
     let Query(query) = query?;
-    let page = app.backend.schedules(query.after.as_deref(), query.limit.unwrap_or(LIST_DEFAULT)).await?;
+    let page = app.schedules()?.schedules(query.after.as_deref(), query.limit.unwrap_or(LIST_DEFAULT)).await?;
     Ok(Json(SchedulePageBody::from(page)).into_response())
 }
 

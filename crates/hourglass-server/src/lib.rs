@@ -22,7 +22,7 @@ use axum::http::{header, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use hourglass_queue::{limits, Backend};
+use hourglass_queue::{limits, Backend, QueueError, Schedules};
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
@@ -55,6 +55,16 @@ impl AppState {
     /// `token` is set.
     pub fn new(backend: Arc<dyn Backend>, token: Option<Arc<str>>) -> AppState {
         AppState { backend, token, read_only_ui: false, dashboard: Arc::default() }
+    }
+
+    /// The backend's schedules, or the API's answer to a backend without
+    /// them: 501 `unsupported`.
+    pub(crate) fn schedules(&self) -> Result<&dyn Schedules, ApiError> {
+        self.backend.as_schedules().ok_or_else(|| {
+            ApiError::from(QueueError::Unsupported(
+                "this backend does not run schedules (the embedded backend does)".into(),
+            ))
+        })
     }
 
     /// The dashboard shows no actions, and the server refuses the changes

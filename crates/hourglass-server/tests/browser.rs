@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use hourglass_queue::{Backend, Engine, Nack, NewTask, Options, RedbStore, RunAt, SystemWallClock};
+use hourglass_embedded::{Engine, Options, RedbStore};
+use hourglass_queue::prelude::*;
+use hourglass_queue::{Nack, NewTask, RunAt, SystemWallClock};
 use hourglass_server::AppState;
 use serde_json::json;
 

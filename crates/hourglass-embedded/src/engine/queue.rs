@@ -1,0 +1,118 @@
+//! One queue's indexes: its due tasks in claim order, its keys, its dead
+//! tasks, its counts, whether it is paused, and the wake-up of claims
+//! waiting on it.
+
+use std::collections::{BTreeSet, HashMap};
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use super::ready::Ready;
+use hourglass_queue::lateness::Lateness;
+use hourglass_queue::paused_at;
+use hourglass_queue::{LatenessMs, QueueStats};
+
+pub(crate) struct QueueState {
+    pub(crate) name: Arc<str>,
+    /// Due tasks, in claim order.
+    pub(crate) ready: Ready,
+    /// Idempotency key to the live task that has it.
+    pub(crate) keys: HashMap<Box<str>, u64>,
+    pub(crate) dead: BTreeSet<u64>,
+    /// Filed scheduled tasks, due ones included.
+    pub(crate) scheduled: usize,
+    pub(crate) leased: usize,
+    pub(crate) notify: Arc<Notify>,
+    /// Paused, durably: claims hand out nothing, and due tasks wait.
+    pub(crate) paused: bool,
+    /// When the pause ends by itself, Unix ms (beanstalkd's `pause-tube`):
+    /// from then on the queue is not paused, whatever `paused` says.
+    pub(crate) paused_until_ms: Option<u64>,
+    /// A pause or resume of the queue is on its way to the store: another
+    /// waits for it to settle.
+    pub(crate) pausing: bool,
+    /// Since start: tasks enqueued (made durable), delivered by claims, acked.
+    pub(crate) enqueued: u64,
+    pub(crate) delivered: u64,
+    pub(crate) acked: u64,
+    lateness_us: Lateness,
+}
+
+impl QueueState {
+    pub(crate) fn new(name: Arc<str>) -> QueueState {
+        QueueState {
+            name,
+            ready: Ready::default(),
+            keys: HashMap::new(),
+            dead: BTreeSet::new(),
+            scheduled: 0,
+            leased: 0,
+            notify: Arc::new(Notify::new()),
+            paused: false,
+            paused_until_ms: None,
+            pausing: false,
+            enqueued: 0,
+            delivered: 0,
+            acked: 0,
+            lateness_us: Lateness::default(),
+        }
+    }
+
+    /// Records one delivery's lateness.
+    pub(crate) fn delivered(&mut self, lateness_us: u64) {
+        self.delivered += 1;
+        self.lateness_us.record(lateness_us);
+    }
+
+    /// Whether claims at `now_ms` hand out nothing.
+    pub(crate) fn is_paused(&self, now_ms: u64) -> bool {
+        paused_at(self.paused, self.paused_until_ms, now_ms)
+    }
+
+    /// The queue's counts at `now_ms`, read under the engine's lock, with its
+    /// lateness still to [`read`](Lateness::read) once the lock is released.
+    pub(crate) fn stats(&self, now_ms: u64) -> (QueueStats, Lateness) {
+        let paused = self.is_paused(now_ms);
+        let stats = QueueStats {
+            name: self.name.clone(),
+            scheduled: self.scheduled - self.ready.len(),
+            due: self.ready.len(),
+            leased: self.leased,
+            dead: self.dead.len(),
+            urgent: self.ready.urgent(),
+            oldest_due_ms: self.ready.oldest_due_ms(),
+            lateness: LatenessMs::default(),
+            paused,
+            paused_until_ms: self.paused_until_ms.filter(|_| paused),
+            enqueued: self.enqueued,
+            delivered: self.delivered,
+            acked: self.acked,
+        };
+        (stats, self.lateness_us.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hourglass_queue::lateness::with_lateness;
+    use hourglass_queue::LATENESS_BUCKETS_US;
+
+    #[test]
+    fn lateness_buckets_are_cumulative_counts_at_their_bounds() {
+        let mut q = QueueState::new("q".into());
+        for us in [50, 100, 900, 3_000, 3_000, 70_000_000] {
+            q.delivered(us);
+        }
+        let at = |bound| LATENESS_BUCKETS_US.iter().position(|&b| b == bound).unwrap();
+        let stats = || with_lateness(vec![q.stats(0)]).remove(0);
+        let buckets = stats().lateness.buckets;
+        assert_eq!(buckets[at(100)], 2, "50 and 100 us are within 100 us");
+        assert_eq!(buckets[at(1_000)], 3);
+        assert_eq!(buckets[at(2_500)], 3);
+        assert_eq!(buckets[at(5_000)], 5);
+        assert_eq!(buckets[at(60_000_000)], 5, "70 s is past the last bound: counted by no bucket");
+        assert_eq!((stats().lateness.samples, stats().delivered), (6, 6));
+    }
+}

@@ -1,0 +1,62 @@
+//! Handing out payloads kept apart from memory.
+//!
+//! A payload of at most [`PAYLOAD_INLINE_MAX`](hourglass_queue::limits::PAYLOAD_INLINE_MAX)
+//! bytes is kept in its task's slot and copied under the lock. A larger one
+//! lives only in the store: the request notes it under the lock, takes a
+//! [`Snapshot`] of the store there too, and reads it from the snapshot once
+//! the lock is released. The snapshot holds every task the lock let the
+//! request see: a task is filed only once its enqueue is applied, and a
+//! delete of it is applied only after the lock is let go, so whatever is
+//! applied meanwhile, the payload is there to read.
+
+use crate::store::{Snapshot, Store};
+use hourglass_queue::QueueError;
+
+use super::slot::Slot;
+
+/// The payloads an answer still has to read.
+pub(crate) struct Reads {
+    /// (position in the answer, task id).
+    wanted: Vec<(usize, u64)>,
+    snapshot: Option<Box<dyn Snapshot>>,
+}
+
+impl Reads {
+    pub(crate) fn new() -> Reads {
+        Reads { wanted: Vec::new(), snapshot: None }
+    }
+
+    /// The payload of task `id` (in `slot`) for item `at` of an answer: a
+    /// copy if it is kept in memory, else empty until [`read`](Reads::read).
+    pub(crate) fn payload(&mut self, slot: &Slot, id: u64, at: usize) -> Box<str> {
+        match &slot.payload {
+            Some(payload) => payload.clone(),
+            None => {
+                self.wanted.push((at, id));
+                Box::default()
+            }
+        }
+    }
+
+    /// Under the lock that found the tasks: a snapshot that holds them, if
+    /// any payload is to be read.
+    pub(crate) fn snapshot(&mut self, store: &dyn Store) -> Result<(), QueueError> {
+        if !self.wanted.is_empty() && self.snapshot.is_none() {
+            self.snapshot = Some(store.snapshot().map_err(|error| crate::store::to_queue_error(&error))?);
+        }
+        Ok(())
+    }
+
+    /// After the lock: reads each payload noted, and hands it to `put` with
+    /// its position in the answer.
+    pub(crate) fn read(self, mut put: impl FnMut(usize, Box<str>)) -> Result<(), QueueError> {
+        let Some(mut snapshot) = self.snapshot else {
+            debug_assert!(self.wanted.is_empty(), "payloads to read without a snapshot");
+            return Ok(());
+        };
+        for (at, id) in self.wanted {
+            put(at, snapshot.payload(id).map_err(|error| crate::store::to_queue_error(&error))?);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,30 @@
+//! hourglass's embedded backend: the durable delay queue of one node. Tasks
+//! live in memory, timers in an [`hourglass::Wheel`], and every acknowledged
+//! change in a [`Store`] on this node's disk ([`RedbStore`]), so they survive
+//! crashes and restarts; nothing polls a database.
+//!
+//! [`Engine`] implements every trait of the contract, schedules included
+//! (see [`hourglass_queue::Backend`]).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use hourglass_embedded::{Engine, Options, RedbStore};
+//! use hourglass_queue::{NewTask, RunAt, SystemWallClock, Tasks};
+//!
+//! let store = RedbStore::open("./hourglass-data".as_ref())?;
+//! let engine = Engine::open(Box::new(store), Options::default(), Arc::new(SystemWallClock))?;
+//! let _timers = engine.start_timers()?;
+//! engine.enqueue("orders", NewTask::new(r#"{"order":42}"#, RunAt::Delay(30 * 60 * 1000))).await?;
+//! for task in engine.claim("orders", 10, 30_000, 1_000).await? {
+//!     engine.ack(task.id, task.lease).await?;
+//! }
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+mod engine;
+mod store;
+
+pub use engine::{Engine, Options};
+pub use store::{Fsync, Loaded, Mutation, PausedQueue, RedbStore, Snapshot, Store, StoreError};

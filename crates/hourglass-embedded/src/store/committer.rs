@@ -1,0 +1,304 @@
+//! Group commit, in order: one writer thread turns every request that arrived
+//! while the previous commit was on disk into one transaction and one fsync.
+//!
+//! **Order.** Requests are sent while the engine holds its state lock, over an
+//! unbounded channel whose send never blocks, so the order in which changes
+//! reach the store is the order in which they were made in memory, whichever
+//! thread made them. A full writer is pushed back on *before* the lock is taken
+//! ([`Committer::admit`]), never while it is held.
+//!
+//! **Visibility.** A request may carry a settlement: what the engine must do
+//! once the write is as durable as the [`Fsync`] mode promises (make a new task
+//! visible, say), or once it failed (forget it). The writer runs the
+//! [`Settler`] with every settlement of a batch, then replies to the waiting
+//! callers: a client hears "done" only after other requests can see it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, Notify};
+
+use super::commit_stats::CommitStats;
+use super::{Mutation, Store};
+use crate::store::StoreError;
+use hourglass_queue::limits::{QUEUED_MUTATIONS_MAX, QUEUED_PAYLOAD_BYTES_MAX};
+use hourglass_queue::StorageStats;
+
+/// The most mutations one transaction gathers.
+const BATCH_MUTATIONS_MAX: usize = 8_192;
+/// The most payload bytes one transaction gathers (a request may take it past).
+const BATCH_PAYLOAD_BYTES_MAX: usize = 16 << 20;
+/// How long writes nobody waits for (the record of a claim: its attempt
+/// count and lease) may wait for one that somebody does, to share its
+/// commit. A commit costs about 50 us whatever it holds; a consumer that
+/// claims and then acks made two of them a task (BENCHMARKS.md, 2b). Losing
+/// such a record in a crash only delivers the task again, which
+/// at-least-once allows; the wait widens that window by this much.
+const UNAWAITED_DELAY_MAX: Duration = Duration::from_millis(2);
+
+/// When acknowledged writes reach stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fsync {
+    /// Before the reply: every 2xx is on disk. Concurrent requests share fsyncs.
+    Always,
+    /// Every this many milliseconds: writes are acknowledged once committed
+    /// without fsync, and made durable at least this often. A crash or a power
+    /// loss may lose the acknowledged writes of the last interval: a commit
+    /// without fsync exists only in memory until the next durable one.
+    EveryMs(u64),
+}
+
+/// What the engine does with the settlements of a batch, on the writer thread,
+/// once the batch is as durable as promised (`Ok`) or has failed (`Err`).
+pub(crate) trait Settler<S>: Send + 'static {
+    fn settle(&mut self, settlements: Vec<S>, result: Result<(), &StoreError>);
+}
+
+/// The answer a waiting caller gets.
+pub(crate) type Reply = oneshot::Receiver<Result<(), StoreError>>;
+
+struct Request<S> {
+    mutations: Vec<Mutation>,
+    /// Payload bytes in `mutations`.
+    bytes: usize,
+    settlement: Option<S>,
+    reply: Option<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+/// Mutations and payload bytes sent and not yet applied.
+#[derive(Default)]
+struct Queued {
+    mutations: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+impl Queued {
+    fn full(&self) -> bool {
+        self.mutations.load(Ordering::Acquire) > QUEUED_MUTATIONS_MAX
+            || self.bytes.load(Ordering::Acquire) > QUEUED_PAYLOAD_BYTES_MAX
+    }
+
+    fn add(&self, mutations: usize, bytes: usize) {
+        self.mutations.fetch_add(mutations, Ordering::AcqRel);
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    fn sub(&self, mutations: usize, bytes: usize) {
+        self.mutations.fetch_sub(mutations, Ordering::AcqRel);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// The handle to the writer thread.
+pub(crate) struct Committer<S> {
+    requests: Option<mpsc::Sender<Request<S>>>,
+    /// What was sent and not yet applied.
+    queued: Arc<Queued>,
+    /// Notified after every batch.
+    drained: Arc<Notify>,
+    /// The writer's counts of its commits.
+    stats: Arc<CommitStats>,
+    writer: Option<thread::JoinHandle<()>>,
+}
+
+impl<S: Send + 'static> Committer<S> {
+    /// Starts the writer thread over `store`.
+    pub(crate) fn start(store: Arc<dyn Store>, fsync: Fsync, settler: impl Settler<S>) -> std::io::Result<Self> {
+        let (requests, receiver) = mpsc::channel();
+        let queued = Arc::new(Queued::default());
+        let drained = Arc::new(Notify::new());
+        let stats = Arc::new(CommitStats::default());
+        let writer = Writer::<S, _> {
+            _settlements: std::marker::PhantomData,
+            store,
+            fsync,
+            settler,
+            queued: queued.clone(),
+            drained: drained.clone(),
+            stats: stats.clone(),
+        };
+        let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || writer.run(&receiver))?;
+        Ok(Committer { requests: Some(requests), queued, drained, stats, writer: Some(writer) })
+    }
+
+    /// The writer's commits so far: how many, how long, how large.
+    pub(crate) fn stats(&self) -> StorageStats {
+        self.stats.snapshot()
+    }
+
+    /// Waits while the writer is behind by more than [`QUEUED_MUTATIONS_MAX`]
+    /// or [`QUEUED_PAYLOAD_BYTES_MAX`]. Call before taking the lock under
+    /// which the request will be sent.
+    pub(crate) async fn admit(&self) {
+        while self.queued.full() {
+            let drained = self.drained.notified();
+            let mut drained = std::pin::pin!(drained);
+            drained.as_mut().enable();
+            if !self.queued.full() {
+                break;
+            }
+            drained.await;
+        }
+    }
+
+    /// Sends `mutations` to the writer; never blocks, so call it under the lock
+    /// that ordered the change. With a `settlement`, the writer hands it to the
+    /// [`Settler`] after the write, and the returned [`Reply`] resolves after
+    /// that. `None` if the writer has stopped (the engine is closing); the
+    /// settlement is then dropped, unsettled.
+    pub(crate) fn send(&self, mutations: Vec<Mutation>, settlement: Option<S>) -> Option<Reply> {
+        let (reply, replied) = match settlement {
+            Some(_) => {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
+        if mutations.is_empty() && settlement.is_none() {
+            return replied;
+        }
+        let count = mutations.len();
+        let bytes = mutations.iter().map(Mutation::payload_bytes).sum();
+        self.queued.add(count, bytes);
+        let sent = self.requests.as_ref()?.send(Request { mutations, bytes, settlement, reply });
+        if sent.is_err() {
+            self.queued.sub(count, bytes);
+            return None;
+        }
+        replied
+    }
+}
+
+impl<S> Drop for Committer<S> {
+    /// Finishes every queued write, syncs, and stops the writer.
+    fn drop(&mut self) {
+        self.requests = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+struct Writer<S, T> {
+    _settlements: std::marker::PhantomData<fn(S)>,
+    store: Arc<dyn Store>,
+    fsync: Fsync,
+    settler: T,
+    queued: Arc<Queued>,
+    drained: Arc<Notify>,
+    stats: Arc<CommitStats>,
+}
+
+impl<S, T: Settler<S>> Writer<S, T> {
+    fn run(mut self, requests: &mpsc::Receiver<Request<S>>) {
+        let sync_every = match self.fsync {
+            Fsync::Always => None,
+            Fsync::EveryMs(ms) => Some(Duration::from_millis(ms.max(1))),
+        };
+        let durable = sync_every.is_none();
+        let mut last_sync = Instant::now();
+        let mut unsynced = false;
+        // Requests received and not yet committed: only ever ones nobody
+        // waits for (see UNAWAITED_DELAY_MAX), between two turns of the loop.
+        let mut batch: Vec<Request<S>> = Vec::new();
+        let mut deferred_since: Option<Instant> = None;
+        loop {
+            // Wake in time to commit what was deferred, and for the next
+            // periodic sync, even if no request comes.
+            let deferred_wait = deferred_since.map(|since| UNAWAITED_DELAY_MAX.saturating_sub(since.elapsed()));
+            let sync_wait = sync_every.filter(|_| unsynced).map(|every| every.saturating_sub(last_sync.elapsed()));
+            let wait = match (deferred_wait, sync_wait) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let first = match wait {
+                Some(wait) => match requests.recv_timeout(wait) {
+                    Ok(request) => Some(request),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                },
+                None => match requests.recv() {
+                    Ok(request) => Some(request),
+                    Err(_) => break,
+                },
+            };
+            batch.extend(first);
+            let mut count = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
+            let mut bytes = batch.iter().map(|r| r.bytes).sum::<usize>();
+            while count < BATCH_MUTATIONS_MAX && bytes < BATCH_PAYLOAD_BYTES_MAX {
+                match requests.try_recv() {
+                    Ok(request) => {
+                        count += request.mutations.len();
+                        bytes += request.bytes;
+                        batch.push(request);
+                    }
+                    Err(_) => break,
+                }
+            }
+            if !batch.is_empty() {
+                let awaited = batch.iter().any(|request| request.settlement.is_some());
+                let full = count >= BATCH_MUTATIONS_MAX || bytes >= BATCH_PAYLOAD_BYTES_MAX;
+                let overdue = deferred_since.is_some_and(|since| since.elapsed() >= UNAWAITED_DELAY_MAX);
+                if awaited || full || overdue {
+                    self.commit(std::mem::take(&mut batch), (count, bytes), durable);
+                    unsynced |= !durable;
+                    deferred_since = None;
+                } else if deferred_since.is_none() {
+                    deferred_since = Some(Instant::now());
+                }
+            }
+            if unsynced && sync_every.is_some_and(|every| last_sync.elapsed() >= every) {
+                if let Err(error) = self.store.sync() {
+                    tracing::error!(%error, "periodic sync failed: the last interval's writes may not survive a crash");
+                }
+                last_sync = Instant::now();
+                unsynced = false;
+            }
+        }
+        if !batch.is_empty() {
+            let count = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
+            let bytes = batch.iter().map(|r| r.bytes).sum::<usize>();
+            self.commit(batch, (count, bytes), durable);
+        }
+        if let Err(error) = self.store.sync() {
+            tracing::error!(%error, "final sync failed");
+        }
+    }
+
+    /// Applies one batch, in the order its requests were sent, settles it and
+    /// replies.
+    fn commit(&mut self, mut batch: Vec<Request<S>>, (count, bytes): (usize, usize), durable: bool) {
+        let all: Vec<Mutation> = if batch.len() == 1 {
+            std::mem::take(&mut batch[0].mutations)
+        } else {
+            batch.iter_mut().flat_map(|r| std::mem::take(&mut r.mutations)).collect()
+        };
+        let result = if all.is_empty() {
+            Ok(())
+        } else {
+            let started = Instant::now();
+            let result = self.store.apply(&all, durable);
+            self.stats.record(all.len(), started.elapsed(), result.is_ok());
+            result
+        };
+        if let Err(error) = &result {
+            tracing::error!(%error, mutations = all.len(), "a write failed; its requests changed nothing");
+        }
+        let mut settlements = Vec::new();
+        let mut replies = Vec::new();
+        for request in batch {
+            settlements.extend(request.settlement);
+            replies.extend(request.reply);
+        }
+        if !settlements.is_empty() {
+            self.settler.settle(settlements, result.as_ref().map(|_| ()));
+        }
+        self.queued.sub(count, bytes);
+        self.drained.notify_waiters();
+        for reply in replies {
+            let _ = reply.send(result.clone());
+        }
+    }
+}

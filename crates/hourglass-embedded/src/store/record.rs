@@ -1,0 +1,725 @@
+//! The on-disk encoding of a task: a *body*, written once when the task is
+//! enqueued and holding its payload if small, and, once the task has changed (a claim,
+//! a nack, a lease expiry, a reschedule), a small *state* record under the
+//! same id in a second table. A change rewrites the 12-byte state, never the
+//! body or the payload; a task that never changes costs one entry, as before.
+//!
+//! Body (table `tasks`):
+//!
+//! ```text
+//! offset size  field
+//!      0    1  format version (3)
+//!      1    1  flags: bit 0 dead (else scheduled: a lease is not kept across
+//!              restarts), bit 1 repeats (every_ms follows), bit 2 the payload
+//!              is kept apart, bit 3 expires (expires_at_ms follows), bit 4
+//!              a priority follows, bit 5 the task's own lease follows; no
+//!              other bit is set
+//!      2    8  run_at_ms        u64 LE
+//!     10    8  created_ms       u64 LE
+//!     18    2  attempt          u16 LE (attempts are at most MAX_ATTEMPTS_MAX)
+//!     20    2  max_attempts     u16 LE
+//!     22   (8) every_ms         u64 LE, not 0; only if the task repeats
+//!          (8) expires_at_ms    u64 LE; only if the task expires
+//!          (4) priority         u32 LE; only with bit 4 (else 1024, the default)
+//!          (4) lease_ms         u32 LE; only with bit 5
+//!           2  queue length q   u16 LE, then q bytes of UTF-8
+//!           2  key length k     u16 LE, 0xFFFF = no key, then k bytes of UTF-8
+//!           4  payload length p u32 LE, then p bytes of UTF-8, unless the
+//!              payload is kept apart
+//!           4  CRC-32 of every byte before it, u32 LE
+//! ```
+//!
+//! A payload larger than [`PAYLOAD_INLINE_MAX`](hourglass_queue::limits::PAYLOAD_INLINE_MAX) is kept apart, in a third
+//! table (`payloads`, id to the bytes), so that loading the bodies at a start
+//! reads only what scheduling needs. Bodies written before that flag existed
+//! hold payloads of any size; they are still read. A payload kept apart is its
+//! bytes followed by their CRC-32 (u32 LE).
+//!
+//! Version 2 bodies are version 3 without the CRC and without payloads apart.
+//! Version 1 bodies have a state byte (0 scheduled, 1 dead) in place of the
+//! flags, `u32` attempts, and an `every_ms` that is always there (0 = does not
+//! repeat). Both are still read.
+//!
+//! State (table `states`), which overrides the body's first three fields:
+//!
+//! ```text
+//! offset size  field
+//!      0    1  format version (2)
+//!      1    1  flags: bit 0 dead, bit 1 dead because it expired (only
+//!              with bit 0), bit 2 the body's expiry no longer holds (the
+//!              task was retried, or never had one), bit 3 a last error
+//!              follows, bit 4 a priority follows (else the default, 1024);
+//!              no other bit is set
+//!      2    8  run_at_ms        u64 LE
+//!     10    2  attempt          u16 LE
+//!     12   (4) priority         u32 LE; only with bit 4
+//!          (2) error length e   u16 LE, then e bytes of UTF-8; only with bit 3
+//!           4  CRC-32 of every byte before it, u32 LE
+//! ```
+//!
+//! (Bits 3 and 4 came later, within version 2, as did the body's bits 4 and
+//! 5: a record without them is as before. A task's priority can change, so
+//! the state's overrides the body's.)
+//!
+//! Version 1 states are version 2 without the CRC; they are still read.
+//!
+//! redb checksums its pages, but verifies them only when it repairs a file
+//! after an unclean shutdown (or on a full check); so every record carries a
+//! CRC-32 of its own, verified whenever it is read. This layer also checks
+//! every length and every string, and a record that does not decode exactly is
+//! reported as corrupt, never guessed at.
+
+use std::sync::Arc;
+
+use hourglass_queue::limits::PRIORITY_DEFAULT;
+#[cfg(test)]
+use hourglass_queue::Lease;
+use hourglass_queue::{Task, TaskState};
+
+const VERSION: u8 = 3;
+/// Bodies without a CRC and without payloads apart.
+const VERSION_2: u8 = 2;
+/// Bodies with a state byte, `u32` attempts and an `every_ms` always there.
+const VERSION_1: u8 = 1;
+const STATE_VERSION: u8 = 2;
+/// States without a CRC.
+const STATE_VERSION_1: u8 = 1;
+/// The size of a CRC-32 trailer.
+const CRC_BYTES: usize = 4;
+const NO_KEY: u16 = u16::MAX;
+const FIXED_BYTES: usize = 22;
+/// The size of a state record.
+pub(crate) const STATE_BYTES: usize = 12 + CRC_BYTES;
+const FLAG_DEAD: u8 = 1;
+const FLAG_REPEATS: u8 = 2;
+const FLAG_APART: u8 = 4;
+const FLAG_EXPIRES: u8 = 8;
+/// In a state record: dead because it expired.
+const FLAG_EXPIRED: u8 = 2;
+/// In a state record: the body's expiry no longer holds (the task was retried).
+const FLAG_NO_EXPIRY: u8 = 4;
+/// In a state record: the task's last error follows its attempts.
+const FLAG_ERROR: u8 = 8;
+/// In a body or a state record: the task's priority follows.
+const FLAG_PRIORITY: u8 = 16;
+/// In a body: the task's own lease follows.
+const FLAG_LEASE: u8 = 32;
+const _: () =
+    assert!(hourglass_queue::limits::NACK_REASON_BYTES_MAX < u16::MAX as usize, "an error's length fits in a u16");
+const _: () = assert!(hourglass_queue::limits::MAX_ATTEMPTS_MAX <= u16::MAX as u32, "attempts fit in a u16");
+
+/// Attempts, bounded by `MAX_ATTEMPTS_MAX` (asserted above), so never saturated.
+fn attempts(n: u32) -> [u8; 2] {
+    u16::try_from(n).unwrap_or(u16::MAX).to_le_bytes()
+}
+
+fn dead_flag(task: &Task) -> u8 {
+    if task.state == TaskState::Dead {
+        FLAG_DEAD
+    } else {
+        0
+    }
+}
+
+/// A state record's flags: dead, why, and whether the body's expiry still holds.
+fn state_flags(task: &Task) -> u8 {
+    dead_flag(task)
+        | if task.state == TaskState::Dead && task.expired { FLAG_EXPIRED } else { 0 }
+        | if task.expires_at_ms.is_none() { FLAG_NO_EXPIRY } else { 0 }
+        | if task.last_error.is_some() { FLAG_ERROR } else { 0 }
+        | priority_flag(task)
+}
+
+fn priority_flag(task: &Task) -> u8 {
+    if task.priority == PRIORITY_DEFAULT {
+        0
+    } else {
+        FLAG_PRIORITY
+    }
+}
+
+/// Whether a payload of this size is kept apart from its body: one too large
+/// to be kept in memory.
+pub(crate) fn apart(payload_bytes: usize) -> bool {
+    !hourglass_queue::limits::payload_inline(payload_bytes)
+}
+
+/// The sizes a task's stored bytes depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sizes {
+    pub(crate) queue: usize,
+    pub(crate) key: Option<usize>,
+    pub(crate) repeats: bool,
+    pub(crate) payload: usize,
+}
+
+impl Sizes {
+    pub(crate) fn of(task: &Task, payload_bytes: usize) -> Sizes {
+        Sizes {
+            queue: task.queue.len(),
+            key: task.key.as_deref().map(str::len),
+            repeats: task.every_ms.is_some(),
+            payload: payload_bytes,
+        }
+    }
+}
+
+/// Whether `body` says its payload is kept apart; no other part of it is
+/// read (a delete asks, to know whether there is a payload to delete too).
+pub(crate) fn keeps_payload_apart(body: &[u8]) -> bool {
+    body.first() == Some(&VERSION) && body.get(1).is_some_and(|flags| flags & FLAG_APART != 0)
+}
+
+/// Where a body says its task's payload is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PayloadIn<'a> {
+    /// In the body.
+    Body(&'a str),
+    /// Apart, this many bytes.
+    Apart(usize),
+}
+
+/// The size of the body [`encode`] writes for a task of these sizes (8
+/// bytes more if it expires).
+pub(crate) fn body_bytes(sizes: Sizes) -> usize {
+    let names = sizes.queue + sizes.key.unwrap_or(0);
+    // An expiry's 8 bytes are left out: a retry lifts the expiry while the
+    // body keeps them, and the budgets would have to follow.
+    let every = if sizes.repeats { 8 } else { 0 };
+    let inline = if apart(sizes.payload) { 0 } else { sizes.payload };
+    FIXED_BYTES + every + 2 + 2 + 4 + names + inline + CRC_BYTES
+}
+
+/// Appends the CRC-32 of everything in `out`.
+pub(crate) fn seal(out: &mut Vec<u8>) {
+    let crc = crc32fast::hash(out);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// The bytes before a CRC-32 trailer, if the trailer matches them.
+pub(crate) fn unseal(bytes: &[u8]) -> Result<&[u8], String> {
+    let split = bytes.len().checked_sub(CRC_BYTES).ok_or("too short for its checksum")?;
+    let (content, trailer) = bytes.split_at(split);
+    let stored = u32::from_le_bytes(trailer.try_into().expect("CRC_BYTES bytes"));
+    let computed = crc32fast::hash(content);
+    if stored == computed {
+        Ok(content)
+    } else {
+        Err(format!("checksum mismatch: stored {stored:08x}, computed {computed:08x}"))
+    }
+}
+
+/// A payload kept apart, as stored: its bytes and their CRC-32.
+pub(crate) fn encode_payload(payload: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + CRC_BYTES);
+    out.extend_from_slice(payload.as_bytes());
+    seal(&mut out);
+    out
+}
+
+/// A payload kept apart, checked against its CRC-32.
+pub(crate) fn decode_payload(bytes: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(unseal(bytes)?).map_err(|error| format!("payload: invalid UTF-8: {error}"))
+}
+
+/// The body of a new task, with its payload unless that is kept
+/// [`apart`].
+pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
+    let key = task.key.as_deref();
+    let payload_apart = apart(payload.len());
+    let inline = if payload_apart { 0 } else { payload.len() };
+    let mut out = Vec::with_capacity(FIXED_BYTES + 8 + 8 + task.queue.len() + key.map_or(0, str::len) + inline);
+    out.push(VERSION);
+    out.push(
+        dead_flag(task)
+            | if task.every_ms.is_some() { FLAG_REPEATS } else { 0 }
+            | if payload_apart { FLAG_APART } else { 0 }
+            | if task.expires_at_ms.is_some() { FLAG_EXPIRES } else { 0 }
+            | priority_flag(task)
+            | if task.lease_ms.is_some() { FLAG_LEASE } else { 0 },
+    );
+    out.extend_from_slice(&task.run_at_ms.to_le_bytes());
+    out.extend_from_slice(&task.created_ms.to_le_bytes());
+    out.extend_from_slice(&attempts(task.attempt));
+    out.extend_from_slice(&attempts(task.max_attempts));
+    if let Some(every_ms) = task.every_ms {
+        out.extend_from_slice(&every_ms.to_le_bytes());
+    }
+    if let Some(expires_at_ms) = task.expires_at_ms {
+        out.extend_from_slice(&expires_at_ms.to_le_bytes());
+    }
+    if task.priority != PRIORITY_DEFAULT {
+        out.extend_from_slice(&task.priority.to_le_bytes());
+    }
+    if let Some(lease_ms) = task.lease_ms {
+        out.extend_from_slice(&lease_ms.to_le_bytes());
+    }
+    put_names_and_payload(&mut out, task, payload, !payload_apart);
+    seal(&mut out);
+    out
+}
+
+/// The variable part every body version ends with: queue, key and payload,
+/// each after its length (the payload's bytes only if `in_body`). Lengths are
+/// bounded by the engine's limits, far below these fields' ranges.
+fn put_names_and_payload(out: &mut Vec<u8>, task: &Task, payload: &str, in_body: bool) {
+    out.extend_from_slice(&(task.queue.len() as u16).to_le_bytes());
+    out.extend_from_slice(task.queue.as_bytes());
+    match task.key.as_deref() {
+        None => out.extend_from_slice(&NO_KEY.to_le_bytes()),
+        Some(key) => {
+            out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+            out.extend_from_slice(key.as_bytes());
+        }
+    }
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    if in_body {
+        out.extend_from_slice(payload.as_bytes());
+    }
+}
+
+/// A task and where its payload is, from its body.
+pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), String> {
+    let bytes = if bytes.first() == Some(&VERSION) { unseal(bytes)? } else { bytes };
+    let mut reader = Reader { bytes, at: 0 };
+    let version = reader.u8()?;
+    let mut payload_apart = false;
+    let mut expires = false;
+    let (mut has_priority, mut has_lease) = (false, false);
+    let known = FLAG_DEAD | FLAG_REPEATS | FLAG_APART | FLAG_EXPIRES | FLAG_PRIORITY | FLAG_LEASE;
+    let (dead, repeats) = match (version, reader.u8()?) {
+        (VERSION, flags) if flags & !known == 0 => {
+            payload_apart = flags & FLAG_APART != 0;
+            expires = flags & FLAG_EXPIRES != 0;
+            has_priority = flags & FLAG_PRIORITY != 0;
+            has_lease = flags & FLAG_LEASE != 0;
+            (flags & FLAG_DEAD != 0, Some(flags & FLAG_REPEATS != 0))
+        }
+        (VERSION_2, flags) if flags & !(FLAG_DEAD | FLAG_REPEATS) == 0 => {
+            (flags & FLAG_DEAD != 0, Some(flags & FLAG_REPEATS != 0))
+        }
+        (VERSION | VERSION_2, flags) => return Err(format!("unknown flags {flags:#04x}")),
+        (VERSION_1, state @ (0 | 1)) => (state == 1, None),
+        (VERSION_1, state) => return Err(format!("unknown state {state}")),
+        (version, _) => return Err(format!("unknown record version {version}")),
+    };
+    let state = if dead { TaskState::Dead } else { TaskState::Scheduled };
+    let run_at_ms = reader.u64()?;
+    let created_ms = reader.u64()?;
+    let (attempt, max_attempts) = match repeats {
+        Some(_) => (u32::from(reader.u16()?), u32::from(reader.u16()?)),
+        None => (reader.u32()?, reader.u32()?),
+    };
+    let every_ms = match repeats {
+        Some(false) => None,
+        Some(true) => Some(Some(reader.u64()?).filter(|&every| every != 0).ok_or("a repeat period of 0")?),
+        None => Some(reader.u64()?).filter(|&every| every != 0),
+    };
+    let expires_at_ms = if expires { Some(reader.u64()?) } else { None };
+    let priority = if has_priority { reader.u32()? } else { PRIORITY_DEFAULT };
+    let lease_ms = if has_lease { Some(reader.u32()?) } else { None };
+    let queue_len = reader.u16()? as usize;
+    let queue: Arc<str> = reader.str(queue_len)?.into();
+    let key = match reader.u16()? {
+        NO_KEY => None,
+        len => Some(reader.str(len as usize)?.into()),
+    };
+    let payload_len = reader.u32()? as usize;
+    let payload = if payload_apart { PayloadIn::Apart(payload_len) } else { PayloadIn::Body(reader.str(payload_len)?) };
+    reader.end()?;
+    let task = Task {
+        id,
+        queue,
+        run_at_ms,
+        attempt,
+        max_attempts,
+        priority,
+        lease_ms,
+        key,
+        every_ms,
+        expires_at_ms,
+        expired: false,
+        last_error: None,
+        state,
+        created_ms,
+    };
+    Ok((task, payload))
+}
+
+/// What changes in a task's life: its due time, attempts, whether it is
+/// dead, and its last error. [`STATE_BYTES`] long, plus the error's length
+/// and bytes if it has one.
+pub(crate) fn encode_state(task: &Task) -> Vec<u8> {
+    let error = task.last_error.as_deref();
+    let mut out = Vec::with_capacity(STATE_BYTES + 4 + error.map_or(0, |error| 2 + error.len()));
+    out.push(STATE_VERSION);
+    out.push(state_flags(task));
+    out.extend_from_slice(&task.run_at_ms.to_le_bytes());
+    out.extend_from_slice(&attempts(task.attempt));
+    if task.priority != PRIORITY_DEFAULT {
+        out.extend_from_slice(&task.priority.to_le_bytes());
+    }
+    if let Some(error) = error {
+        // Bounded by NACK_REASON_BYTES_MAX (asserted above to fit).
+        out.extend_from_slice(&(error.len() as u16).to_le_bytes());
+        out.extend_from_slice(error.as_bytes());
+    }
+    seal(&mut out);
+    out
+}
+
+/// Applies a state record to the task its body describes.
+pub(crate) fn apply_state(task: &mut Task, bytes: &[u8]) -> Result<(), String> {
+    let bytes = match bytes.first() {
+        Some(&STATE_VERSION) => unseal(bytes)?,
+        Some(&STATE_VERSION_1) => bytes,
+        Some(version) => return Err(format!("unknown state record version {version}")),
+        None => return Err("an empty state record".into()),
+    };
+    let mut reader = Reader { bytes, at: 0 };
+    reader.u8()?;
+    let flags = reader.u8()?;
+    (task.state, task.expired) = match flags & !(FLAG_NO_EXPIRY | FLAG_ERROR | FLAG_PRIORITY) {
+        0 => (TaskState::Scheduled, false),
+        FLAG_DEAD => (TaskState::Dead, false),
+        both if both == FLAG_DEAD | FLAG_EXPIRED => (TaskState::Dead, true),
+        _ => return Err(format!("unknown state flags {flags:#04x}")),
+    };
+    if flags & FLAG_NO_EXPIRY != 0 {
+        task.expires_at_ms = None;
+    }
+    task.run_at_ms = reader.u64()?;
+    task.attempt = u32::from(reader.u16()?);
+    task.priority = if flags & FLAG_PRIORITY != 0 { reader.u32()? } else { PRIORITY_DEFAULT };
+    task.last_error = if flags & FLAG_ERROR != 0 {
+        let len = reader.u16()? as usize;
+        Some(reader.str(len)?.into())
+    } else {
+        None
+    };
+    reader.end()
+}
+
+/// Reads a record's fields in order, checking every length.
+pub(crate) struct Reader<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) at: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(len).filter(|&end| end <= self.bytes.len());
+        let end = end.ok_or_else(|| format!("truncated: needs {len} bytes at offset {}", self.at))?;
+        let slice = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(slice)
+    }
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        Ok(self.take(N)?.try_into().expect("took N bytes"))
+    }
+    pub(crate) fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.array::<1>()?[0])
+    }
+    pub(crate) fn u16(&mut self) -> Result<u16, String> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    pub(crate) fn str(&mut self, len: usize) -> Result<&'a str, String> {
+        std::str::from_utf8(self.take(len)?).map_err(|error| format!("invalid UTF-8: {error}"))
+    }
+    pub(crate) fn end(&self) -> Result<(), String> {
+        if self.at == self.bytes.len() {
+            Ok(())
+        } else {
+            Err(format!("{} trailing bytes", self.bytes.len() - self.at))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
+
+    const PAYLOAD: &str = r#"{"to":"a@b.c"}"#;
+
+    fn task() -> Task {
+        Task {
+            id: 7,
+            queue: "emails".into(),
+            run_at_ms: 1_700_000_000_000,
+            attempt: 2,
+            max_attempts: 5,
+            priority: PRIORITY_DEFAULT,
+            lease_ms: None,
+            key: Some("order-42".into()),
+            every_ms: Some(60_000),
+            expires_at_ms: None,
+            expired: false,
+            last_error: None,
+            state: TaskState::Scheduled,
+            created_ms: 1_699_999_999_000,
+        }
+    }
+
+    #[test]
+    fn a_priority_and_an_own_lease_are_kept_in_the_body_and_a_new_priority_in_the_state() {
+        let urgent = Task { priority: 3, lease_ms: Some(120_000), ..task() };
+        let body = encode(&urgent, PAYLOAD);
+        assert_eq!(body.len(), encode(&task(), PAYLOAD).len() + 8, "4 bytes each, only when set");
+        let (mut read, _) = decode(7, &body).unwrap();
+        assert_eq!(read, urgent);
+        // Released at another priority: the state says so; back at the
+        // default, its state says that (the body still says 3).
+        let released = Task { priority: 70_000, attempt: 3, ..urgent.clone() };
+        apply_state(&mut read, &encode_state(&released)).unwrap();
+        assert_eq!(read, released);
+        let default = Task { priority: PRIORITY_DEFAULT, ..urgent.clone() };
+        let state = encode_state(&default);
+        assert_eq!(state.len(), STATE_BYTES, "the default costs nothing");
+        apply_state(&mut read, &state).unwrap();
+        assert_eq!(read, default);
+        for at in 0..body.len() {
+            let mut damaged = body.clone();
+            damaged[at] ^= 0x10;
+            assert!(decode(7, &damaged).is_err(), "a flipped bit at {at} is caught");
+        }
+    }
+
+    #[test]
+    fn an_expiry_is_kept_in_the_body_and_its_end_in_the_state() {
+        let expiring = Task { every_ms: None, expires_at_ms: Some(1_700_000_060_000), ..task() };
+        let (mut read, _) = decode(7, &encode(&expiring, PAYLOAD)).unwrap();
+        assert_eq!(read, expiring);
+        let died = Task { state: TaskState::Dead, expired: true, ..expiring.clone() };
+        apply_state(&mut read, &encode_state(&died)).unwrap();
+        assert_eq!(read, died);
+        // Retried: the expiry no longer holds, whatever the body says.
+        let retried = Task { state: TaskState::Scheduled, expired: false, expires_at_ms: None, ..expiring.clone() };
+        let (mut read, _) = decode(7, &encode(&expiring, PAYLOAD)).unwrap();
+        apply_state(&mut read, &encode_state(&retried)).unwrap();
+        assert_eq!(read, retried);
+    }
+
+    #[test]
+    fn round_trips() {
+        let task = task();
+        assert_eq!(decode(7, &encode(&task, PAYLOAD)).unwrap(), (task.clone(), PayloadIn::Body(PAYLOAD)));
+        let plain = Task { key: None, every_ms: None, state: TaskState::Dead, ..task };
+        assert_eq!(decode(7, &encode(&plain, "")).unwrap(), (plain, PayloadIn::Body("")));
+    }
+
+    #[test]
+    fn a_payload_past_the_inline_size_is_kept_apart() {
+        let at_most = "x".repeat(PAYLOAD_INLINE_MAX);
+        let over = "x".repeat(PAYLOAD_INLINE_MAX + 1);
+        assert_eq!(decode(7, &encode(&task(), &at_most)).unwrap().1, PayloadIn::Body(&at_most));
+        let body = encode(&task(), &over);
+        assert_eq!(decode(7, &body).unwrap(), (task(), PayloadIn::Apart(over.len())));
+        assert_eq!(body.len(), encode(&task(), "").len(), "a body with its payload apart holds only the length");
+        assert!(keeps_payload_apart(&body) && !keeps_payload_apart(&encode(&task(), &at_most)));
+    }
+
+    /// A body as version 1 wrote it.
+    fn encode_v1(task: &Task, payload: &str) -> Vec<u8> {
+        let mut out = vec![VERSION_1, u8::from(task.state == TaskState::Dead)];
+        out.extend_from_slice(&task.run_at_ms.to_le_bytes());
+        out.extend_from_slice(&task.created_ms.to_le_bytes());
+        out.extend_from_slice(&task.attempt.to_le_bytes());
+        out.extend_from_slice(&task.max_attempts.to_le_bytes());
+        out.extend_from_slice(&task.every_ms.unwrap_or(0).to_le_bytes());
+        put_names_and_payload(&mut out, task, payload, true);
+        out
+    }
+
+    /// A body as version 2 wrote it: no CRC, the payload always inside.
+    fn encode_v2(task: &Task, payload: &str) -> Vec<u8> {
+        let mut out = encode(task, "");
+        out.truncate(out.len() - CRC_BYTES - 4);
+        out[0] = VERSION_2;
+        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(payload.as_bytes());
+        out
+    }
+
+    #[test]
+    fn version_2_bodies_are_still_read_with_payloads_of_any_size() {
+        let big = "y".repeat(PAYLOAD_INLINE_MAX * 4);
+        for payload in [PAYLOAD, &big] {
+            let bytes = encode_v2(&task(), payload);
+            assert_eq!(decode(7, &bytes).unwrap(), (task(), PayloadIn::Body(payload)));
+            assert!(decode(7, &bytes[..bytes.len() - 1]).is_err(), "a cut payload is refused");
+        }
+        let mut apart = encode_v2(&task(), "");
+        apart[1] |= FLAG_APART;
+        assert!(decode(7, &apart).is_err(), "version 2 never kept payloads apart");
+    }
+
+    #[test]
+    fn every_changed_byte_of_a_body_a_state_or_a_payload_is_caught() {
+        let payload = "p".repeat(PAYLOAD_INLINE_MAX + 3);
+        let records = [
+            (encode(&task(), PAYLOAD), "body"),
+            (encode(&task(), &payload), "body with its payload apart"),
+            (encode_state(&task()).to_vec(), "state"),
+            (encode_state(&Task { last_error: Some("timeout".into()), ..task() }), "state"),
+            (encode_payload(&payload), "payload"),
+        ];
+        for (record, what) in records {
+            for at in 0..record.len() {
+                for flip in [0x01, 0x80, 0xff] {
+                    let mut damaged = record.clone();
+                    damaged[at] ^= flip;
+                    let caught = match what {
+                        "state" => apply_state(&mut task(), &damaged).is_err(),
+                        "payload" => decode_payload(&damaged).is_err(),
+                        _ => decode(7, &damaged).is_err(),
+                    };
+                    assert!(caught, "{what}: byte {at} xor {flip:#04x} went unnoticed");
+                }
+            }
+        }
+        assert_eq!(decode_payload(&encode_payload(&payload)).unwrap(), payload);
+    }
+
+    #[test]
+    fn version_1_bodies_are_still_read() {
+        for task in [task(), Task { key: None, every_ms: None, state: TaskState::Dead, ..task() }] {
+            let mut bytes = encode_v1(&task, PAYLOAD);
+            assert_eq!(decode(7, &bytes).unwrap(), (task, PayloadIn::Body(PAYLOAD)));
+            bytes.pop();
+            assert!(decode(7, &bytes).is_err(), "a cut payload is refused");
+        }
+    }
+
+    #[test]
+    fn a_body_is_22_bytes_its_names_payload_and_crc_and_a_state_16() {
+        let plain = Task { key: None, every_ms: None, ..task() };
+        let names = 2 + "emails".len() + 2;
+        assert_eq!(encode(&plain, PAYLOAD).len(), FIXED_BYTES + names + 4 + PAYLOAD.len() + CRC_BYTES);
+        assert_eq!(encode(&task(), "").len(), FIXED_BYTES + 8 + names + "order-42".len() + 4 + CRC_BYTES);
+        assert_eq!(encode_state(&task()).len(), STATE_BYTES);
+        for payload in ["", PAYLOAD, &"z".repeat(PAYLOAD_INLINE_MAX + 9)] {
+            for task in [plain.clone(), task()] {
+                assert_eq!(body_bytes(Sizes::of(&task, payload.len())), encode(&task, payload).len());
+            }
+        }
+    }
+
+    #[test]
+    fn a_state_overrides_what_changes_and_nothing_else() {
+        let changed = Task { run_at_ms: 5, attempt: 3, state: TaskState::Dead, ..task() };
+        let mut read = task();
+        apply_state(&mut read, &encode_state(&changed)).unwrap();
+        assert_eq!(read, changed);
+        let mut bytes = encode_state(&changed).to_vec();
+        for len in 0..STATE_BYTES {
+            assert!(apply_state(&mut task(), &bytes[..len]).is_err());
+        }
+        bytes.push(0);
+        assert!(apply_state(&mut task(), &bytes).is_err(), "trailing bytes");
+        // Version 1 states, without a CRC, are still read.
+        let mut v1 = encode_state(&changed)[..12].to_vec();
+        v1[0] = STATE_VERSION_1;
+        let mut read = task();
+        apply_state(&mut read, &v1).unwrap();
+        assert_eq!(read, changed);
+        v1[1] = 8;
+        assert!(apply_state(&mut task(), &v1).is_err(), "unknown flags");
+    }
+
+    #[test]
+    fn a_last_error_is_kept_in_the_state_and_goes_with_the_next_state() {
+        let failed = Task { attempt: 3, last_error: Some("SMTP 451: try again later ✉".into()), ..task() };
+        let bytes = encode_state(&failed);
+        assert_eq!(bytes.len(), STATE_BYTES + 2 + "SMTP 451: try again later ✉".len());
+        let mut read = task();
+        apply_state(&mut read, &bytes).unwrap();
+        assert_eq!(read, failed);
+        // A later state without one clears it; the longest reason fits.
+        apply_state(&mut read, &encode_state(&task())).unwrap();
+        assert_eq!(read.last_error, None);
+        let longest =
+            Task { last_error: Some("e".repeat(hourglass_queue::limits::NACK_REASON_BYTES_MAX).into()), ..task() };
+        apply_state(&mut read, &encode_state(&longest)).unwrap();
+        assert_eq!(read, longest);
+        // A reason that is not UTF-8 is refused (with its CRC made right).
+        let mut bad = encode_state(&failed);
+        bad.truncate(bad.len() - CRC_BYTES);
+        let at = bad.len() - 1;
+        bad[at] = 0xff;
+        seal(&mut bad);
+        assert!(apply_state(&mut task(), &bad).is_err());
+    }
+
+    #[test]
+    fn a_lease_is_stored_as_scheduled() {
+        let leased = Task { state: TaskState::Leased { lease: Lease(9), until_ms: 5 }, ..task() };
+        assert_eq!(decode(7, &encode(&leased, PAYLOAD)).unwrap().0.state, TaskState::Scheduled);
+        let mut read = Task { state: TaskState::Dead, ..task() };
+        apply_state(&mut read, &encode_state(&leased)).unwrap();
+        assert_eq!(read.state, TaskState::Scheduled);
+    }
+
+    /// The payload to encode a decoded body back with, if this version
+    /// writes the body as it was read: a version 2 body, with a payload where
+    /// this version puts it.
+    fn canonical(version: u8, payload: PayloadIn<'_>) -> Option<String> {
+        match payload {
+            _ if version != VERSION => None,
+            PayloadIn::Body(payload) => (!apart(payload.len())).then(|| payload.to_owned()),
+            PayloadIn::Apart(len) => (apart(len) && len <= 1 << 20).then(|| "x".repeat(len)),
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever a damaged disk hands back, decoding answers with a task or
+        /// an error, never a panic; and a version 2 body that decodes encodes
+        /// back to the same bytes, so nothing is silently misread.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            if let Ok((task, payload)) = decode(1, &bytes) {
+                if let Some(payload) = canonical(bytes[0], payload) {
+                    proptest::prop_assert_eq!(encode(&task, &payload), bytes.clone());
+                }
+            }
+            let mut target = task();
+            if apply_state(&mut target, &bytes).is_ok() {
+                proptest::prop_assert_eq!(encode_state(&target).to_vec(), bytes);
+            }
+        }
+
+        /// Bodies of real tasks, mutated in one byte, are refused or decode to
+        /// a task that re-encodes to the mutated bytes.
+        #[test]
+        fn one_changed_byte_is_caught_or_faithful(at in 0usize..200, value in proptest::prelude::any::<u8>()) {
+            let mut bytes = encode(&task(), PAYLOAD);
+            let at = at % bytes.len();
+            bytes[at] = value;
+            if let Ok((decoded, payload)) = decode(7, &bytes) {
+                if let Some(payload) = canonical(bytes[0], payload) {
+                    proptest::prop_assert_eq!(encode(&decoded, &payload), bytes);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_truncation_and_extension_is_refused() {
+        let bytes = encode(&task(), PAYLOAD);
+        for len in 0..bytes.len() {
+            assert!(decode(7, &bytes[..len]).is_err(), "accepted a record cut at {len}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode(7, &longer).is_err());
+        let mut bad_version = bytes;
+        bad_version[0] = 99;
+        assert!(decode(7, &bad_version).unwrap_err().contains("version"));
+    }
+}

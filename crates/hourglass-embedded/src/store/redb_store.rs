@@ -1,0 +1,568 @@
+//! The embedded store: one redb database file, with a table of task bodies,
+//! one of state records, and one of the payloads too large to keep in memory.
+//!
+//! redb commits atomically with checksummed pages and two commit slots, so a
+//! `kill -9` at any moment leaves either the previous or the new commit, never
+//! a torn one; freed pages are reused, so the file stays bounded by the live
+//! tasks.
+//!
+//! **Damage is never trusted, and a start costs what the metadata costs.**
+//! After an unclean shutdown redb repairs the file and verifies every page's
+//! checksum on its own. After a clean one it trusts the file, so every record
+//! carries a checksum of its own ([`record`]): each body and state is verified
+//! as the start loads it, each payload kept apart when it is read. A start
+//! therefore reads the bodies and states, not the payloads: redb's full check
+//! of an 8 GB file of 4 KiB payloads took 10 to 12 s, the load alone 0.5 s.
+//! [`RedbStore::open_checked`] runs redb's full check anyway, and an open that
+//! panics on a file damaged outside redb is reported as an error.
+//!
+//! A failed write (a full disk, say) leaves redb refusing every later
+//! operation until the database is opened again, and redb may report a commit
+//! failing after it reached the file. So the store reopens the database at
+//! once and reads the batch back ([`landed`]): the answer is what the disk
+//! holds, and the server serves again once there is room.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::RwLock;
+use redb::{Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::record::{self, PayloadIn};
+use super::{schedule_record, Loaded, Mutation, Snapshot, Store};
+use crate::store::StoreError;
+use hourglass_queue::Schedule;
+use hourglass_queue::Task;
+
+/// Task id to the task's body, written once, with its payload if small (see
+/// [`record`]).
+const TASKS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("tasks");
+/// Task id to what changed since (due time, attempts, dead), for tasks that
+/// changed: a change rewrites this small record, never the body.
+const STATES: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("states");
+/// Task id to its payload, for payloads kept apart from their bodies
+/// ([`record::apart`]): a start reads the bodies only.
+const PAYLOADS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("payloads");
+/// Counters that outlive tasks; one for now, `next_id`.
+const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+/// Schedules by name: see [`schedule_record`].
+const SCHEDULES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("schedules");
+/// The names of the paused queues (the value is unused: 1).
+const PAUSED: TableDefinition<'_, &str, u8> = TableDefinition::new("paused_queues");
+/// When the pauses that end by themselves end, Unix ms, by queue name.
+const PAUSE_ENDS: TableDefinition<'_, &str, u64> = TableDefinition::new("pause_ends");
+const NEXT_ID: &str = "next_id";
+/// The database's file name inside the data directory.
+pub const FILE_NAME: &str = "tasks.redb";
+/// redb's page cache. The engine keeps every task in memory and mostly
+/// writes (it reads payloads kept apart once per delivery, and the bodies at
+/// start), so a large cache would mostly hold pages it never reads again:
+/// redb's 1 GiB default cost 140 bytes per task after a start.
+const CACHE_BYTES: usize = 32 << 20;
+
+/// Tasks in a redb database in a data directory.
+pub struct RedbStore {
+    /// `None` while it is being reopened after a failed write.
+    db: RwLock<Option<Database>>,
+    /// A write failed on I/O: redb refuses everything until reopened.
+    failed_io: AtomicBool,
+    path: PathBuf,
+}
+
+fn db_error(error: impl Into<redb::Error>) -> StoreError {
+    let error = error.into();
+    let full = match &error {
+        redb::Error::Io(io) => {
+            io.kind() == std::io::ErrorKind::StorageFull
+                || io.kind() == std::io::ErrorKind::QuotaExceeded
+                || io.raw_os_error() == Some(ENOSPC)
+        }
+        _ => false,
+    };
+    if full {
+        StoreError::Full(error.to_string())
+    } else {
+        StoreError::Database(error.to_string())
+    }
+}
+
+/// "No space left on device" on Linux, for errors that come without a kind.
+const ENOSPC: i32 = 28;
+
+/// Opens (or creates) the database at `path` and its tables; with `check`,
+/// redb verifies every page first.
+fn open(path: &Path, check: bool) -> Result<Database, StoreError> {
+    let cannot =
+        |error: &dyn std::fmt::Display| StoreError::Database(format!("cannot open {}: {error}", path.display()));
+    // redb may panic on a file damaged outside it (only its full check
+    // promises an error instead): refuse to start either way.
+    let opened = catch_unwind(AssertUnwindSafe(|| {
+        Database::builder().set_cache_size(CACHE_BYTES).set_check_integrity_on_open(check).create(path)
+    }));
+    let db = match opened {
+        Ok(Ok(db)) => db,
+        Ok(Err(error)) => return Err(cannot(&error)),
+        Err(_) => {
+            return Err(cannot(&"the file is damaged (redb panicked reading it); `serve --check-store` reports where"))
+        }
+    };
+    let txn = db.begin_write().map_err(db_error)?;
+    txn.open_table(TASKS).map_err(db_error)?;
+    txn.open_table(STATES).map_err(db_error)?;
+    txn.open_table(PAYLOADS).map_err(db_error)?;
+    txn.open_table(META).map_err(db_error)?;
+    txn.commit().map_err(db_error)?;
+    Ok(db)
+}
+
+impl RedbStore {
+    /// Opens (or creates) the store in directory `dir`. A file that was not
+    /// shut down cleanly is repaired and verified by redb; records are
+    /// verified against their checksums as they are read.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if the directory cannot be made or the file is
+    /// damaged, with the path in the message.
+    pub fn open(dir: &Path) -> Result<RedbStore, StoreError> {
+        Self::open_with(dir, false)
+    }
+
+    /// [`open`](RedbStore::open), with redb's full check of every page first:
+    /// slower, in proportion to the whole file (payloads included).
+    ///
+    /// # Errors
+    /// As [`open`](RedbStore::open); a damaged file is refused.
+    pub fn open_checked(dir: &Path) -> Result<RedbStore, StoreError> {
+        Self::open_with(dir, true)
+    }
+
+    fn open_with(dir: &Path, check: bool) -> Result<RedbStore, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|error| {
+            StoreError::Database(format!("cannot create data directory {}: {error}", dir.display()))
+        })?;
+        let path = dir.join(FILE_NAME);
+        let db = open(&path, check)?;
+        Ok(RedbStore { db: RwLock::new(Some(db)), failed_io: AtomicBool::new(false), path })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the database; an error if it is being reopened.
+    fn with_db<R>(&self, f: impl FnOnce(&Database) -> Result<R, StoreError>) -> Result<R, StoreError> {
+        match &*self.db.read() {
+            Some(db) => f(db),
+            None => Err(self.reopening()),
+        }
+    }
+
+    fn reopening(&self) -> StoreError {
+        StoreError::Database(format!("{} is being reopened after a failed write", self.path.display()))
+    }
+
+    /// After a failed write redb refuses everything until reopened: drops the
+    /// database and opens it again (redb repairs and verifies it, as after a
+    /// crash). Fails while a snapshot still holds the old one; the next write
+    /// tries again.
+    fn reopen(&self) -> Result<(), StoreError> {
+        let mut db = self.db.write();
+        drop(db.take());
+        *db = Some(open(&self.path, false)?);
+        tracing::info!(path = %self.path.display(), "reopened the store after a failed write");
+        Ok(())
+    }
+
+    /// Bytes of live data (bodies, states, payloads and their B-tree pages),
+    /// as redb counts them; the file is larger by what redb has allocated
+    /// ahead.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`].
+    pub fn stored_bytes(&self) -> Result<u64, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_write().map_err(db_error)?;
+            let stats = txn.stats().map_err(db_error)?;
+            txn.abort().map_err(db_error)?;
+            Ok(stats.stored_bytes() + stats.metadata_bytes())
+        })
+    }
+
+    fn try_apply(db: &Database, batch: &[Mutation], durable: bool) -> Result<(), redb::Error> {
+        let mut txn = db.begin_write()?;
+        txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
+        {
+            let mut table = txn.open_table(TASKS)?;
+            let mut states = txn.open_table(STATES)?;
+            // Opened only by a transaction that touches a payload kept apart:
+            // opened by every one, it raised lateness p99 at 10 k tasks/s
+            // from a median 2.3 ms to 7.5 ms (BENCHMARKS.md, "Payloads on disk").
+            let mut payloads = None;
+            let mut next_id = None;
+            for mutation in batch {
+                match mutation {
+                    Mutation::Insert { task, payload } => {
+                        table.insert(task.id, record::encode(task, payload).as_slice())?;
+                        if record::apart(payload.len()) {
+                            opened(&mut payloads, &txn)?.insert(task.id, record::encode_payload(payload).as_slice())?;
+                        }
+                    }
+                    Mutation::Update(task) => {
+                        states.insert(task.id, record::encode_state(task).as_slice())?;
+                    }
+                    Mutation::Delete(id) => {
+                        let apart = table.remove(*id)?.is_some_and(|body| record::keeps_payload_apart(body.value()));
+                        states.remove(*id)?;
+                        if apart {
+                            opened(&mut payloads, &txn)?.remove(*id)?;
+                        }
+                    }
+                    Mutation::NextId(id) => next_id = next_id.max(Some(*id)),
+                    Mutation::PutSchedule(schedule) => {
+                        let mut schedules = txn.open_table(SCHEDULES)?;
+                        schedules.insert(&*schedule.name, schedule_record::encode(schedule).as_slice())?;
+                    }
+                    Mutation::DeleteSchedule(name) => {
+                        txn.open_table(SCHEDULES)?.remove(&**name)?;
+                    }
+                    Mutation::PauseQueue { queue, paused, until_ms } => {
+                        if *paused {
+                            txn.open_table(PAUSED)?.insert(&**queue, 1)?;
+                        } else {
+                            txn.open_table(PAUSED)?.remove(&**queue)?;
+                        }
+                        let mut ends = txn.open_table(PAUSE_ENDS)?;
+                        match until_ms {
+                            Some(until_ms) if *paused => ends.insert(&**queue, until_ms)?,
+                            _ => ends.remove(&**queue)?,
+                        };
+                    }
+                }
+            }
+            if let Some(next_id) = next_id {
+                let mut meta = txn.open_table(META)?;
+                let stored = meta.get(NEXT_ID)?.map_or(0, |value| value.value());
+                meta.insert(NEXT_ID, next_id.max(stored))?;
+            }
+        }
+        Ok(txn.commit()?)
+    }
+}
+
+impl Store for RedbStore {
+    fn load(&self, visit: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
+        let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
+        let table = txn.open_table(TASKS).map_err(db_error)?;
+        let states = txn.open_table(STATES).map_err(db_error)?;
+        // Both tables are in id order: walk them side by side.
+        let mut states = states.iter().map_err(db_error)?.peekable();
+        for item in table.iter().map_err(db_error)? {
+            let (id, bytes) = item.map_err(db_error)?;
+            let id = id.value();
+            let corrupt = |reason| StoreError::Corrupt { id, reason };
+            let (mut task, payload) = record::decode(id, bytes.value()).map_err(corrupt)?;
+            while let Some(entry) = states.next_if(|entry| entry.as_ref().is_ok_and(|(key, _)| key.value() <= id)) {
+                let (key, bytes) = entry.map_err(db_error)?;
+                if key.value() == id {
+                    record::apply_state(&mut task, bytes.value()).map_err(corrupt)?;
+                }
+            }
+            let payload = match payload {
+                PayloadIn::Body(payload) => Loaded::of(payload),
+                PayloadIn::Apart(bytes) => Loaded::Apart(bytes),
+            };
+            visit(task, payload);
+        }
+        let meta = txn.open_table(META).map_err(db_error)?;
+        let next_id = meta.get(NEXT_ID).map_err(db_error)?.map_or(0, |value| value.value());
+        Ok(next_id)
+    }
+
+    fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
+        // A store from before schedules has none.
+        let Some(table) = added_later(&txn, SCHEDULES)? else { return Ok(Vec::new()) };
+        let mut schedules = Vec::new();
+        for item in table.iter().map_err(db_error)? {
+            let (name, bytes) = item.map_err(db_error)?;
+            let name = name.value();
+            let schedule = schedule_record::decode(name, bytes.value())
+                .map_err(|reason| StoreError::CorruptSchedule { name: name.to_owned(), reason })?;
+            schedules.push(schedule);
+        }
+        Ok(schedules)
+    }
+
+    fn load_paused(&self) -> Result<Vec<super::PausedQueue>, StoreError> {
+        let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
+        // A store from before queues could be paused has none paused, and
+        // one from before pauses could end, no ends.
+        let Some(table) = added_later(&txn, PAUSED)? else { return Ok(Vec::new()) };
+        let ends = added_later(&txn, PAUSE_ENDS)?;
+        let mut paused = Vec::new();
+        for item in table.iter().map_err(db_error)? {
+            let name = item.map_err(db_error)?.0;
+            let until_ms = match &ends {
+                Some(ends) => ends.get(name.value()).map_err(db_error)?.map(|until| until.value()),
+                None => None,
+            };
+            paused.push((name.value().into(), until_ms));
+        }
+        Ok(paused)
+    }
+
+    fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        if self.failed_io.load(Ordering::Acquire) {
+            self.reopen()?;
+            self.failed_io.store(false, Ordering::Release);
+        }
+        let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable))) {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(error)) => error,
+            Err(reopening) => return Err(reopening),
+        };
+        if !matches!(error, redb::Error::Io(_) | redb::Error::PreviousIo) {
+            return Err(db_error(error));
+        }
+        // redb may fail a commit on I/O after its pages and header reached
+        // the file. Reopen now and read the batch back, so that the answer
+        // is what the disk holds, not a guess.
+        self.failed_io.store(true, Ordering::Release);
+        for _ in 0..REOPEN_TRIES {
+            if self.reopen().is_ok() {
+                self.failed_io.store(false, Ordering::Release);
+                if self.with_db(|db| landed(db, batch)).unwrap_or(false) {
+                    tracing::warn!(%error, "a commit reported failing but reached the disk: it counts as done");
+                    return Ok(());
+                }
+                break;
+            }
+            // A snapshot still holds the old database; they last microseconds.
+            std::thread::sleep(REOPEN_PAUSE);
+        }
+        Err(db_error(error))
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        // An empty durable commit makes every earlier non-durable one durable.
+        self.with_db(|db| {
+            let mut txn = db.begin_write().map_err(db_error)?;
+            txn.set_durability(Durability::Immediate).map_err(db_error)?;
+            txn.commit().map_err(db_error)
+        })
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
+        // Taken under the engine's lock: never wait for a reopen, which may
+        // take a while (redb verifies the file).
+        let db = self.db.try_read().ok_or_else(|| self.reopening())?;
+        let txn = db.as_ref().ok_or_else(|| self.reopening())?.begin_read().map_err(db_error)?;
+        Ok(Box::new(RedbSnapshot { txn, tables: None }))
+    }
+}
+
+/// Tries to reopen the database after a failed commit, to learn what became
+/// of it, and the pause between tries (while a snapshot holds the old one).
+const REOPEN_TRIES: usize = 100;
+const REOPEN_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Whether `batch`, whose commit was reported failing, is in the database
+/// anyway. A batch lands whole or not at all, so its first mutation whose
+/// effect differs from what was there before tells: an insert's body is there
+/// byte for byte, a deleted task is gone (the engine deletes only tasks it has
+/// stored). Updates and the next id, which may equal what was there, only
+/// tell when they differ. A batch with nothing that tells left the database
+/// as the batch would have: it counts as landed.
+fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
+    let txn = db.begin_read().map_err(db_error)?;
+    let tasks = txn.open_table(TASKS).map_err(db_error)?;
+    let states = txn.open_table(STATES).map_err(db_error)?;
+    let meta = txn.open_table(META).map_err(db_error)?;
+    let schedule = |name: &str| -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(table) = added_later(&txn, SCHEDULES)? else { return Ok(None) };
+        Ok(table.get(name).map_err(db_error)?.map(|bytes| bytes.value().to_vec()))
+    };
+    for mutation in batch {
+        match mutation {
+            Mutation::Insert { task, payload } => {
+                let body = tasks.get(task.id).map_err(db_error)?;
+                return Ok(body.is_some_and(|body| body.value() == record::encode(task, payload).as_slice()));
+            }
+            Mutation::Delete(id) => return Ok(tasks.get(*id).map_err(db_error)?.is_none()),
+            Mutation::Update(task) => {
+                let state = states.get(task.id).map_err(db_error)?;
+                if state.is_none_or(|state| state.value() != record::encode_state(task).as_slice()) {
+                    return Ok(false);
+                }
+            }
+            Mutation::NextId(next_id) => {
+                if meta.get(NEXT_ID).map_err(db_error)?.map_or(0, |value| value.value()) < *next_id {
+                    return Ok(false);
+                }
+            }
+            // Like an update: tells only when it differs.
+            Mutation::PutSchedule(put) => {
+                if schedule(&put.name)?.is_none_or(|bytes| bytes != schedule_record::encode(put)) {
+                    return Ok(false);
+                }
+            }
+            Mutation::DeleteSchedule(name) => {
+                if schedule(name)?.is_some() {
+                    return Ok(false);
+                }
+            }
+            Mutation::PauseQueue { queue, paused, until_ms } => {
+                let stored = match added_later(&txn, PAUSED)? {
+                    Some(table) => table.get(&**queue).map_err(db_error)?.is_some(),
+                    None => false,
+                };
+                let end = match added_later(&txn, PAUSE_ENDS)? {
+                    Some(table) => table.get(&**queue).map_err(db_error)?.map(|until| until.value()),
+                    None => None,
+                };
+                if stored != *paused || (*paused && end != *until_ms) {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// A table that stores written by earlier versions lack: `None` there.
+fn added_later<K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &ReadTransaction,
+    table: TableDefinition<'_, K, V>,
+) -> Result<Option<ReadOnlyTable<K, V>>, StoreError> {
+    match txn.open_table(table) {
+        Ok(table) => Ok(Some(table)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(error) => Err(db_error(error)),
+    }
+}
+
+/// The payloads table of `txn`, opened at the first call.
+fn opened<'s, 'txn>(
+    table: &'s mut Option<redb::Table<'txn, u64, &'static [u8]>>,
+    txn: &'txn redb::WriteTransaction,
+) -> Result<&'s mut redb::Table<'txn, u64, &'static [u8]>, redb::Error> {
+    Ok(match table {
+        Some(table) => table,
+        None => table.insert(txn.open_table(PAYLOADS)?),
+    })
+}
+
+/// A table of bytes by task id, read-only.
+type ByIdTable = ReadOnlyTable<u64, &'static [u8]>;
+
+/// A read transaction; its tables (payloads, then bodies) are opened at the
+/// first read.
+struct RedbSnapshot {
+    txn: ReadTransaction,
+    tables: Option<(ByIdTable, ByIdTable)>,
+}
+
+impl Snapshot for RedbSnapshot {
+    fn payload(&mut self, id: u64) -> Result<Box<str>, StoreError> {
+        let (payloads, tasks) = match &mut self.tables {
+            Some(tables) => tables,
+            None => {
+                let payloads = self.txn.open_table(PAYLOADS).map_err(db_error)?;
+                let tasks = self.txn.open_table(TASKS).map_err(db_error)?;
+                self.tables.insert((payloads, tasks))
+            }
+        };
+        let corrupt = |reason: String| StoreError::Corrupt { id, reason };
+        if let Some(bytes) = payloads.get(id).map_err(db_error)? {
+            return Ok(record::decode_payload(bytes.value()).map_err(corrupt)?.into());
+        }
+        // A small payload, or one written before payloads were kept apart.
+        let body = tasks.get(id).map_err(db_error)?.ok_or_else(|| corrupt("no such task in the store".into()))?;
+        match record::decode(id, body.value()).map_err(corrupt)?.1 {
+            PayloadIn::Body(payload) => Ok(payload.into()),
+            PayloadIn::Apart(_) => Err(corrupt("its payload is kept apart but missing".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hourglass_queue::TaskState;
+
+    fn task(id: u64, run_at_ms: u64) -> Task {
+        Task {
+            id,
+            queue: "q".into(),
+            run_at_ms,
+            attempt: 0,
+            max_attempts: 5,
+            priority: hourglass_queue::limits::PRIORITY_DEFAULT,
+            lease_ms: None,
+            key: None,
+            every_ms: None,
+            expires_at_ms: None,
+            expired: false,
+            last_error: None,
+            state: TaskState::Scheduled,
+            created_ms: 1,
+        }
+    }
+
+    /// What a commit reported failing became is read back from the file.
+    #[test]
+    fn a_batch_is_known_to_have_landed_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(dir.path()).unwrap();
+        let landed = |batch: &[Mutation]| store.with_db(|db| landed(db, batch)).unwrap();
+        let big = "b".repeat(hourglass_queue::limits::PAYLOAD_INLINE_MAX + 1);
+        let first = vec![
+            Mutation::Insert { task: task(1, 10), payload: "{}".into() },
+            Mutation::Insert { task: task(2, 10), payload: big.as_str().into() },
+            Mutation::NextId(3),
+        ];
+        assert!(!landed(&first), "not yet written");
+        store.apply(&first, true).unwrap();
+        assert!(landed(&first));
+        let other_body = [Mutation::Insert { task: task(1, 11), payload: "{}".into() }];
+        assert!(!landed(&other_body), "a body that differs is not this batch's");
+
+        let update = [Mutation::Update(task(1, 20))];
+        assert!(!landed(&update));
+        store.apply(&update, true).unwrap();
+        assert!(landed(&update));
+        assert!(!landed(&[Mutation::NextId(4)]));
+        assert!(landed(&[Mutation::NextId(3)]), "the next id is there already: nothing tells it apart");
+
+        let delete = [Mutation::Delete(2)];
+        assert!(!landed(&delete));
+        store.apply(&delete, true).unwrap();
+        assert!(landed(&delete));
+        // The payload went with the task.
+        assert!(store.snapshot().unwrap().payload(2).is_err());
+
+        // A pause tells once written (before, the table does not even exist);
+        // so does the resume, and the paused queues are loaded by name.
+        let pause = [Mutation::PauseQueue { queue: "q".into(), paused: true, until_ms: None }];
+        assert!(!landed(&pause));
+        assert_eq!(store.load_paused().unwrap(), Vec::<(Box<str>, Option<u64>)>::new());
+        store.apply(&pause, true).unwrap();
+        assert!(landed(&pause));
+        assert_eq!(store.load_paused().unwrap(), [(Box::from("q"), None)]);
+        // A pause that ends by itself keeps its end; a later one without, none.
+        let timed = [Mutation::PauseQueue { queue: "q".into(), paused: true, until_ms: Some(1_000) }];
+        assert!(!landed(&timed));
+        store.apply(&timed, true).unwrap();
+        assert!(landed(&timed) && !landed(&pause));
+        assert_eq!(store.load_paused().unwrap(), [(Box::from("q"), Some(1_000))]);
+        store.apply(&pause, true).unwrap();
+        assert_eq!(store.load_paused().unwrap(), [(Box::from("q"), None)]);
+        let resume = [Mutation::PauseQueue { queue: "q".into(), paused: false, until_ms: None }];
+        assert!(!landed(&resume));
+        store.apply(&resume, true).unwrap();
+        assert!(landed(&resume));
+        assert!(store.load_paused().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,8 @@
+//! Integration tests of the embedded backend, compiled into one binary.
+mod budgets;
+mod conformance;
+mod durability;
+mod engine;
+mod listing;
+mod schedules;
+mod sim;

@@ -1,0 +1,316 @@
+//! A [`Store`] that keeps what was made durable apart from what was only
+//! applied, fails writes on demand, and "crashes": like redb's `CrashBackend`.
+//!
+//! - A durable apply (and [`Store::sync`]) moves everything applied so far, then
+//!   the batch, into the durable image. A non-durable apply only queues the batch.
+//! - [`CrashStore::crash`] drops what is not durable and fails every later write,
+//!   as a dead process would. In the torn variant the crash strikes *during* the
+//!   next durable apply: that batch reaches the durable image whole (the [`Store`]
+//!   contract is one atomic batch, so "torn" here means written but never
+//!   acknowledged), and its caller hears an error.
+//! - [`CrashStore::restart`] is the machine coming back: the durable image is all
+//!   that is left, and the store works again.
+//!
+//! Every state a task ever had durably is kept in a history, so a test can ask
+//! whether something a client saw was ever durable.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use hourglass_embedded::{Loaded, Mutation, Snapshot, Store, StoreError};
+use hourglass_queue::{Schedule, Task};
+use parking_lot::{Condvar, Mutex};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+#[derive(Default)]
+struct Image {
+    tasks: BTreeMap<u64, (Task, Box<str>)>,
+    next_id: u64,
+    schedules: BTreeMap<Box<str>, Schedule>,
+    paused: BTreeMap<Box<str>, Option<u64>>,
+}
+
+impl Image {
+    fn apply(&mut self, batch: &[Mutation], history: &mut History, disorder: &mut Vec<String>) {
+        for mutation in batch {
+            match mutation {
+                Mutation::Insert { task, payload } => {
+                    history.record(task);
+                    self.tasks.insert(task.id, (task.clone(), payload.clone()));
+                }
+                Mutation::Update(task) => {
+                    history.record(task);
+                    match self.tasks.get_mut(&task.id) {
+                        Some(stored) => stored.0 = task.clone(),
+                        None => disorder.push(format!("an update of task {}, which is not stored", task.id)),
+                    }
+                }
+                Mutation::Delete(id) => {
+                    self.tasks.remove(id);
+                }
+                Mutation::NextId(next) => self.next_id = self.next_id.max(*next),
+                Mutation::PutSchedule(schedule) => {
+                    history.schedules.insert((schedule.name.clone(), schedule.next_ms));
+                    self.schedules.insert(schedule.name.clone(), schedule.clone());
+                }
+                Mutation::DeleteSchedule(name) => {
+                    self.schedules.remove(name);
+                }
+                Mutation::PauseQueue { queue, paused, until_ms } => {
+                    history.paused.insert((queue.clone(), *paused));
+                    if *paused {
+                        self.paused.insert(queue.clone(), *until_ms);
+                    } else {
+                        self.paused.remove(queue);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What was ever durable: task ids, (id, due time) pairs, schedules'
+/// (name, next occurrence) pairs, and the task each occurrence key was
+/// first stored with.
+#[derive(Default)]
+pub struct History {
+    pub ids: HashSet<u64>,
+    pub due: HashSet<(u64, u64)>,
+    pub schedules: HashSet<(Box<str>, Option<u64>)>,
+    /// (queue, paused) pairs: every queue starts durably resumed.
+    pub paused: HashSet<(Box<str>, bool)>,
+    pub keys: HashMap<Box<str>, u64>,
+    /// Keys of schedules' occurrences stored with two tasks: an occurrence
+    /// enqueued twice.
+    pub twice: Vec<String>,
+}
+
+impl History {
+    fn record(&mut self, task: &Task) {
+        self.ids.insert(task.id);
+        self.due.insert((task.id, task.run_at_ms));
+        if let Some(key) = task.key.as_ref().filter(|key| key.starts_with("schedule:")) {
+            let first = *self.keys.entry(key.clone()).or_insert(task.id);
+            if first != task.id {
+                self.twice.push(format!("{key} as task {first} and task {}", task.id));
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Crash {
+    /// Not crashed.
+    No,
+    /// The next durable apply is written, then the process dies.
+    Torn,
+    /// Dead: every write fails.
+    Dead,
+}
+
+struct Inner {
+    /// While closed, writes wait (the writer thread blocks in `apply`).
+    gate_closed: bool,
+    /// Writes waiting at the gate.
+    at_gate: usize,
+    durable: Image,
+    /// Applied without fsync, in order: lost by a crash.
+    unsynced: Vec<Vec<Mutation>>,
+    crash: Crash,
+    history: History,
+    /// Chance that one apply fails with nothing written.
+    fail_probability: f64,
+    rng: StdRng,
+    /// Writes that could not be in order: an update of a task not stored.
+    disorder: Vec<String>,
+}
+
+/// A handle; clones share the store.
+#[derive(Clone)]
+pub struct CrashStore {
+    inner: Arc<Mutex<Inner>>,
+    gate: Arc<Condvar>,
+}
+
+impl CrashStore {
+    pub fn new(seed: u64, fail_probability: f64) -> CrashStore {
+        CrashStore {
+            inner: Arc::new(Mutex::new(Inner {
+                gate_closed: false,
+                at_gate: 0,
+                durable: Image::default(),
+                unsynced: Vec::new(),
+                crash: Crash::No,
+                history: History::default(),
+                fail_probability,
+                rng: StdRng::seed_from_u64(seed ^ 0x5eed_5707e),
+                disorder: Vec::new(),
+            })),
+            gate: Arc::new(Condvar::new()),
+        }
+    }
+
+    /// Holds every write until [`open_gate`](CrashStore::open_gate): a write
+    /// that is on its way, for as long as a test needs.
+    pub fn close_gate(&self) {
+        self.inner.lock().gate_closed = true;
+    }
+
+    /// Whether a write is held at the gate.
+    pub fn held_at_gate(&self) -> bool {
+        self.inner.lock().at_gate > 0
+    }
+
+    pub fn open_gate(&self) {
+        self.inner.lock().gate_closed = false;
+        self.gate.notify_all();
+    }
+
+    /// The chance that one write fails with nothing written.
+    pub fn fail_with_probability(&self, p: f64) {
+        self.inner.lock().fail_probability = p;
+    }
+
+    /// Kills the process now, or (`torn`) during the next durable apply.
+    pub fn crash(&self, torn: bool) {
+        let mut inner = self.inner.lock();
+        if torn && inner.crash == Crash::No {
+            inner.crash = Crash::Torn;
+        } else {
+            inner.crash = Crash::Dead;
+            inner.unsynced.clear();
+        }
+    }
+
+    /// The machine is back: what was not durable is gone; writes work again.
+    pub fn restart(&self) {
+        let mut inner = self.inner.lock();
+        inner.unsynced.clear();
+        inner.crash = Crash::No;
+    }
+
+    pub fn crashed(&self) -> bool {
+        self.inner.lock().crash != Crash::No
+    }
+
+    /// The ids in the durable image.
+    pub fn durable_ids(&self) -> HashSet<u64> {
+        self.inner.lock().durable.tasks.keys().copied().collect()
+    }
+
+    /// Writes that arrived out of order, described.
+    pub fn disorder(&self) -> Vec<String> {
+        self.inner.lock().disorder.clone()
+    }
+
+    pub fn with_history<R>(&self, f: impl FnOnce(&History) -> R) -> R {
+        f(&self.inner.lock().history)
+    }
+}
+
+/// A snapshot's payloads.
+struct Payloads(HashMap<u64, Box<str>>);
+
+impl Snapshot for Payloads {
+    fn payload(&mut self, id: u64) -> Result<Box<str>, StoreError> {
+        self.0.get(&id).cloned().ok_or_else(|| StoreError::Corrupt { id, reason: "not in the snapshot".into() })
+    }
+}
+
+fn refused(why: &str) -> StoreError {
+    StoreError::Database(why.into())
+}
+
+impl Store for CrashStore {
+    fn load(&self, visit: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
+        let inner = self.inner.lock();
+        assert!(inner.unsynced.is_empty(), "loaded from a store with unsynced writes: restart it first");
+        for (task, payload) in inner.durable.tasks.values() {
+            visit(task.clone(), Loaded::of(payload));
+        }
+        Ok(inner.durable.next_id)
+    }
+
+    fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        let inner = self.inner.lock();
+        assert!(inner.unsynced.is_empty(), "loaded from a store with unsynced writes: restart it first");
+        Ok(inner.durable.schedules.values().cloned().collect())
+    }
+
+    fn load_paused(&self) -> Result<Vec<hourglass_embedded::PausedQueue>, StoreError> {
+        let inner = self.inner.lock();
+        assert!(inner.unsynced.is_empty(), "loaded from a store with unsynced writes: restart it first");
+        Ok(inner.durable.paused.iter().map(|(name, until_ms)| (name.clone(), *until_ms)).collect())
+    }
+
+    /// Everything applied: the durable image, then what is not yet synced.
+    /// A copy, which is fine at the simulator's sizes.
+    fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
+        let inner = self.inner.lock();
+        let mut payloads: HashMap<u64, Box<str>> =
+            inner.durable.tasks.iter().map(|(id, (_, payload))| (*id, payload.clone())).collect();
+        for mutation in inner.unsynced.iter().flatten() {
+            match mutation {
+                Mutation::Insert { task, payload } => {
+                    payloads.insert(task.id, payload.clone());
+                }
+                Mutation::Delete(id) => {
+                    payloads.remove(id);
+                }
+                Mutation::Update(_)
+                | Mutation::NextId(_)
+                | Mutation::PutSchedule(_)
+                | Mutation::DeleteSchedule(_)
+                | Mutation::PauseQueue { .. } => {}
+            }
+        }
+        Ok(Box::new(Payloads(payloads)))
+    }
+
+    fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        let mut inner = self.inner.lock();
+        inner.at_gate += 1;
+        while inner.gate_closed {
+            self.gate.wait(&mut inner);
+        }
+        inner.at_gate -= 1;
+        let inner = &mut *inner;
+        match inner.crash {
+            Crash::Dead => return Err(refused("crashed")),
+            Crash::Torn if durable => {
+                for unsynced in std::mem::take(&mut inner.unsynced) {
+                    inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
+                }
+                inner.durable.apply(batch, &mut inner.history, &mut inner.disorder);
+                inner.crash = Crash::Dead;
+                return Err(refused("crashed while writing"));
+            }
+            Crash::Torn | Crash::No => {}
+        }
+        if inner.fail_probability > 0.0 && inner.rng.random_bool(inner.fail_probability) {
+            return Err(refused("injected write failure"));
+        }
+        if durable {
+            for unsynced in std::mem::take(&mut inner.unsynced) {
+                inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
+            }
+            inner.durable.apply(batch, &mut inner.history, &mut inner.disorder);
+        } else {
+            inner.unsynced.push(batch.to_vec());
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        if inner.crash == Crash::Dead {
+            return Err(refused("crashed"));
+        }
+        for unsynced in std::mem::take(&mut inner.unsynced) {
+            inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
+        }
+        Ok(())
+    }
+}

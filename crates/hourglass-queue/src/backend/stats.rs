@@ -1,0 +1,22 @@
+//! What a backend counts: its queues, its totals, its store's work.
+
+use async_trait::async_trait;
+
+use crate::stats::{QueueStats, StorageStats, Totals};
+
+/// Counts, for the dashboard, `/metrics` and the CLI's `stats`.
+#[async_trait]
+pub trait Stats: Send + Sync {
+    /// Every queue's counts, by name.
+    async fn queues(&self) -> Vec<QueueStats>;
+
+    /// One queue's counts; `None` if it was never used.
+    async fn queue(&self, name: &str) -> Option<QueueStats>;
+
+    /// Counters since start.
+    async fn totals(&self) -> Totals;
+
+    /// What the backend's store did since start (commits, their time and
+    /// size); `None` for a backend that does not count them.
+    async fn storage(&self) -> Option<StorageStats>;
+}

@@ -1,0 +1,107 @@
+//! Queue counts: each shard's, summed, with this node's counters since start.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use redis::AsyncCommands;
+
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+use crate::{storage, RedisBackend};
+use hourglass_queue::lateness::{with_lateness, Lateness};
+use hourglass_queue::limits::PRIORITY_DEFAULT;
+use hourglass_queue::QueueError;
+use hourglass_queue::QueueStats;
+use hourglass_queue::{paused_at, Pause};
+
+/// A queue's pause as the registry and the shards keep it (and the claim
+/// script reads it): empty when running, `0` until resumed, else the Unix ms
+/// it ends at.
+pub(super) fn stored_pause(pause: Pause) -> String {
+    match pause {
+        Pause::Resume => String::new(),
+        Pause::Indefinitely => "0".into(),
+        Pause::Until(ms) => ms.max(1).to_string(),
+    }
+}
+
+/// A stored pause: paused, and until when.
+fn read_pause(stored: &str) -> (bool, Option<u64>) {
+    let until = stored.parse::<u64>().ok().filter(|&ms| ms != 0);
+    (!stored.is_empty(), until)
+}
+
+impl RedisBackend {
+    /// Counts of `names`, summed over the shards.
+    pub(crate) async fn counts(&self, names: &[(Arc<str>, String)]) -> Result<Vec<QueueStats>, QueueError> {
+        let mut stats: Vec<QueueStats> = names
+            .iter()
+            .map(|(name, pause)| {
+                let (paused, until) = read_pause(pause);
+                let paused = paused_at(paused, until, self.redis_ms());
+                QueueStats {
+                    name: name.clone(),
+                    paused,
+                    paused_until_ms: until.filter(|_| paused),
+                    ..QueueStats::default()
+                }
+            })
+            .collect();
+        const QUEUES_PER_SCRIPT: usize = 100;
+        // Every shard's count scripts at once.
+        let chunks = names.chunks(QUEUES_PER_SCRIPT).enumerate();
+        let scripts: Vec<_> =
+            (0..self.shards).flat_map(|shard| chunks.clone().map(move |chunk| (shard, chunk))).collect();
+        let replies = futures_util::future::join_all(scripts.iter().map(|&(shard, (_, names))| {
+            let mut invocation = SCRIPTS.counts.prepare_invoke();
+            for (name, _) in names {
+                for key in self.keys.queue_keys(shard, name) {
+                    invocation.key(key);
+                }
+            }
+            invocation.arg(PRIORITY_DEFAULT);
+            let mut conn = self.conn();
+            async move { invocation.invoke_async::<redis::Value>(&mut conn).await.map_err(storage) }
+        }))
+        .await;
+        for ((_, (chunk, names)), reply) in scripts.iter().zip(replies) {
+            let mut reply = Reply::new(reply?)?;
+            for stats in &mut stats[chunk * QUEUES_PER_SCRIPT..][..names.len()] {
+                stats.scheduled += reply.u64()? as usize;
+                stats.due += reply.u64()? as usize;
+                stats.urgent += reply.u64()? as usize;
+                stats.leased += reply.u64()? as usize;
+                stats.dead += reply.u64()? as usize;
+                let oldest = reply.int()?;
+                if oldest >= 0 {
+                    let oldest = oldest as u64;
+                    stats.oldest_due_ms = Some(stats.oldest_due_ms.map_or(oldest, |o| o.min(oldest)));
+                }
+            }
+        }
+        let counters = self.counters.lock();
+        let read: Vec<_> = stats
+            .into_iter()
+            .map(|mut stats| {
+                let lateness = match counters.get(&stats.name) {
+                    Some(c) => {
+                        (stats.enqueued, stats.delivered, stats.acked) = (c.enqueued, c.delivered, c.acked);
+                        c.lateness.clone()
+                    }
+                    None => Lateness::default(),
+                };
+                (stats, lateness)
+            })
+            .collect();
+        drop(counters);
+        Ok(with_lateness(read))
+    }
+
+    /// The registry: every queue's name and pause.
+    pub(crate) async fn registry(&self) -> Result<Vec<(Arc<str>, String)>, QueueError> {
+        let all: HashMap<String, String> = self.conn().hgetall(self.keys.global("queues")).await.map_err(storage)?;
+        let mut all: Vec<(Arc<str>, String)> = all.into_iter().map(|(name, pause)| (name.into(), pause)).collect();
+        all.sort();
+        Ok(all)
+    }
+}

@@ -1,0 +1,400 @@
+//! A node's share of the work: the membership, its leases on shards, each
+//! owned shard's timer, and the channel of hints.
+//!
+//! Every node heartbeats into one sorted set every `lease / RENEWALS_PER_LEASE`
+//! and counts as alive while its heartbeat is younger than a lease. The live
+//! nodes, sorted, each take the shards `s` with `s % nodes == rank`: a node
+//! acquires those that are free, renews those it holds, and lets go of those
+//! no longer its own. A node that dies stops renewing, its leases run out, and
+//! the others take its shards within a lease and a renewal period. Each
+//! acquisition takes a new epoch from a counter never deleted, and the holder
+//! (`node:epoch`) is what the fire script checks: a node that was stopped
+//! (SIGSTOP, a long pause) past its lease is refused when it resumes, and
+//! drops the shard.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use redis::AsyncCommands;
+use tokio::sync::Notify;
+
+use crate::conn::{client, subscribe_urls};
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+use crate::{storage, RedisBackend, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
+use hourglass_queue::QueueError;
+
+/// A shard's heads (`h`): each queue's earliest due time or lease end, by
+/// member (`s:QUEUE`, `l:QUEUE`), earliest first.
+pub(super) type Heads = Vec<(String, u64)>;
+
+/// One shard this node holds.
+struct Held {
+    /// `node:epoch`: what the fire script checks.
+    holder: String,
+    /// Wakes the shard's timer task.
+    wake: Arc<Wake>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What wakes a shard's timer task: its alarm, or a hint of an earlier
+/// deadline than the heads it knows (then it reads them again).
+#[derive(Default)]
+struct Wake {
+    notify: Arc<Notify>,
+    hinted: std::sync::atomic::AtomicBool,
+}
+
+impl Wake {
+    fn hint(&self) {
+        self.hinted.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+}
+
+/// The shards this node holds.
+#[derive(Default)]
+pub(crate) struct Owned(Mutex<HashMap<u16, Held>>);
+
+impl Owned {
+    pub(crate) fn holders(&self) -> Vec<(u16, String)> {
+        let mut held: Vec<(u16, String)> = self.0.lock().iter().map(|(&s, h)| (s, h.holder.clone())).collect();
+        held.sort();
+        held
+    }
+
+    pub(crate) fn abort_all(&self) {
+        for (_, held) in self.0.lock().drain() {
+            held.task.abort();
+        }
+    }
+
+    fn holder(&self, shard: u16) -> Option<String> {
+        self.0.lock().get(&shard).map(|held| held.holder.clone())
+    }
+
+    fn wake(&self, shard: u16) {
+        if let Some(held) = self.0.lock().get(&shard) {
+            held.wake.hint();
+        }
+    }
+
+    fn wake_all(&self) {
+        for held in self.0.lock().values() {
+            held.wake.hint();
+        }
+    }
+
+    /// Lets go of `shard` if `holder` still holds it here.
+    fn drop_shard(&self, shard: u16, holder: &str) {
+        let mut owned = self.0.lock();
+        if owned.get(&shard).is_some_and(|held| held.holder == holder) {
+            if let Some(held) = owned.remove(&shard) {
+                held.task.abort();
+            }
+        }
+    }
+}
+
+/// Starts the membership and the channel's listener.
+pub(crate) fn start(backend: &Arc<RedisBackend>) {
+    let weak = Arc::downgrade(backend);
+    let stop = backend.stop.subscribe();
+    tokio::spawn(membership(weak.clone(), stop.clone()));
+    tokio::spawn(listen(weak, stop));
+}
+
+async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        let Some(node) = backend.upgrade() else { return };
+        let every = Duration::from_millis(node.options.shard_lease_ms / RENEWALS_PER_LEASE);
+        if let Err(error) = node.tick().await {
+            tracing::warn!(%error, "cannot renew this node's shards");
+        }
+        drop(node);
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.wait_for(|&stop| stop) => break,
+        }
+    }
+}
+
+/// Hints from every node: `r SHARD QUEUE` (due tasks), `h SHARD MS` (an
+/// earlier deadline for the shard's owner), `p QUEUE` (a pause changed).
+async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    use futures_util::StreamExt;
+    let Some(node) = backend.upgrade() else { return };
+    let (urls, channel) = (subscribe_urls(&node.options.target), node.channel.clone());
+    drop(node);
+    let mut at = 0;
+    loop {
+        let url = &urls[at % urls.len()];
+        at += 1;
+        let subscribed = async {
+            let mut pubsub = client(url)?.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        };
+        match subscribed.await {
+            Ok(pubsub) => {
+                let Some(node) = backend.upgrade() else { return };
+                // Hints may have been missed while no subscription stood.
+                node.watch.wake_all();
+                node.owned.wake_all();
+                drop(node);
+                let mut messages = pubsub.into_on_message();
+                loop {
+                    tokio::select! {
+                        message = messages.next() => {
+                            let Some(message) = message else { break };
+                            let Some(node) = backend.upgrade() else { return };
+                            if let Ok(text) = message.get_payload::<String>() {
+                                node.hinted(&text);
+                            }
+                        }
+                        _ = stop.wait_for(|&stop| stop) => return,
+                    }
+                }
+                tracing::warn!(url, "the hint channel closed; subscribing again");
+            }
+            Err(error) => tracing::warn!(url, %error, "cannot subscribe to hints"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = stop.wait_for(|&stop| stop) => return,
+        }
+    }
+}
+
+impl RedisBackend {
+    fn hinted(&self, text: &str) {
+        let mut words = text.splitn(3, ' ');
+        match (words.next(), words.next(), words.next()) {
+            (Some("r"), Some(shard), Some(queue)) => {
+                if let Ok(shard) = shard.parse() {
+                    self.watch.hint(queue, shard);
+                }
+            }
+            (Some("h"), Some(shard), Some(_)) => {
+                if let Ok(shard) = shard.parse() {
+                    self.owned.wake(shard);
+                }
+            }
+            (Some("p"), Some(queue), None) => self.watch.wake(queue),
+            _ => tracing::debug!(text, "an unknown hint"),
+        }
+    }
+
+    /// Heartbeats, reads who is alive, and takes, keeps or lets go of each
+    /// shard accordingly.
+    async fn tick(self: &Arc<Self>) -> Result<(), QueueError> {
+        let lease_ms = self.options.shard_lease_ms;
+        let nodes_key = self.keys.global("nodes");
+        let now_ms = self.redis_ms();
+        let mut conn = self.conn();
+        let (_, _, mut nodes): ((), (), Vec<String>) = redis::pipe()
+            .atomic()
+            .zadd(&nodes_key, &self.node, now_ms)
+            .zrembyscore(&nodes_key, "-inf", format!("({}", now_ms.saturating_sub(lease_ms)))
+            .zrange(&nodes_key, 0, -1)
+            .query_async(&mut conn)
+            .await
+            .map_err(storage)?;
+        // By name: the same order on every node, whatever their heartbeats.
+        nodes.sort_unstable();
+        let rank = nodes.iter().position(|n| *n == self.node).unwrap_or(0);
+        let count = nodes.len().max(1);
+        let work = (0..self.shards).map(|shard| {
+            let mine = usize::from(shard) % count == rank;
+            let node = self.clone();
+            async move {
+                let holder = node.owned.holder(shard);
+                let op = match (&holder, mine) {
+                    (Some(_), true) => "renew",
+                    (Some(_), false) => "release",
+                    (None, true) => "acquire",
+                    (None, false) => return Ok(()),
+                };
+                let answer = node.shard_lease(shard, op, holder.as_deref().unwrap_or("")).await?;
+                match (op, answer) {
+                    ("acquire", Some(holder)) => node.hold(shard, holder),
+                    ("renew", None) => {
+                        tracing::warn!(shard, "lost the lease on a shard");
+                        node.let_go(shard, holder.as_deref().unwrap_or(""));
+                    }
+                    ("release", _) => node.let_go(shard, holder.as_deref().unwrap_or("")),
+                    _ => {}
+                }
+                Ok::<_, QueueError>(())
+            }
+        });
+        for done in futures_util::future::join_all(work).await {
+            done?;
+        }
+        Ok(())
+    }
+
+    /// The shard lease script; the holder if it answered `ok`.
+    async fn shard_lease(&self, shard: u16, op: &str, holder: &str) -> Result<Option<String>, QueueError> {
+        let mut invocation = SCRIPTS.shard_lease.key(self.keys.shard(shard, "owner"));
+        invocation
+            .key(self.keys.shard(shard, "epoch"))
+            .arg(op)
+            .arg(&self.node)
+            .arg(holder)
+            .arg(self.options.shard_lease_ms);
+        let value: redis::Value = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
+        let mut reply = Reply::new(value)?;
+        Ok(match reply.text()?.as_str() {
+            "ok" => Some(reply.text()?),
+            _ => None,
+        })
+    }
+
+    /// Lets go of `shard` if `holder` still holds it here, and of its timer.
+    fn let_go(&self, shard: u16, holder: &str) {
+        self.owned.drop_shard(shard, holder);
+        self.alarms.unset(shard);
+    }
+
+    /// Starts the timer of a shard just acquired.
+    fn hold(self: &Arc<Self>, shard: u16, holder: String) {
+        tracing::debug!(shard, holder, "holding a shard");
+        let wake = Arc::new(Wake::default());
+        let task = tokio::spawn(fire_loop(Arc::downgrade(self), shard, holder.clone(), wake.clone()));
+        let old = self.owned.0.lock().insert(shard, Held { holder, wake, task });
+        if let Some(old) = old {
+            old.task.abort();
+        }
+    }
+
+    /// Leaves the membership and lets go of every shard, so that the others
+    /// take them at their next renewal rather than after the leases run out.
+    pub(super) async fn leave(&self) {
+        for (shard, holder) in self.owned.holders() {
+            self.let_go(shard, &holder);
+            let _ = self.shard_lease(shard, "release", &holder).await;
+        }
+        let _: Result<(), _> = self.conn().zrem(self.keys.global("nodes"), &self.node).await;
+    }
+
+    /// One pass of a shard's timer: fires the queues whose deadline has come
+    /// (by Redis's clock, as estimated); returns the next deadline (Redis ms),
+    /// `None` if the shard has none, or an error; `Err(None)` if fenced.
+    pub(super) async fn fire_once(
+        &self,
+        shard: u16,
+        holder: &str,
+        by_sweep: bool,
+        always: bool,
+        heads: &mut Option<Heads>,
+    ) -> Result<Option<u64>, Option<QueueError>> {
+        let known = match heads.take() {
+            Some(known) => known,
+            None => {
+                let read: Vec<(String, f64)> = self
+                    .conn()
+                    .zrange_withscores(self.keys.shard(shard, "h"), 0, FIRE_QUEUES_MAX as isize - 1)
+                    .await
+                    .map_err(|e| Some(storage(e)))?;
+                read.into_iter().map(|(name, at)| (name, at as u64)).collect()
+            }
+        };
+        let now_ms = self.redis_ms();
+        match known.first() {
+            None if !always => {
+                *heads = Some(known);
+                return Ok(None);
+            }
+            // Within a millisecond of it, by this node's estimate of Redis's
+            // clock: the script reads Redis's own, and moves nothing early.
+            Some(&(_, first)) if first > now_ms + 1 && !always => {
+                *heads = Some(known);
+                return Ok(Some(first));
+            }
+            _ => {}
+        }
+        let mut queues: Vec<&str> =
+            known.iter().filter(|(_, at)| *at <= now_ms + 1).filter_map(|(name, _)| name.get(2..)).collect();
+        queues.sort_unstable();
+        queues.dedup();
+        let mut invocation = SCRIPTS.fire.key(self.keys.shard(shard, "owner"));
+        invocation.key(self.keys.shard(shard, "t")).key(self.keys.shard(shard, "h"));
+        for queue in &queues {
+            for key in self.keys.queue_keys(shard, queue) {
+                invocation.key(key);
+            }
+        }
+        invocation.arg(&self.channel).arg(shard).arg(holder).arg(FIRE_BATCH_MAX).arg(FIRE_QUEUES_MAX);
+        for queue in &queues {
+            invocation.arg(*queue);
+        }
+        let value: redis::Value = invocation.invoke_async(&mut self.conn()).await.map_err(|e| Some(storage(e)))?;
+        let mut reply = Reply::new(value).map_err(Some)?;
+        if reply.text().map_err(Some)? != "ok" {
+            return Err(None);
+        }
+        let now_ms = reply.u64().map_err(Some)?;
+        self.saw_time(now_ms);
+        let moved = reply.u64().map_err(Some)? + reply.u64().map_err(Some)?;
+        let counter = if by_sweep { &self.by_sweep } else { &self.by_timer };
+        counter.fetch_add(moved, Ordering::Relaxed);
+        let mut known = Vec::new();
+        while !reply.is_empty() {
+            let name = reply.text().map_err(Some)?;
+            let at = reply.text().map_err(Some)?;
+            let at = at.parse::<u64>().map_err(|_| Some(QueueError::Storage(format!("redis: a head at {at}"))))?;
+            known.push((name, at));
+        }
+        let next = known.first().map(|&(_, at)| at);
+        *heads = Some(known);
+        Ok(next)
+    }
+}
+
+/// A held shard's timer: sets the node's alarm for the shard's next
+/// deadline (or a sweep, at the latest) and waits for it (or a hint of an
+/// earlier one), fires, and again. Ends when the shard is let go, or its
+/// lease is found stale.
+async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake: Arc<Wake>) {
+    let mut by_sweep = false;
+    // The shard's heads as the last fire script left them: read again after
+    // a hint of an earlier one, or for a sweep.
+    let mut heads: Option<Heads> = None;
+    loop {
+        if wake.hinted.swap(false, Ordering::SeqCst) || by_sweep {
+            heads = None;
+        }
+        let Some(node) = backend.upgrade() else { return };
+        let next = match node.fire_once(shard, &holder, by_sweep, false, &mut heads).await {
+            Ok(next) => next,
+            Err(None) => {
+                tracing::warn!(shard, holder, "fenced: another node holds the shard now");
+                node.let_go(shard, &holder);
+                return;
+            }
+            Err(Some(error)) => {
+                tracing::warn!(shard, %error, "cannot fire a shard's timers");
+                heads = None;
+                Some(node.redis_ms() + 100)
+            }
+        };
+        let now_ms = node.redis_ms();
+        if next.is_some_and(|next| next <= now_ms) {
+            by_sweep = false;
+            continue;
+        }
+        let sweep = now_ms + SWEEP_MS;
+        let until = next.map_or(sweep, |next| next.min(sweep));
+        by_sweep = next.is_none_or(|next| next > sweep);
+        // Redis's time to this node's clock.
+        let local_until = (until as i64 - node.offset_ms()).max(0) as u64;
+        let woken = wake.notify.notified();
+        node.alarms.set(shard, local_until, wake.notify.clone());
+        drop(node);
+        woken.await;
+    }
+}

@@ -1,0 +1,144 @@
+//! What a node knows of its queues between round trips to Redis: which shards
+//! may have due tasks of a queue (so a claim looks only there), and the
+//! wake-up of claims waiting on a queue. Both are fed by the shards' pub/sub
+//! hints, which any node's change publishes; a hint lost (pub/sub is at most
+//! once) costs at most [`CLAIM_RECHECK_MS`](crate::CLAIM_RECHECK_MS) of a
+//! waiting claim's time, as every waiting claim looks again that often.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use hourglass_queue::limits::QUEUES_MAX;
+
+/// Queues a node keeps wake-ups for at most: past it, those nobody waits on
+/// are dropped (and are looked for in every shard again when next claimed).
+pub(crate) const WATCHED_QUEUES_MAX: usize = 2 * QUEUES_MAX;
+
+/// One queue, as this node knows it.
+pub(crate) struct QueueWatch {
+    /// Woken by every hint of the queue and by a change of its pause.
+    pub(crate) notify: Notify,
+    /// Per shard: hints received, and the count when a look found nothing
+    /// due. A shard may have due tasks while they differ.
+    hints: Vec<AtomicU64>,
+    seen: Vec<AtomicU64>,
+}
+
+impl QueueWatch {
+    fn new(shards: u16) -> QueueWatch {
+        QueueWatch {
+            notify: Notify::new(),
+            hints: (0..shards).map(|_| AtomicU64::new(1)).collect(),
+            seen: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The shards that may have due tasks, each with the hint count to hand
+    /// back to [`found_none`](QueueWatch::found_none) if it has none.
+    pub(crate) fn maybe_due(&self) -> Vec<(u16, u64)> {
+        (0..self.hints.len())
+            .filter_map(|shard| {
+                let hints = self.hints[shard].load(Ordering::Acquire);
+                (hints != self.seen[shard].load(Ordering::Acquire)).then_some((shard as u16, hints))
+            })
+            .collect()
+    }
+
+    /// `shard` had no due task when its hint count was `hints`: a later hint
+    /// makes it worth a look again.
+    pub(crate) fn found_none(&self, shard: u16, hints: u64) {
+        self.seen[shard as usize].store(hints, Ordering::Release);
+    }
+
+    /// A hint: `shard` has due tasks of the queue.
+    pub(crate) fn hint(&self, shard: u16) {
+        if let Some(hints) = self.hints.get(shard as usize) {
+            hints.fetch_add(1, Ordering::AcqRel);
+        }
+        self.notify.notify_waiters();
+    }
+
+    /// Hints may have been lost: every shard is worth a look.
+    fn hint_all(&self) {
+        for hints in &self.hints {
+            hints.fetch_add(1, Ordering::AcqRel);
+        }
+        self.notify.notify_waiters();
+    }
+}
+
+/// Every queue's watch.
+pub(crate) struct Watch {
+    shards: u16,
+    queues: Mutex<HashMap<Arc<str>, Arc<QueueWatch>>>,
+}
+
+impl Watch {
+    pub(crate) fn new(shards: u16) -> Watch {
+        Watch { shards, queues: Mutex::new(HashMap::new()) }
+    }
+
+    pub(crate) fn of(&self, queue: &str) -> Arc<QueueWatch> {
+        let mut queues = self.queues.lock();
+        if let Some(watch) = queues.get(queue) {
+            return watch.clone();
+        }
+        if queues.len() >= WATCHED_QUEUES_MAX {
+            queues.retain(|_, watch| Arc::strong_count(watch) > 1);
+        }
+        let watch = Arc::new(QueueWatch::new(self.shards));
+        queues.insert(queue.into(), watch.clone());
+        watch
+    }
+
+    /// A hint from the channel; none is kept for a queue nobody here claimed.
+    pub(crate) fn hint(&self, queue: &str, shard: u16) {
+        if let Some(watch) = self.queues.lock().get(queue) {
+            watch.hint(shard);
+        }
+    }
+
+    /// The queue's pause changed: its waiting claims look again.
+    pub(crate) fn wake(&self, queue: &str) {
+        if let Some(watch) = self.queues.lock().get(queue) {
+            watch.notify.notify_waiters();
+        }
+    }
+
+    /// After the channel was down, or on closing: everything is looked at again.
+    pub(crate) fn wake_all(&self) {
+        for watch in self.queues.lock().values() {
+            watch.hint_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_is_looked_at_again_only_after_a_hint() {
+        let watch = Watch::new(3);
+        let q = watch.of("q");
+        let first = q.maybe_due();
+        assert_eq!(first.len(), 3, "at first every shard may have due tasks");
+        for &(shard, hints) in &first {
+            q.found_none(shard, hints);
+        }
+        assert!(q.maybe_due().is_empty());
+        watch.hint("q", 1);
+        assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1]);
+        // A hint that arrives while a look is under way is not lost.
+        let (shard, hints) = q.maybe_due()[0];
+        watch.hint("q", 1);
+        q.found_none(shard, hints);
+        assert_eq!(q.maybe_due().len(), 1);
+        watch.wake_all();
+        assert_eq!(q.maybe_due().len(), 3);
+    }
+}

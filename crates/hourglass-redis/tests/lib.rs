@@ -1,0 +1,168 @@
+//! The Redis backend against Redis servers the tests start (one Redis, and a
+//! Cluster of three masters), and the contract's conformance kit against both.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hourglass_queue::prelude::*;
+use hourglass_queue::{NewTask, QueueError, RunAt};
+use hourglass_redis::{RedisBackend, RedisOptions};
+use hourglass_test_support::redis::{Cluster, Server};
+
+async fn node(url: &str, shard_lease_ms: u64) -> Arc<RedisBackend> {
+    let mut options = RedisOptions::new(url.parse().unwrap());
+    options.shard_lease_ms = shard_lease_ms;
+    RedisBackend::connect(options).await.expect("connect to redis")
+}
+
+/// The only node of a service on `url`, once it holds every shard.
+async fn sole_node(url: &str) -> Arc<RedisBackend> {
+    let backend = node(url, 2_000).await;
+    until("the node holds its shards", Duration::from_secs(20), || backend.held_shards().len() == 16).await;
+    backend
+}
+
+/// Waits (polling, within `timeout`) until `done` holds.
+async fn until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < timeout, "{what}: not within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_redis() {
+    let Some(server) = Server::start() else { return };
+    let backend = sole_node(&server.url()).await;
+    hourglass_queue::kit::run(backend.clone(), "redis").await;
+    // The sweep is a safety net for a lost hint, not what delivers.
+    let fired = backend.fired();
+    println!(
+        "tasks and leases the shards' timers moved: {} at their deadline, {} by the sweep",
+        fired.by_timer, fired.by_sweep
+    );
+    assert!(fired.by_timer > 0 && fired.by_sweep * 10 <= fired.by_timer, "{fired:?}");
+    backend.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_cluster_of_three_masters() {
+    let Some(cluster) = Cluster::start() else { return };
+    let backend = sole_node(&cluster.url()).await;
+    hourglass_queue::kit::run(backend.clone(), "cluster").await;
+    // One queue's tasks are on every master.
+    let batch: Vec<NewTask> = (0..64).map(|_| NewTask::new("{}", RunAt::Delay(3_600_000))).collect();
+    for task in batch {
+        backend.enqueue("spread", task).await.unwrap();
+    }
+    for master in &cluster.masters {
+        let keys = master.cli(&["--scan", "--pattern", "{hg:*}:s:spread"]);
+        let held = keys.lines().filter(|line| !line.is_empty()).count();
+        println!("master on port {} holds the scheduled set of queue spread in {held} shards", master.port);
+        assert!(held > 0, "every master holds some of the queue");
+    }
+    backend.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_are_shared_out_and_a_stale_holder_is_fenced() {
+    let Some(server) = Server::start() else { return };
+    let a = node(&server.url(), 600).await;
+    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    let b = node(&server.url(), 600).await;
+    let took = until("the shards are shared out", Duration::from_secs(20), || {
+        a.held_shards().len() == 8 && b.held_shards().len() == 8
+    })
+    .await;
+    println!("two nodes shared the 16 shards {took:?} after the second started");
+    // b is killed: a takes its shards when their leases run out.
+    b.crash();
+    let took = until("a takes over", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    println!("a took over the shards of a killed node in {took:?} (lease 600 ms)");
+    let (shard, holder) = a.holders()[0].clone();
+    // a's old holder of a shard is stale once the shard was let go and taken
+    // again: its writes are refused.
+    assert!(a.fire_as(shard, &holder).await.unwrap(), "the current holder may fire");
+    server.cli(&["DEL", &format!("{{hg:{shard}}}:owner")]);
+    let c = node(&server.url(), 600).await;
+    until("c holds some shards", Duration::from_secs(20), || !c.held_shards().is_empty()).await;
+    let new_holder = redis_get(&server, &format!("{{hg:{shard}}}:owner"));
+    if new_holder != holder {
+        assert!(!a.fire_as(shard, &holder).await.unwrap(), "a stale holder is refused");
+        println!("stale holder {holder} refused; the shard is held by {new_holder}");
+    }
+    a.close();
+    c.close();
+}
+
+fn redis_get(server: &Server, key: &str) -> String {
+    server.cli(&["GET", key]).trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_s_due_tasks_fire_late_never_lost() {
+    let Some(server) = Server::start() else { return };
+    let a = node(&server.url(), 600).await;
+    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    let b = node(&server.url(), 600).await;
+    until("the shards are shared out", Duration::from_secs(20), || b.held_shards().len() == 8).await;
+    // Tasks on every shard, due soon; then b dies with half of them.
+    let mut ids = Vec::new();
+    for _ in 0..32 {
+        ids.push(a.enqueue("failover", NewTask::new("{}", RunAt::Delay(200))).await.unwrap().id);
+    }
+    b.crash();
+    let started = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < ids.len() {
+        let claimed = a.claim("failover", 100, 30_000, 20_000).await.unwrap();
+        assert!(!claimed.is_empty(), "every task is delivered");
+        got.extend(claimed.iter().map(|c| c.id));
+    }
+    got.sort();
+    ids.sort();
+    assert_eq!(got, ids);
+    println!(
+        "32 tasks due 200 ms after enqueue, half on a killed node's shards: all delivered by {:?}",
+        started.elapsed()
+    );
+    a.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_shut_down_hands_its_shards_over_at_once() {
+    let Some(server) = Server::start() else { return };
+    // Leases of 40 s, renewed every 10 s: b takes the shards at its next
+    // renewal; waiting the leases out would fail the bound below.
+    let a = node(&server.url(), 40_000).await;
+    until("a holds every shard", Duration::from_secs(30), || a.held_shards().len() == 16).await;
+    let b = node(&server.url(), 40_000).await;
+    until("the shards are shared out", Duration::from_secs(30), || b.held_shards().len() == 8).await;
+    a.shutdown().await;
+    let took = until("b takes them all", Duration::from_secs(25), || b.held_shards().len() == 16).await;
+    println!("a node that shut down had its shards taken over in {took:?} (leases of 40 s)");
+    b.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_through_another_node_than_the_claim() {
+    let Some(server) = Server::start() else { return };
+    let a = sole_node(&server.url()).await;
+    let b = node(&server.url(), 2_000).await;
+    let batch: Vec<NewTask> = (0..3).map(|_| NewTask::new("{}", RunAt::Delay(0))).collect();
+    a.enqueue_batch("acked-elsewhere", batch).await.unwrap();
+    let claimed = a.claim("acked-elsewhere", 3, 30_000, 20_000).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    // b never saw these tasks: it learns their queue from their records.
+    let stale = (claimed[1].id, claimed[0].lease);
+    let acks =
+        [(claimed[0].id, claimed[0].lease), stale, (claimed[2].id, claimed[2].lease), (u64::MAX, claimed[0].lease)];
+    let answers = b.ack_batch(&acks).await.unwrap();
+    assert_eq!(answers, [Ok(()), Err(QueueError::StaleLease(stale.0)), Ok(()), Err(QueueError::NotFound(u64::MAX))]);
+    assert_eq!(a.get(claimed[0].id).await, Err(QueueError::NotFound(claimed[0].id)));
+    assert_eq!(a.queue("acked-elsewhere").await.unwrap().leased, 1);
+    a.close();
+    b.close();
+}

@@ -1,0 +1,137 @@
+//! Redis servers of the tests' own: each on a free port, in a directory of
+//! its own, with `appendonly yes` and `appendfsync always`, killed when
+//! dropped. Never the shared instance on 6379. Without `redis-server` (and
+//! `redis-cli` for a Cluster) a test skips, and fails under `CI=true`.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{free_port, required};
+
+/// How long a server may take to answer once started.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One `redis-server` process.
+pub struct Server {
+    /// The port it listens on, on 127.0.0.1.
+    pub port: u16,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts a server; `None` (the test skips) without `redis-server`.
+    pub fn start() -> Option<Server> {
+        Server::with_args(&[])
+    }
+
+    fn with_args(extra: &[&str]) -> Option<Server> {
+        if !required("redis-server", &["--version"]) {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = spawn(dir.path(), port, extra);
+        let server = Server { port, child, _dir: dir };
+        server.wait_until_up();
+        Some(server)
+    }
+
+    /// Its address as `--store` takes it.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `kill -9`, then a new process on the same port and directory: what
+    /// its append-only file kept is what it has.
+    pub fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(self._dir.path(), self.port, &[]);
+        self.wait_until_up();
+    }
+
+    /// `redis-cli` with these arguments against this server; its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        cli(self.port, args)
+    }
+
+    fn wait_until_up(&self) {
+        let started = Instant::now();
+        while cli(self.port, &["PING"]).trim() != "PONG" {
+            assert!(started.elapsed() < START_TIMEOUT, "redis-server on port {} did not start", self.port);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(dir: &Path, port: u16, extra: &[&str]) -> Child {
+    Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+        .arg(dir)
+        .args(["--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server")
+}
+
+fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A Redis Cluster of three masters, no replicas, made by `redis-cli
+/// --cluster create`.
+pub struct Cluster {
+    /// The three masters.
+    pub masters: Vec<Server>,
+}
+
+impl Cluster {
+    /// Starts and joins three masters; `None` (the test skips) without
+    /// `redis-server` and `redis-cli`.
+    pub fn start() -> Option<Cluster> {
+        if !required("redis-server", &["--version"]) || !required("redis-cli", &["--version"]) {
+            return None;
+        }
+        let masters: Vec<Server> = (0..3)
+            .map(|_| {
+                Server::with_args(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
+                    .expect("redis-server is installed")
+            })
+            .collect();
+        let nodes: Vec<String> = masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
+        let mut create = vec!["--cluster", "create"];
+        create.extend(nodes.iter().map(String::as_str));
+        create.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        let out = masters[0].cli(&create);
+        assert!(out.contains("[OK]"), "redis-cli --cluster create failed:\n{out}");
+        let started = Instant::now();
+        while !masters.iter().all(|m| m.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")) {
+            assert!(started.elapsed() < START_TIMEOUT, "the cluster did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Cluster { masters })
+    }
+
+    /// Its address as `--store` takes it.
+    pub fn url(&self) -> String {
+        let nodes: Vec<String> = self.masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
+        format!("redis+cluster://{}", nodes.join(","))
+    }
+}
