@@ -1,4 +1,6 @@
+use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 
 /// Why the engine refused a request. Each variant has a stable [`code`](QueueError::code)
 /// that the HTTP API shows clients.
@@ -52,9 +54,10 @@ pub enum QueueError {
         max: u64,
     },
     /// The disk is full: the write failed and the request changed nothing.
-    DiskFull(String),
-    /// The store failed to write; the request changed nothing.
-    Storage(String),
+    DiskFull(Failure),
+    /// The store failed; the request changed nothing, unless the failure
+    /// says the answer was lost (then the change may or may not stand).
+    Storage(Failure),
     /// The engine is shutting down.
     ShuttingDown,
     /// This backend does not offer the operation; the message says which does.
@@ -97,12 +100,11 @@ impl fmt::Display for QueueError {
             QueueError::TooManyTasks { max } => write!(f, "the server holds its maximum of {max} tasks"),
             QueueError::OverMemoryBudget { held, adding, max } => write!(
                 f,
-                "the server holds {held} bytes of tasks in memory; {adding} more would pass its budget of {max} (--max-memory)"
+                "the server holds {held} bytes of tasks in memory; {adding} more would pass its memory budget of {max}"
             ),
-            QueueError::OverDiskBudget { stored, adding, max } => write!(
-                f,
-                "the store holds {stored} bytes of tasks; {adding} more would pass its budget of {max} (--max-disk)"
-            ),
+            QueueError::OverDiskBudget { stored, adding, max } => {
+                write!(f, "the store holds {stored} bytes of tasks; {adding} more would pass its disk budget of {max}")
+            }
             QueueError::DiskFull(message) => write!(f, "the disk is full, nothing was changed: {message}"),
             QueueError::Storage(message) => write!(f, "storage failed: {message}"),
             QueueError::ShuttingDown => f.write_str("the server is shutting down"),
@@ -111,4 +113,75 @@ impl fmt::Display for QueueError {
     }
 }
 
-impl std::error::Error for QueueError {}
+impl Error for QueueError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            QueueError::DiskFull(failure) | QueueError::Storage(failure) => failure.source(),
+            _ => None,
+        }
+    }
+}
+
+/// A failure below a backend (its database, the disk, Redis), with the
+/// error that caused it as its [`source`](Error::source). Shared, so that a
+/// [`QueueError`] stays cheap to clone; two are equal when they read the same.
+#[derive(Clone)]
+pub struct Failure {
+    what: Arc<str>,
+    cause: Option<Arc<dyn Error + Send + Sync>>,
+}
+
+impl Failure {
+    /// `what` failed because of `cause`: shown as `what: cause`.
+    pub fn new(what: impl Into<Arc<str>>, cause: impl Error + Send + Sync + 'static) -> Failure {
+        Failure { what: what.into(), cause: Some(Arc::new(cause)) }
+    }
+
+    /// A failure with nothing below it, such as an answer that makes no sense.
+    pub fn msg(what: impl Into<Arc<str>>) -> Failure {
+        Failure { what: what.into(), cause: None }
+    }
+
+    /// The error that caused it.
+    pub fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.cause.as_deref().map(|cause| cause as &(dyn Error + 'static))
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.cause {
+            Some(cause) => write!(f, "{}: {cause}", self.what),
+            None => f.write_str(&self.what),
+        }
+    }
+}
+
+impl fmt::Debug for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Failure").field("what", &self.what).field("cause", &self.cause).finish()
+    }
+}
+
+impl PartialEq for Failure {
+    fn eq(&self, other: &Failure) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Failure {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_keeps_its_cause() {
+        let io = std::io::Error::other("the device is gone");
+        let error = QueueError::Storage(Failure::new("cannot write the task", io));
+        assert_eq!(error.to_string(), "storage failed: cannot write the task: the device is gone");
+        assert_eq!(error.source().map(ToString::to_string).as_deref(), Some("the device is gone"));
+        assert_eq!(error.clone(), error);
+        assert!(QueueError::Storage(Failure::msg("odd")).source().is_none());
+    }
+}

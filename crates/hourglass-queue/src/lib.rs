@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod closed;
 mod error;
 #[cfg(feature = "kit")]
 pub mod kit;
@@ -38,7 +39,8 @@ mod stats;
 pub mod validate;
 
 pub use backend::{Backend, Claim, Cursor, ListRequest, Page, QueueAdmin, SchedulePage, Schedules, Stats, Tasks};
-pub use error::QueueError;
+pub use closed::Closed;
+pub use error::{Failure, QueueError};
 pub use hourglass::{ManualWallClock, SystemWallClock, WallClock};
 pub use limits::Limits;
 pub use model::{paused_at, Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, Task, TaskInfo, TaskState};

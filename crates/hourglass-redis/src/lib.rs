@@ -59,9 +59,9 @@ use watch::Watch;
 use hourglass_queue::lateness::Lateness;
 use hourglass_queue::limits::{Limits, LIST_MAX, QUEUES_MAX};
 use hourglass_queue::validate;
-use hourglass_queue::QueueError;
 use hourglass_queue::{Backend, Claim, ListRequest, Page, QueueAdmin, Stats, Tasks};
 use hourglass_queue::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, TaskInfo};
+use hourglass_queue::{Failure, QueueError};
 use hourglass_queue::{QueueStats, StorageStats, Totals};
 
 /// Shards when the store has none yet.
@@ -182,9 +182,11 @@ pub struct RedisBackend {
 /// and the message says so: at least once, a client tries again.
 fn storage(error: RedisError) -> QueueError {
     if error.is_timeout() || error.is_connection_dropped() || error.is_io_error() {
-        QueueError::Storage(format!("redis did not answer ({error}): the change may or may not have been made"))
+        QueueError::Storage(Failure::msg(format!(
+            "redis did not answer ({error}): the change may or may not have been made"
+        )))
     } else {
-        QueueError::Storage(format!("redis: {error}"))
+        QueueError::Storage(Failure::msg(format!("redis: {error}")))
     }
 }
 
@@ -249,7 +251,7 @@ impl RedisBackend {
         }
         let mut conn = Conn::open(&options.target)
             .await
-            .map_err(|e| QueueError::Storage(format!("cannot reach redis at {}: {e}", options.target)))?;
+            .map_err(|e| QueueError::Storage(Failure::msg(format!("cannot reach redis at {}: {e}", options.target))))?;
         let keys = Keys::new(&options.prefix);
         let meta = keys.global("meta");
         let _: bool = conn.hset_nx(&meta, "shards", options.shards).await.map_err(storage)?;
@@ -262,7 +264,7 @@ impl RedisBackend {
         }
         let (stop, _) = tokio::sync::watch::channel(false);
         let alarms = Arc::new(alarms::Alarms::default());
-        alarms.start().map_err(|e| QueueError::Storage(format!("cannot start the timer thread: {e}")))?;
+        alarms.start().map_err(|e| QueueError::Storage(Failure::msg(format!("cannot start the timer thread: {e}"))))?;
         let backend = Arc::new(RedisBackend {
             conn,
             channel: keys.channel(),
@@ -503,7 +505,7 @@ impl Tasks for RedisBackend {
         validate::lease(lease_ms)?;
         let info = Self::info(self.task(id, "take", &[lease_ms.to_string()]).await?);
         let hourglass_queue::TaskState::Leased { lease, until_ms } = info.task.state else {
-            return Err(QueueError::Storage("redis: a task taken but not leased".into()));
+            return Err(QueueError::Storage(Failure::msg("redis: a task taken but not leased")));
         };
         self.totals.lock().delivered += 1;
         self.count(&info.task.queue, |c| c.delivered += 1);
@@ -562,7 +564,7 @@ impl Tasks for RedisBackend {
         let info = Self::info(self.task(id, "extend", &[record::token(lease, shard), lease_ms.to_string()]).await?);
         match info.task.state {
             hourglass_queue::TaskState::Leased { until_ms, .. } => Ok(until_ms),
-            _ => Err(QueueError::Storage("redis: a task extended but not leased".into())),
+            _ => Err(QueueError::Storage(Failure::msg("redis: a task extended but not leased"))),
         }
     }
 

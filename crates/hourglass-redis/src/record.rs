@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rmpv::Value;
 
 use crate::keys;
-use hourglass_queue::QueueError;
+use hourglass_queue::{Failure, QueueError};
 use hourglass_queue::{Lease, Status, Task, TaskState};
 
 /// A record the scripts wrote, decoded.
@@ -17,7 +17,7 @@ pub(crate) struct Record {
 }
 
 fn corrupt(what: &str) -> QueueError {
-    QueueError::Storage(format!("a task record in Redis is malformed: {what}"))
+    QueueError::Storage(Failure::msg(format!("a task record in Redis is malformed: {what}")))
 }
 
 /// Decodes the record of task `seq` of `shard`, read at `now_ms` (Redis's time).

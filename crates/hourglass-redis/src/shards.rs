@@ -25,7 +25,7 @@ use crate::conn::{client, subscribe_urls};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::{storage, RedisBackend, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
-use hourglass_queue::QueueError;
+use hourglass_queue::{Failure, QueueError};
 
 /// A shard's heads (`h`): each queue's earliest due time or lease end, by
 /// member (`s:QUEUE`, `l:QUEUE`), earliest first.
@@ -346,7 +346,9 @@ impl RedisBackend {
         while !reply.is_empty() {
             let name = reply.text().map_err(Some)?;
             let at = reply.text().map_err(Some)?;
-            let at = at.parse::<u64>().map_err(|_| Some(QueueError::Storage(format!("redis: a head at {at}"))))?;
+            let at = at
+                .parse::<u64>()
+                .map_err(|_| Some(QueueError::Storage(Failure::msg(format!("redis: a head at {at}")))))?;
             known.push((name, at));
         }
         let next = known.first().map(|&(_, at)| at);

@@ -10,8 +10,8 @@ use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::{keys, storage, RedisBackend};
 use hourglass_queue::validate;
-use hourglass_queue::QueueError;
 use hourglass_queue::{Enqueued, Lease, RunAt, TaskInfo};
+use hourglass_queue::{Failure, QueueError};
 
 /// What the task script answered: the task as it now is, with its payload
 /// (empty once the task is gone).
@@ -61,10 +61,10 @@ impl RedisBackend {
                     };
                     return Err(QueueError::Conflict(format!("task {id} {why}")));
                 }
-                other => return Err(QueueError::Storage(format!("redis: unexpected answer {other}"))),
+                other => return Err(QueueError::Storage(Failure::msg(format!("redis: unexpected answer {other}")))),
             }
         }
-        Err(QueueError::Storage(format!("redis: task {id} changed queue")))
+        Err(QueueError::Storage(Failure::msg(format!("redis: task {id} changed queue"))))
     }
 
     pub(crate) fn info(done: TaskDone) -> TaskInfo {
@@ -135,7 +135,7 @@ impl RedisBackend {
         match reply.text()?.as_str() {
             "ok" => {}
             "too_many_tasks" => return Err(QueueError::TooManyTasks { max: self.options.limits.tasks_max }),
-            other => return Err(QueueError::Storage(format!("redis: unexpected answer {other}"))),
+            other => return Err(QueueError::Storage(Failure::msg(format!("redis: unexpected answer {other}")))),
         }
         self.saw_time(reply.u64()?);
         let mut done = Vec::with_capacity(tasks.len());
@@ -210,7 +210,9 @@ impl RedisBackend {
                     "not_found" => Err(QueueError::NotFound(id)),
                     "stale" => Err(QueueError::StaleLease(id)),
                     // A task's queue never changes: its record says otherwise.
-                    other => Err(QueueError::Storage(format!("redis: task {id} answered {other} to its ack"))),
+                    other => {
+                        Err(QueueError::Storage(Failure::msg(format!("redis: task {id} answered {other} to its ack"))))
+                    }
                 });
             }
         }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use hourglass_queue::QueueError;
+use hourglass_queue::{Failure, QueueError};
 
 /// Why the store failed: kept apart from [`QueueError`], which is what a
 /// client is told.
@@ -52,7 +52,7 @@ impl std::error::Error for StoreError {}
 /// A storage failure as a client sees it: the request changed nothing.
 pub(crate) fn to_queue_error(error: &StoreError) -> QueueError {
     match error {
-        StoreError::Full(message) => QueueError::DiskFull(message.clone()),
-        _ => QueueError::Storage(error.to_string()),
+        StoreError::Full(_) => QueueError::DiskFull(Failure::new("the write failed", error.clone())),
+        _ => QueueError::Storage(Failure::new("the store failed", error.clone())),
     }
 }
