@@ -6,16 +6,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hourglass::{SystemWallClock, WallClock};
+use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
+use hourglass_queue::{Claim, Claimed, Pause, QueueError};
 
+use crate::error::storage;
+use crate::options::{CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::watch::QueueWatch;
-use crate::{keys, record, storage, RedisBackend, CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
-use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
-use hourglass_queue::Claim;
-use hourglass_queue::QueueError;
-use hourglass_queue::{Claimed, Pause};
+use crate::{keys, record, RedisBackend};
 
 impl RedisBackend {
     /// The first due task of `queue` in `shard`, in claim order, and how
@@ -62,7 +61,7 @@ impl RedisBackend {
         };
         let queue: Arc<str> = queue.into();
         let mut claimed = Vec::new();
-        let now_us = SystemWallClock.now_us() as i64 + self.offset_ms() * 1_000;
+        let now_us = self.redis_us();
         while !reply.is_empty() {
             let seq = reply.u64()?;
             let payload = reply.payload()?;
@@ -170,7 +169,7 @@ impl RedisBackend {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let watched: Vec<_> = queues.iter().map(|&queue| (queue, self.watch.of(queue))).collect();
         loop {
-            if self.closed.load(Ordering::SeqCst) {
+            if self.closed.is_closed() {
                 return Ok(Vec::new());
             }
             let mut woken: Vec<_> = watched.iter().map(|(_, watch)| Box::pin(watch.notify.notified())).collect();

@@ -87,6 +87,17 @@ pub(crate) fn field(seq: u64) -> String {
     hex(seq, 12)
 }
 
+/// The shard of a task with an idempotency key: a stable hash of the queue
+/// and the key, the same on every node and every version, so that the key is
+/// unique with one script.
+pub(crate) fn key_shard(queue: &str, key: &str, shards: u16) -> u16 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(queue.as_bytes());
+    hasher.update(&[0]);
+    hasher.update(key.as_bytes());
+    (hasher.finalize() % u32::from(shards)) as u16
+}
+
 /// The last sequence number of `shard` at or before id `after` in id order:
 /// a listing that stopped at task `after` goes on in `shard` after it.
 /// `None` if every task of the shard comes after.
@@ -128,6 +139,15 @@ mod tests {
         assert_eq!(seq_at_or_before(after, 2), Some(10), "id(2, 10) < id(3, 10)");
         assert_eq!(seq_at_or_before(after, 4), Some(9), "id(4, 10) > id(3, 10)");
         assert_eq!(seq_at_or_before(0, 4), None);
+    }
+
+    #[test]
+    fn a_key_s_shard_never_changes() {
+        // Stored tasks are found by it: a change would lose their keys.
+        // CRC-32 (IEEE) of "queue\0key", as zlib computes it.
+        assert_eq!(key_shard("orders", "a", 16), 13);
+        assert_eq!(key_shard("orders", "b", 16), 7);
+        assert_eq!(key_shard("orders", "a", 1_024), 733);
     }
 
     #[test]

@@ -2,12 +2,13 @@
 
 use redis::Value;
 
-use crate::scripts::SCRIPTS;
-use crate::{keys, storage, RedisBackend};
 use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
-use hourglass_queue::QueueError;
-use hourglass_queue::{Cursor, Page};
+use hourglass_queue::{Cursor, Page, QueueError};
 use hourglass_queue::{Status, TaskInfo, TaskState};
+
+use crate::error::storage;
+use crate::scripts::SCRIPTS;
+use crate::{keys, RedisBackend};
 
 /// How a status's tasks are ordered: the key a page is merged by, which is
 /// also its cursor (priority, time, id).

@@ -166,3 +166,29 @@ async fn acks_through_another_node_than_the_claim() {
     a.close();
     b.close();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_fails_with_errors_of_its_own() {
+    use std::error::Error;
+
+    use hourglass_redis::ConnectError;
+
+    let Some(server) = Server::start() else { return };
+    let first = node(&server.url(), 2_000).await;
+    first.close();
+    let mut options = RedisOptions::new(server.url().parse().unwrap());
+    options.shards = 8;
+    let Err(error) = RedisBackend::connect(options).await else { panic!("a shard count not the store's") };
+    assert!(matches!(error, ConnectError::ShardsDiffer { store: 16, asked: 8, .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("has 16 shards, not 8") && !message.contains("--"), "names no flag: {message}");
+
+    let nowhere = format!("redis://127.0.0.1:{}", hourglass_test_support::free_port());
+    let connecting = RedisBackend::connect(RedisOptions::new(nowhere.parse().unwrap()));
+    let Err(error) = tokio::time::timeout(Duration::from_secs(60), connecting).await.expect("gives up") else {
+        panic!("nothing listens there")
+    };
+    assert!(matches!(error, ConnectError::Unreachable { .. }), "{error:?}");
+    assert_eq!(error.to_string(), format!("cannot reach redis at {nowhere}"));
+    assert!(error.source().is_some(), "the cause is kept");
+}
