@@ -35,7 +35,7 @@ impl RedisBackend {
         let start = |shard: u16| -> String {
             let Some(after) = after else { return "-".into() };
             let seq = keys::seq_at_or_before(after.id, shard);
-            let prefix = |member: String| member[..member.len() - 12].to_owned();
+            let prefix = |member: String| member[..member.len() - keys::SEQ_DIGITS].to_owned();
             match (status, seq) {
                 (Status::Dead, Some(seq)) => format!("({}", keys::field(seq)),
                 (Status::Dead, None) => "-".into(),
