@@ -5,6 +5,7 @@
 //! task is as durable as the engine's fsync mode promises.
 //!
 //! - `command`: a command line read into a `Command`;
+//! - `counter`: the commands `stats` counts, an enum indexing atomics;
 //! - `framer`: a connection's bytes cut into lines and bodies, bounded;
 //! - `session`: one connection's state and its commands run on the backend;
 //! - `reply`: replies and their YAML;
@@ -13,6 +14,7 @@
 //!   connections share (tubes in use, counters, drain mode).
 
 mod command;
+mod counter;
 mod framer;
 mod reply;
 mod session;
@@ -66,8 +68,8 @@ pub struct Front {
     total_connections: AtomicU64,
     producers: AtomicUsize,
     workers: AtomicUsize,
-    /// Each command's count since start, by its index in [`reply::OPS`].
-    ops: [AtomicU64; reply::OPS.len()],
+    /// Each counted command's count since start.
+    counters: counter::Counters,
     /// Tubes that connections use, watch or wait on, and the counts
     /// beanstalkd keeps per tube. A tube no connection refers to and with no
     /// task leaves `list-tubes`.
@@ -122,7 +124,7 @@ impl Front {
             total_connections: AtomicU64::new(0),
             producers: AtomicUsize::new(0),
             workers: AtomicUsize::new(0),
-            ops: std::array::from_fn(|_| AtomicU64::new(0)),
+            counters: counter::Counters::default(),
             tubes: Mutex::new(HashMap::new()),
             jobs: Mutex::new(HashMap::new()),
         })

@@ -3,37 +3,6 @@
 
 use std::fmt::Write as _;
 
-/// The commands `stats` counts, in its order (`cmd-<name>`).
-pub(super) const OPS: [&str; 22] = [
-    "put",
-    "peek",
-    "peek-ready",
-    "peek-delayed",
-    "peek-buried",
-    "reserve",
-    "reserve-with-timeout",
-    "delete",
-    "release",
-    "use",
-    "watch",
-    "ignore",
-    "bury",
-    "kick",
-    "touch",
-    "stats",
-    "stats-job",
-    "stats-tube",
-    "list-tubes",
-    "list-tube-used",
-    "list-tubes-watched",
-    "pause-tube",
-];
-
-/// The index of `op` in [`OPS`].
-pub(super) fn op(name: &str) -> usize {
-    OPS.iter().position(|&op| op == name).expect("a counted command")
-}
-
 /// A reply without a body.
 pub(super) fn line(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(text.as_bytes());
@@ -85,6 +54,5 @@ mod tests {
         yaml(&mut out, &list(["default", "a"]));
         assert_eq!(out, b"RESERVED 7 3\r\nabc\r\nDELETED\r\nOK 18\r\n---\n- default\n- a\n\r\n");
         assert_eq!(mapping(&[("id", "1".into()), ("tube", "default".into())]), "---\nid: 1\ntube: default\n");
-        assert_eq!(op("pause-tube"), OPS.len() - 1);
     }
 }

@@ -12,8 +12,9 @@ use hourglass_queue::{Claimed, Cursor, Lease, ListRequest, Nack, NewTask, Pause,
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 
 use super::command::{parse, Command, Refusal};
+use super::counter::Counter;
 use super::framer::{Frame, Framer, READ_BYTES};
-use super::reply::{self, op};
+use super::reply;
 use super::stats;
 use super::{Front, WATCHED_MAX};
 
@@ -156,37 +157,31 @@ impl Session {
         Flow::Go
     }
 
-    fn count(&self, name: &str) {
-        self.front.ops[op(name)].fetch_add(1, Ordering::Relaxed);
-    }
-
     async fn command<S: AsyncRead + AsyncWrite + Unpin>(&mut self, command: Command, io: &mut Io<S>) -> Flow {
+        if let Some(counter) = Counter::of(&command) {
+            self.front.counters.add(counter);
+        }
         let front = self.front.clone();
         let backend = &front.backend;
         let out = &mut io.out;
         match command {
             Command::Put { priority, delay_s, ttr_s, bytes } => {
-                self.count("put");
                 self.put = Some((priority, delay_s, ttr_s));
                 io.framer.body(bytes as usize);
             }
             Command::PutTooBig { bytes } => {
-                self.count("put");
                 io.framer.skip(u64::from(bytes));
             }
             Command::Use(tube) => {
-                self.count("use");
                 front.tube_ref(&self.used, |refs| refs.using -= 1);
                 front.tube_ref(&tube, |refs| refs.using += 1);
                 reply::line(out, &format!("USING {tube}"));
                 self.used = tube;
             }
             Command::Reserve => {
-                self.count("reserve");
                 return self.reserve(None, io).await;
             }
             Command::ReserveWithTimeout(seconds) => {
-                self.count("reserve-with-timeout");
                 let wait = u64::try_from(seconds).ok().map(|s| Duration::from_secs(s.min(u64::from(u32::MAX))));
                 return self.reserve(wait, io).await;
             }
@@ -198,7 +193,6 @@ impl Session {
                 }
             }
             Command::Delete(id) => {
-                self.count("delete");
                 let deleted = match self.holding(id) {
                     Some(held) => backend.ack(id, held.lease).await.map(|()| held.tube),
                     None => Err(QueueError::StaleLease(id)),
@@ -223,7 +217,6 @@ impl Session {
                 }
             }
             Command::Release { id, priority, delay_s } => {
-                self.count("release");
                 let nack =
                     Nack { delay_ms: Some(u64::from(delay_s) * 1_000), priority: Some(priority), ..Nack::default() };
                 match self.give_back(id, nack).await {
@@ -238,7 +231,6 @@ impl Session {
                 }
             }
             Command::Bury { id, priority } => {
-                self.count("bury");
                 match self.give_back(id, Nack { dead: true, priority: Some(priority), ..Nack::default() }).await {
                     Ok(_) => {
                         front.job(id, |job| job.buries += 1);
@@ -248,7 +240,6 @@ impl Session {
                 }
             }
             Command::Touch(id) => {
-                self.count("touch");
                 let touched = match self.holding(id) {
                     Some(held) => backend.extend(id, held.lease, held.ttr_ms).await,
                     None => Err(QueueError::NotFound(id)),
@@ -267,7 +258,6 @@ impl Session {
                 }
             }
             Command::Watch(tube) => {
-                self.count("watch");
                 if !self.watched.contains(&tube) {
                     if self.watched.len() >= WATCHED_MAX {
                         reply::line(out, "OUT_OF_MEMORY");
@@ -279,7 +269,6 @@ impl Session {
                 reply::line(out, &format!("WATCHING {}", self.watched.len()));
             }
             Command::Ignore(tube) => {
-                self.count("ignore");
                 match self.watched.iter().position(|watched| *watched == tube) {
                     Some(_) if self.watched.len() < 2 => {
                         reply::line(out, "NOT_IGNORED");
@@ -294,20 +283,15 @@ impl Session {
                 }
                 reply::line(out, &format!("WATCHING {}", self.watched.len()));
             }
-            Command::Peek(id) => {
-                self.count("peek");
-                match backend.get(id).await {
-                    Ok(info) => reply::job(out, "FOUND", id, info.payload.as_bytes()),
-                    Err(error) => reply::line(out, refusal(&error)),
-                }
-            }
+            Command::Peek(id) => match backend.get(id).await {
+                Ok(info) => reply::job(out, "FOUND", id, info.payload.as_bytes()),
+                Err(error) => reply::line(out, refusal(&error)),
+            },
             Command::PeekReady => {
-                self.count("peek-ready");
                 let found = self.first(Status::Due).await;
                 self.found(found, out);
             }
             Command::PeekDelayed => {
-                self.count("peek-delayed");
                 let found = self.soonest_delayed(1).await.map(|mut soonest| soonest.pop());
                 let found = match found {
                     Ok(Some(id)) => backend.get(id).await.map(Some),
@@ -317,17 +301,13 @@ impl Session {
                 self.found(found, out);
             }
             Command::PeekBuried => {
-                self.count("peek-buried");
                 let found = self.first(Status::Dead).await;
                 self.found(found, out);
             }
-            Command::Kick(bound) => {
-                self.count("kick");
-                match self.kick(u64::from(bound)).await {
-                    Ok(kicked) => reply::line(out, &format!("KICKED {kicked}")),
-                    Err(error) => reply::line(out, refusal(&error)),
-                }
-            }
+            Command::Kick(bound) => match self.kick(u64::from(bound)).await {
+                Ok(kicked) => reply::line(out, &format!("KICKED {kicked}")),
+                Err(error) => reply::line(out, refusal(&error)),
+            },
             Command::KickJob(id) => {
                 let kicked = match backend.get(id).await {
                     Ok(info) => self.kick_one(&info).await,
@@ -339,45 +319,34 @@ impl Session {
                     Err(error) => reply::line(out, refusal(&error)),
                 }
             }
-            Command::StatsJob(id) => {
-                self.count("stats-job");
-                match backend.get(id).await {
-                    Ok(info) => reply::yaml(out, &stats::job(&front, &info)),
-                    Err(error) => {
-                        if matches!(error, QueueError::NotFound(_)) {
-                            front.forget_job(id);
-                        }
-                        reply::line(out, refusal(&error));
+            Command::StatsJob(id) => match backend.get(id).await {
+                Ok(info) => reply::yaml(out, &stats::job(&front, &info)),
+                Err(error) => {
+                    if matches!(error, QueueError::NotFound(_)) {
+                        front.forget_job(id);
                     }
+                    reply::line(out, refusal(&error));
                 }
-            }
-            Command::StatsTube(tube) => {
-                self.count("stats-tube");
-                match stats::tube(&front, &tube).await {
-                    Some(document) => reply::yaml(out, &document),
-                    None => reply::line(out, "NOT_FOUND"),
-                }
-            }
+            },
+            Command::StatsTube(tube) => match stats::tube(&front, &tube).await {
+                Some(document) => reply::yaml(out, &document),
+                None => reply::line(out, "NOT_FOUND"),
+            },
             Command::Stats => {
-                self.count("stats");
                 let document = stats::server(&front).await;
                 reply::yaml(out, &document);
             }
             Command::ListTubes => {
-                self.count("list-tubes");
                 let tubes = self.front.tubes().await;
                 reply::yaml(out, &reply::list(tubes.iter().map(String::as_str)));
             }
             Command::ListTubeUsed => {
-                self.count("list-tube-used");
                 reply::line(out, &format!("USING {}", self.used));
             }
             Command::ListTubesWatched => {
-                self.count("list-tubes-watched");
                 reply::yaml(out, &reply::list(self.watched.iter().map(String::as_str)));
             }
             Command::PauseTube { tube, delay_s } => {
-                self.count("pause-tube");
                 if !self.front.tubes().await.contains(&tube) {
                     reply::line(out, "NOT_FOUND");
                     return Flow::Go;

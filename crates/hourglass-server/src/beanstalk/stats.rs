@@ -85,7 +85,6 @@ pub(super) async fn server(front: &Front) -> String {
     let queues = front.backend.queues().await;
     let totals = front.backend.totals().await;
     let sum = |read: fn(&hourglass_queue::QueueStats) -> usize| queues.iter().map(read).sum::<usize>().to_string();
-    let ops = front.ops.iter().map(|count| count.load(Ordering::Relaxed));
     let mut pairs: Vec<(&str, String)> = vec![
         ("current-jobs-urgent", sum(|q| q.urgent)),
         ("current-jobs-ready", sum(|q| q.due)),
@@ -93,8 +92,7 @@ pub(super) async fn server(front: &Front) -> String {
         ("current-jobs-delayed", sum(|q| q.scheduled)),
         ("current-jobs-buried", sum(|q| q.dead)),
     ];
-    let names: Vec<String> = reply::OPS.iter().map(|name| format!("cmd-{name}")).collect();
-    pairs.extend(names.iter().map(String::as_str).zip(ops.map(|n| n.to_string())));
+    pairs.extend(front.counters.read().map(|(counter, count)| (counter.key(), count.to_string())));
     let waiting: u32 = front.tubes.lock().values().map(|refs| refs.waiting).sum();
     let (user, system) = cpu_seconds();
     pairs.extend([
