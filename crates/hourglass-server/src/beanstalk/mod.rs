@@ -8,7 +8,7 @@
 //! - `counter`: the commands `stats` counts, an enum indexing atomics;
 //! - `framer`: a connection's bytes cut into lines and bodies, bounded;
 //! - `session`: one connection's state and its commands run on the backend;
-//! - `reply`: replies and their YAML;
+//! - `reply`: replies, their YAML, and the replies to the engine's refusals;
 //! - `stats`: the documents of `stats-job`, `stats-tube` and `stats`;
 //! - this file: the listener, the limits on connections, and what all
 //!   connections share (tubes in use, counters, drain mode).
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hourglass_queue::Backend;
+use hourglass_queue::{Backend, SystemWallClock, WallClock};
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Semaphore;
@@ -92,7 +92,7 @@ struct TubeRefs {
 impl TubeRefs {
     fn referred(&self) -> bool {
         self.using + self.watching + self.waiting > 0
-            || self.pause.is_some_and(|(_, until_ms)| until_ms > session::now_ms())
+            || self.pause.is_some_and(|(_, until_ms)| until_ms > SystemWallClock.now_ms())
     }
 }
 
@@ -201,13 +201,13 @@ impl Front {
     }
 }
 
-/// A random u64 from the standard library's randomly seeded hasher: the
-/// instance id needs no more.
+/// A random u64 from the standard library's randomly seeded hasher (fed
+/// the time, so two hashers seeded alike still differ): the instance id
+/// needs no more.
 fn rand_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher
-        .write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    hasher.write_u64(SystemWallClock.now_us());
     hasher.finish()
 }
 

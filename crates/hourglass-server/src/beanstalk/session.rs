@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hourglass_queue::limits::{ATTEMPTS_UNLIMITED, LEASE_MS_DEFAULT, LEASE_MS_MAX, LIST_MAX, WAIT_MS_MAX};
-use hourglass_queue::{Claimed, Cursor, Lease, ListRequest, Nack, NewTask, Pause, QueueError, RunAt, Status, TaskInfo};
+use hourglass_queue::{
+    Claimed, Cursor, Lease, ListRequest, Nack, NewTask, Pause, QueueError, RunAt, Status, SystemWallClock, TaskInfo,
+    WallClock,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 
 use super::command::{parse, Command, Refusal};
@@ -76,33 +79,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Io<S> {
 enum Flow {
     Go,
     Close,
-}
-
-pub(super) fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
-/// The reply to an engine's refusal.
-fn refusal(error: &QueueError) -> &'static str {
-    match error {
-        QueueError::NotFound(_) | QueueError::StaleLease(_) | QueueError::Conflict(_) => "NOT_FOUND",
-        QueueError::TooManyTasks { .. } | QueueError::OverMemoryBudget { .. } | QueueError::OverDiskBudget { .. } => {
-            "OUT_OF_MEMORY"
-        }
-        QueueError::Invalid(_) | QueueError::PayloadTooLarge { .. } => "BAD_FORMAT",
-        QueueError::ShuttingDown => "DRAINING",
-        _ => "INTERNAL_ERROR",
-    }
-}
-
-/// A job's state, in beanstalkd's words.
-pub(super) fn state_name(status: Status) -> &'static str {
-    match status {
-        Status::Scheduled => "delayed",
-        Status::Due => "ready",
-        Status::Leased => "reserved",
-        Status::Dead => "buried",
-    }
 }
 
 impl Session {
@@ -189,7 +165,7 @@ impl Session {
                 self.worker();
                 match backend.take(id, LEASE_MS_DEFAULT).await {
                     Ok(claimed) => self.reserved(claimed, out),
-                    Err(error) => reply::line(out, refusal(&error)),
+                    Err(error) => reply::line(out, reply::refusal(&error)),
                 }
             }
             Command::Delete(id) => {
@@ -213,7 +189,7 @@ impl Session {
                         front.tube_ref(&tube, |refs| refs.deletes += 1);
                         reply::line(out, "DELETED");
                     }
-                    Err(error) => reply::line(out, refusal(&error)),
+                    Err(error) => reply::line(out, reply::refusal(&error)),
                 }
             }
             Command::Release { id, priority, delay_s } => {
@@ -227,7 +203,7 @@ impl Session {
                         });
                         reply::line(out, "RELEASED");
                     }
-                    Err(error) => reply::line(out, refusal(&error)),
+                    Err(error) => reply::line(out, reply::refusal(&error)),
                 }
             }
             Command::Bury { id, priority } => {
@@ -236,7 +212,7 @@ impl Session {
                         front.job(id, |job| job.buries += 1);
                         reply::line(out, "BURIED");
                     }
-                    Err(error) => reply::line(out, refusal(&error)),
+                    Err(error) => reply::line(out, reply::refusal(&error)),
                 }
             }
             Command::Touch(id) => {
@@ -253,7 +229,7 @@ impl Session {
                     }
                     Err(error) => {
                         self.reserved.remove(&id);
-                        reply::line(out, refusal(&error));
+                        reply::line(out, reply::refusal(&error));
                     }
                 }
             }
@@ -285,7 +261,7 @@ impl Session {
             }
             Command::Peek(id) => match backend.get(id).await {
                 Ok(info) => reply::job(out, "FOUND", id, info.payload.as_bytes()),
-                Err(error) => reply::line(out, refusal(&error)),
+                Err(error) => reply::line(out, reply::refusal(&error)),
             },
             Command::PeekReady => {
                 let found = self.first(Status::Due).await;
@@ -306,7 +282,7 @@ impl Session {
             }
             Command::Kick(bound) => match self.kick(u64::from(bound)).await {
                 Ok(kicked) => reply::line(out, &format!("KICKED {kicked}")),
-                Err(error) => reply::line(out, refusal(&error)),
+                Err(error) => reply::line(out, reply::refusal(&error)),
             },
             Command::KickJob(id) => {
                 let kicked = match backend.get(id).await {
@@ -316,7 +292,7 @@ impl Session {
                 match kicked {
                     Ok(true) => reply::line(out, "KICKED"),
                     Ok(false) => reply::line(out, "NOT_FOUND"),
-                    Err(error) => reply::line(out, refusal(&error)),
+                    Err(error) => reply::line(out, reply::refusal(&error)),
                 }
             }
             Command::StatsJob(id) => match backend.get(id).await {
@@ -325,7 +301,7 @@ impl Session {
                     if matches!(error, QueueError::NotFound(_)) {
                         front.forget_job(id);
                     }
-                    reply::line(out, refusal(&error));
+                    reply::line(out, reply::refusal(&error));
                 }
             },
             Command::StatsTube(tube) => match stats::tube(&front, &tube).await {
@@ -353,7 +329,7 @@ impl Session {
                 }
                 // The engine's pause, ending by itself (across restarts too);
                 // beanstalkd's 0 pauses for a moment only.
-                let until_ms = now_ms() + u64::from(delay_s) * 1_000;
+                let until_ms = SystemWallClock.now_ms() + u64::from(delay_s) * 1_000;
                 match backend.pause_queue(&tube, Pause::Until(until_ms)).await {
                     Ok(_) => {
                         front.tube_ref(&tube, |refs| {
@@ -362,7 +338,7 @@ impl Session {
                         });
                         reply::line(out, "PAUSED");
                     }
-                    Err(error) => reply::line(out, refusal(&error)),
+                    Err(error) => reply::line(out, reply::refusal(&error)),
                 }
             }
             Command::Quit => return Flow::Close,
@@ -400,7 +376,7 @@ impl Session {
         };
         match self.front.backend.enqueue(&self.used, new).await {
             Ok(enqueued) => reply::line(out, &format!("INSERTED {}", enqueued.id)),
-            Err(error) => reply::line(out, refusal(&error)),
+            Err(error) => reply::line(out, reply::refusal(&error)),
         }
     }
 
@@ -413,7 +389,7 @@ impl Session {
 
     /// A job reserved here and not yet past its time-to-run.
     fn holding(&mut self, id: u64) -> Option<Held> {
-        let now = now_ms();
+        let now = SystemWallClock.now_ms();
         self.reserved.retain(|_, held| held.until_ms > now);
         self.reserved.get(&id).cloned()
     }
@@ -425,7 +401,7 @@ impl Session {
     }
 
     fn reserved(&mut self, claimed: Claimed, out: &mut Vec<u8>) {
-        let now = now_ms();
+        let now = SystemWallClock.now_ms();
         let held = Held {
             lease: claimed.lease,
             until_ms: claimed.lease_until_ms,
@@ -449,7 +425,7 @@ impl Session {
         let mut waiting = false;
         let flow = loop {
             // The soonest end of a reservation held here, in its safety margin?
-            let now = now_ms();
+            let now = SystemWallClock.now_ms();
             self.reserved.retain(|_, held| held.until_ms > now);
             let soonest = self.reserved.values().map(|held| held.until_ms).min();
             // In the margin, a job ready now is still handed out (as beanstalkd does); none is waited for.
@@ -499,7 +475,7 @@ impl Session {
                     }
                 }
                 Err(error) => {
-                    reply::line(&mut io.out, refusal(&error));
+                    reply::line(&mut io.out, reply::refusal(&error));
                     break Flow::Go;
                 }
             }
@@ -516,7 +492,7 @@ impl Session {
         match found {
             Ok(Some(info)) => reply::job(out, "FOUND", info.task.id, info.payload.as_bytes()),
             Ok(None) => reply::line(out, "NOT_FOUND"),
-            Err(error) => reply::line(out, refusal(&error)),
+            Err(error) => reply::line(out, reply::refusal(&error)),
         }
     }
 
@@ -590,7 +566,7 @@ impl Session {
         let id = info.task.id;
         let kicked = match info.status {
             Status::Dead => backend.retry(id).await,
-            Status::Scheduled => backend.reschedule(id, RunAt::At(now_ms())).await,
+            Status::Scheduled => backend.reschedule(id, RunAt::At(SystemWallClock.now_ms())).await,
             Status::Due | Status::Leased => return Ok(false),
         };
         match kicked {

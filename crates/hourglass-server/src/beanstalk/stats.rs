@@ -5,16 +5,15 @@
 use std::sync::atomic::Ordering;
 
 use hourglass_queue::limits::LEASE_MS_DEFAULT;
-use hourglass_queue::{Status, TaskInfo, TaskState};
+use hourglass_queue::{Status, SystemWallClock, TaskInfo, TaskState, WallClock};
 
 use super::reply;
-use super::session::{now_ms, state_name};
 use super::{Front, JobCounts};
 
 /// `stats-job`'s document.
 pub(super) fn job(front: &Front, info: &TaskInfo) -> String {
     let task = &info.task;
-    let now = now_ms();
+    let now = SystemWallClock.now_ms();
     let counts = front.job_counts(task.id);
     let (time_left_ms, delay_s) = match (info.status, task.state) {
         (_, TaskState::Leased { until_ms, .. }) => (until_ms.saturating_sub(now), counts.delay_s),
@@ -58,8 +57,10 @@ pub(super) async fn tube(front: &Front, tube: &str) -> Option<String> {
     let refs = front.tubes.lock().get(tube).cloned().unwrap_or_default();
     // The pause's end is the engine's, which a restart keeps; its length
     // is known to the front that was asked for it.
-    let left_s =
-        stats.as_ref().and_then(|q| q.paused_until_ms).map_or(0, |until_ms| until_ms.saturating_sub(now_ms()) / 1_000);
+    let left_s = stats
+        .as_ref()
+        .and_then(|q| q.paused_until_ms)
+        .map_or(0, |until_ms| until_ms.saturating_sub(SystemWallClock.now_ms()) / 1_000);
     let pause_s = refs.pause.map_or(0, |(pause_s, _)| pause_s).max(left_s as u32);
     let count = |read: fn(&hourglass_queue::QueueStats) -> u64| stats.as_ref().map_or(0, read);
     Some(reply::mapping(&[
@@ -123,6 +124,16 @@ pub(super) async fn server(front: &Front) -> String {
         ("platform", std::env::consts::ARCH.into()),
     ]);
     reply::mapping(&pairs)
+}
+
+/// A job's state, in beanstalkd's words.
+fn state_name(status: Status) -> &'static str {
+    match status {
+        Status::Scheduled => "delayed",
+        Status::Due => "ready",
+        Status::Leased => "reserved",
+        Status::Dead => "buried",
+    }
 }
 
 /// Reservations that ended by running out of time: every reservation ends
