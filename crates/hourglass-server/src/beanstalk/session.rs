@@ -17,9 +17,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, Wr
 use super::command::{parse, Command, Refusal};
 use super::counter::Counter;
 use super::framer::{Frame, Framer, READ_BYTES};
+use super::front::{Front, WATCHED_MAX};
 use super::reply;
 use super::stats;
-use super::{Front, WATCHED_MAX};
 
 /// beanstalkd's safety margin: a `reserve` by a connection whose reserved
 /// job's time-to-run ends within it is answered `DEADLINE_SOON`.

@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use hourglass_queue::limits::LEASE_MS_DEFAULT;
 use hourglass_queue::{Status, SystemWallClock, TaskInfo, TaskState, WallClock};
 
+use super::front::{Front, JobCounts};
 use super::reply;
-use super::{Front, JobCounts};
 
 /// `stats-job`'s document.
 pub(super) fn job(front: &Front, info: &TaskInfo) -> String {
