@@ -42,7 +42,7 @@ impl Front {
             return;
         };
         self.total_connections.fetch_add(1, Ordering::Relaxed);
-        session::Session::new(self.clone()).run(stream).await;
+        session::serve(self.clone(), stream).await;
         drop(slot);
     }
 }

@@ -15,7 +15,8 @@
 //! - `front`: what all connections share (tubes in use, counts, drain mode)
 //!   and the limits;
 //! - `stats`: the documents of `stats-job`, `stats-tube` and `stats`;
-//! - `session`: one connection's state and its commands run on the backend;
+//! - `session`: one connection: its I/O loop, the jobs it holds, and a
+//!   function for each command;
 //! - `listener`: where the front listens, and the limit on connections.
 
 mod command;
