@@ -40,6 +40,7 @@ pub mod delay_queue;
 mod pages;
 mod repeat;
 mod scheduler;
+mod timer_thread;
 mod wall_clock;
 mod wheel;
 
@@ -53,6 +54,7 @@ pub use repeat::{next_occurrence, MissedRuns};
 pub use scheduler::{
     BuildError, Builder, Handle, Lateness, OverloadPolicy, ScheduleError, Scheduler, ShutdownReport, Stats, TaskId,
 };
+pub use timer_thread::{Next, TimerClock, TimerHandle, TimerThread, TIMER_SLACK_NS};
 pub use wall_clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use wheel::{CapacityError, Expired, Key, Wheel};
 
