@@ -49,13 +49,15 @@
 //! deadline under the same lock, releases it, and calls
 //! [`TimerHandle::wake_if_earlier`]. The lock orders the two: either the insert
 //! came first and the turn saw it, or the record came first and the producer
-//! compares against it, waking the thread if its deadline is earlier. An
-//! unpark that arrives before the thread parks is kept by the thread's park
-//! token, so the park returns at once: nothing is lost between look and park.
+//! compares against it, waking the thread if its deadline is earlier.
 //!
-//! Parks return early for reasons of their own (a manual clock wakes every
-//! sleeper when it moves; the OS may wake spuriously). The thread turns again
-//! only when it was woken, closed, or its deadline has come; otherwise it parks
+//! A wake-up is a flag, then an unpark. The flag is cleared when a turn
+//! begins and looked at before every park, so a wake-up that arrives between
+//! the look and the park is never lost, even when the unpark itself was taken
+//! by a park inside the turn (a channel's wait uses the same token). And parks
+//! return early for reasons of their own (a manual clock wakes every sleeper
+//! when it moves; the OS may wake spuriously): the thread turns again only when
+//! the flag is set, it was closed, or its deadline has come, otherwise it parks
 //! again, so a turn's cost is paid once per deadline.
 
 use std::io;
@@ -390,7 +392,7 @@ fn run<C: TimerClock>(handle: &TimerHandle, clock: &C, mut turn: impl FnMut(&Tim
             Next::Again => {}
             Next::UntilWoken => {
                 while !handle.should_look() {
-                    thread::park();
+                    thread::park(); // returns early at times: hence the loop
                 }
             }
             Next::Until(deadline) => {
@@ -400,9 +402,12 @@ fn run<C: TimerClock>(handle: &TimerHandle, clock: &C, mut turn: impl FnMut(&Tim
                     "a turn sleeps until {deadline} but recorded {recorded}: producers with a deadline in between \
                      would not wake it (call will_sleep_until under the lock)"
                 );
-                loop {
+                // Looked at before parking, not only after: a wake-up's unpark
+                // may have been taken by a park inside the turn (a channel's
+                // wait), and only the flag is left of it.
+                while !handle.should_look() {
                     clock.park_until_tick(deadline);
-                    if handle.should_look() || clock.now_ticks() >= deadline {
+                    if clock.now_ticks() >= deadline {
                         break;
                     }
                 }
