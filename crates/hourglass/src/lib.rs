@@ -17,6 +17,11 @@
 //!   deadline and hands due jobs to a bounded pool of workers; time comes from
 //!   a [`Clock`], which tests replace with a [`ManualClock`].
 //!
+//! Between them, [`TimerThread`]: a thread that sleeps on a clock until the
+//! next deadline of a timetable it does not own, woken early only for an
+//! earlier deadline. The scheduler's driver is one; so can be any service's
+//! timer thread over its own wheel.
+//!
 //! For tokio programs, `DelayQueue` (feature `tokio`) is a drop-in for
 //! tokio-util's `DelayQueue` on the same wheel.
 //!

@@ -10,8 +10,8 @@ mod task;
 mod timebase;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::thread::{self, JoinHandle, Thread};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -23,12 +23,13 @@ pub use task::TaskId;
 
 use crate::clock::Clock;
 use crate::repeat::next_occurrence;
+use crate::timer_thread::{TimerHandle, TimerThread};
 use crate::wall_clock::WallClock;
 use crate::wheel::Wheel;
 use builder::Config;
 use stats::Counters;
 use task::{Job, Repeat, Run, Task};
-use timebase::TimeBase;
+use timebase::{TickClock, TimeBase};
 
 /// Runs jobs after a delay, at an instant, or every period, on a bounded pool
 /// of worker threads.
@@ -54,10 +55,10 @@ use timebase::TimeBase;
 ///
 /// Producers insert into a [`Wheel`] under one lock, which costs tens of
 /// nanoseconds; they wake the driver only when their deadline is earlier than
-/// the one it sleeps until. The driver thread sleeps until the wheel's next
-/// expiration (with the timer slack of its thread minimised on Linux), advances
-/// the wheel, and hands due jobs to the workers through a bounded queue. It never
-/// blocks on that queue: when it is full, due jobs stay in the wheel, in due
+/// the one it sleeps until. The driver, a [`TimerThread`], sleeps until the
+/// wheel's next expiration (with the timer slack of its thread minimised on
+/// Linux), advances the wheel, and hands due jobs to the workers through a
+/// bounded queue. It never blocks on that queue: when it is full, due jobs stay in the wheel, in due
 /// order and still cancellable, and the [`OverloadPolicy`] decides what
 /// producers feel. A cancel and the driver taking a job both happen under the
 /// lock, so a cancel that races its job coming due either wins (the job never
@@ -88,7 +89,7 @@ pub struct ShutdownReport {
 }
 
 struct Threads {
-    driver: JoinHandle<()>,
+    driver: TimerThread,
     workers: Vec<JoinHandle<()>>,
 }
 
@@ -100,10 +101,9 @@ pub(crate) struct Shared {
     wall_clock: Arc<dyn WallClock>,
     time: TimeBase,
     config: Config,
-    driver: OnceLock<Thread>,
-    /// The tick the driver sleeps until (`u64::MAX`: none; 0: it waits for
-    /// room in the pool). A producer with an earlier deadline wakes it.
-    wake_tick: AtomicU64,
+    /// The driver's: it records the tick it sleeps until (none while it waits
+    /// for room in the pool), and a producer with an earlier one wakes it.
+    timer: TimerHandle,
     /// The driver left due jobs in the wheel for want of room in the pool.
     wants_room: AtomicBool,
     /// Clock time (ns since the origin) up to which the driver has handed out jobs.
@@ -192,8 +192,7 @@ impl Scheduler {
             clock: builder.clock,
             wall_clock: builder.wall_clock,
             time,
-            driver: OnceLock::new(),
-            wake_tick: AtomicU64::new(u64::MAX),
+            timer: TimerHandle::new(),
             wants_room: AtomicBool::new(false),
             processed_ns: AtomicU64::new(0),
             turns_begun: AtomicU64::new(0),
@@ -215,14 +214,10 @@ impl Scheduler {
             workers.push(worker);
         }
         drop(receiver);
-        let driver = {
-            let shared = shared.clone();
-            thread::Builder::new()
-                .name(format!("{name}-driver"))
-                .spawn(move || driver::run(&shared, queue))
-                .map_err(BuildError::Spawn)?
-        };
-        let _ = shared.driver.set(driver.thread().clone());
+        let ticks = TickClock { clock: shared.clock.clone(), time };
+        let turns = driver::turns(shared.clone(), queue);
+        let driver =
+            TimerThread::spawn(format!("{name}-driver"), &shared.timer, ticks, turns).map_err(BuildError::Spawn)?;
         Ok(Scheduler { handle: Handle { shared }, threads: Mutex::new(Some(Threads { driver, workers })) })
     }
 
@@ -363,7 +358,7 @@ impl Scheduler {
             state.accepting = false;
             state.stop = Some(stop);
         }
-        shared.unpark_driver();
+        shared.timer.wake();
         // The driver runs no jobs, so it finishes promptly; dropping its end of
         // the queue lets the workers finish what they were handed and exit.
         let _ = threads.driver.join();
@@ -553,7 +548,7 @@ impl Handle {
                     && shared.counters.in_flight() == 0)
         };
         shared.idle.waiters.fetch_add(1, Ordering::SeqCst);
-        shared.unpark_driver(); // so that it processes `target_ns` even if nothing is due
+        shared.timer.wake(); // so that it processes `target_ns` even if nothing is due
         let mut guard = shared.idle.lock.lock();
         let idle = loop {
             if is_idle() {
@@ -630,11 +625,8 @@ impl Shared {
             .wheel
             .insert(tick, Task { due_ns, job })
             .map_err(|_| ScheduleError::Full { max_pending: Wheel::<()>::MAX_ENTRIES })?;
-        let wake = tick < self.wake_tick.load(Ordering::Relaxed);
         drop(state);
-        if wake {
-            self.unpark_driver();
-        }
+        self.timer.wake_if_earlier(tick);
         if config.overload == OverloadPolicy::CallerRuns && backlog >= config.max_backlog {
             self.run_one_due_on_caller(now_ns);
         }
@@ -650,11 +642,8 @@ impl Shared {
         };
         task.due_ns = due_ns;
         state.wheel.reset(key, tick);
-        let wake = tick < self.wake_tick.load(Ordering::Relaxed);
         drop(state);
-        if wake {
-            self.unpark_driver();
-        }
+        self.timer.wake_if_earlier(tick);
         true
     }
 
@@ -756,11 +745,5 @@ impl Shared {
             pool::execute(self, run, self.counters.shared_shard());
         }
         self.idle.notify();
-    }
-
-    fn unpark_driver(&self) {
-        if let Some(driver) = self.driver.get() {
-            driver.unpark();
-        }
     }
 }
