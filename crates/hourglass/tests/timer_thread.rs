@@ -55,7 +55,9 @@ fn fixture(next: Option<u64>) -> Fixture {
             Next::until(*next)
         }
     };
-    let timer = TimerThread::spawn("test-timer", &handle, clock.clone(), turn).unwrap();
+    // Shared as owners keep their clocks (the engine's is an `Arc<dyn WallClock>`).
+    let shared: Arc<dyn WallClock> = Arc::new(clock.clone());
+    let timer = TimerThread::spawn("test-timer", &handle, shared, turn).unwrap();
     Fixture { clock, next, handle, looks, timer }
 }
 
