@@ -102,7 +102,9 @@ pub struct RedisBackend {
     next_shard: AtomicU64,
     /// Redis's clock minus this node's: see [`Offset`].
     offset: Mutex<Offset>,
-    alarms: Arc<alarms::Alarms>,
+    /// The shards' timers; their thread stops when the backend is closed, or
+    /// dropped unclosed.
+    alarms: alarms::Alarms,
     by_timer: AtomicU64,
     by_sweep: AtomicU64,
     closed: Closed,
@@ -131,8 +133,7 @@ impl RedisBackend {
             return Err(ConnectError::ShardsDiffer { target: target.clone(), store: shards, asked: options.shards });
         }
         let (stop, _) = tokio::sync::watch::channel(false);
-        let alarms = Arc::new(alarms::Alarms::default());
-        alarms.start().map_err(ConnectError::TimerThread)?;
+        let alarms = alarms::Alarms::start().map_err(ConnectError::TimerThread)?;
         let backend = Arc::new(RedisBackend {
             conn,
             channel: keys.channel(),
@@ -214,13 +215,5 @@ impl RedisBackend {
 
     fn split(&self, id: u64) -> Result<(u16, u64), QueueError> {
         keys::split(id, self.shards).ok_or(QueueError::NotFound(id))
-    }
-}
-
-impl Drop for RedisBackend {
-    /// The timer thread holds only the alarms: it stops with the backend even
-    /// if nobody closed it.
-    fn drop(&mut self) {
-        self.alarms.close();
     }
 }
