@@ -59,10 +59,24 @@ fn one_of(f: &mut fmt::Formatter<'_>, field: &str, names: &[&str], given: &str) 
 
 impl std::error::Error for ParseError {}
 
-/// Serializes `value` as its text.
-fn as_text<S: Serializer>(value: &impl fmt::Display, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.collect_str(value)
+/// Serde through the text: `Display` to write, `FromStr` to read.
+macro_rules! through_text {
+    ($($name:ident),+) => {$(
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<$name, D::Error> {
+                from_text(deserializer)
+            }
+        }
+    )+};
 }
+
+through_text!(Lease, Cursor);
 
 /// Reads a value from its text: a JSON string that its `FromStr` accepts.
 fn from_text<'de, D: Deserializer<'de>, T: FromStr<Err = ParseError>>(deserializer: D) -> Result<T, D::Error> {
@@ -112,18 +126,6 @@ impl FromStr for Lease {
     }
 }
 
-impl Serialize for Lease {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        as_text(self, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for Lease {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Lease, D::Error> {
-        from_text(deserializer)
-    }
-}
-
 /// Where a listing's page ended: pass it back as `after` for the next one.
 /// Written `RUNAT.ID` in hex, with the priority in front (`PRIORITY.RUNAT.ID`)
 /// for a listing in claim order where it is not 0. Clients treat it as
@@ -166,18 +168,6 @@ impl FromStr for Cursor {
             _ => return Err(ParseError::Cursor),
         };
         Ok(Cursor { priority, run_at_ms: number(run_at)?, id: number(id)? })
-    }
-}
-
-impl Serialize for Cursor {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        as_text(self, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for Cursor {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Cursor, D::Error> {
-        from_text(deserializer)
     }
 }
 
