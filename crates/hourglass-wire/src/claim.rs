@@ -11,14 +11,14 @@ use crate::text::Lease;
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Tasks at most (1 if left out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max: Option<usize>,
     /// Each delivery's lease (the task's own, else the server's default, if
     /// left out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
     /// How long to wait for a task when none is due (0 if left out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
 }
 

@@ -25,13 +25,13 @@ pub struct LeaseRequest {
     /// The delivery's lease, as the claim gave it.
     pub lease: String,
     /// A nack's delay before the next delivery (the retry backoff if left out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
     /// An extend's new lease, from now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
     /// A nack's reason: what went wrong (the task's `last_error`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 

@@ -15,13 +15,13 @@ use crate::text::{Cursor, State};
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only tasks in this state (all if left out; not with `/dead`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     /// The page after this cursor: the previous page's `next`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
     /// Tasks at most (100 if left out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }
 
@@ -42,6 +42,6 @@ pub struct TaskPage {
     /// The tasks, in the listing's order.
     pub tasks: Vec<Task>,
     /// Pass as `after` for the next page; absent on the last.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<Cursor>,
 }

@@ -12,7 +12,7 @@ use crate::queue::{Queue, Totals};
 #[serde(deny_unknown_fields)]
 pub struct OverviewQuery {
     /// Read the queues now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fresh: Option<bool>,
 }
 

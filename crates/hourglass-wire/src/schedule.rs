@@ -30,27 +30,27 @@ pub struct NewSchedule {
     /// The queue its tasks go to.
     pub queue: String,
     /// A cron expression (five to seven fields).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
     /// The IANA time zone the cron expression is read in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
     /// A period, from when the schedule is put.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub every_ms: Option<u64>,
     /// Each task's payload.
     pub payload: Box<RawValue>,
     /// What to do with missed occurrences (`skip` if left out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub misfire: Option<String>,
     /// What to do while the last task is live (`allow` if left out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub overlap: Option<String>,
     /// Each task's deliveries before it dies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
     /// Each task dies if not delivered within this long of its occurrence.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_after_ms: Option<u64>,
 }
 
@@ -99,10 +99,10 @@ impl NewSchedule {
 #[serde(deny_unknown_fields)]
 pub struct SchedulesQuery {
     /// The page after this name: the previous page's `next`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
     /// Schedules at most (100 if left out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }
 
@@ -114,10 +114,10 @@ pub struct Schedule {
     /// The queue its tasks go to.
     pub queue: String,
     /// Its cron expression.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
     /// Its period.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub every_ms: Option<u64>,
     /// The time zone its runs are shown in (and its cron read in): UTC for a period.
     pub time_zone: String,
@@ -130,7 +130,7 @@ pub struct Schedule {
     /// Each task's deliveries before it dies.
     pub max_attempts: u32,
     /// Each task dies if not delivered within this long of its occurrence.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_after_ms: Option<u64>,
     /// When it was put, Unix ms.
     pub since_ms: u64,
@@ -139,7 +139,7 @@ pub struct Schedule {
     /// The next runs, at most five; empty when the rule has no more.
     pub next_runs: Vec<Run>,
     /// The latest occurrence enqueued, and its task.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_run: Option<Run>,
 }
 
@@ -151,7 +151,7 @@ pub struct Run {
     /// When, as a local time with its offset in the schedule's time zone (RFC 3339).
     pub local: String,
     /// The task it enqueued, for a run that happened.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<u64>,
 }
 
@@ -161,6 +161,6 @@ pub struct SchedulePage {
     /// The schedules.
     pub schedules: Vec<Schedule>,
     /// Pass as `after` for the next page; absent on the last.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
 }

@@ -23,32 +23,32 @@ pub struct NewTask {
     /// Any JSON, passed through as it is.
     pub payload: Box<RawValue>,
     /// Due this long from now (0 if neither this nor `run_at_ms` is given).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
     /// Due at this time, Unix ms; not with `delay_ms`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub run_at_ms: Option<u64>,
     /// An idempotency key: while a task with this key lives in the queue,
     /// enqueuing it again returns that task (200, not 201).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// Deliveries before it dies; 0 for no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
     /// Lower first among tasks due together.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<u32>,
     /// The lease of each delivery when the claim does not say.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
     /// Runs again this long after each ack: a recurring task.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub every_ms: Option<u64>,
     /// Dies if not delivered by this time, Unix ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<u64>,
     /// Dies if not delivered within this long from now; not with `expires_at_ms`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_after_ms: Option<u64>,
 }
 
@@ -85,10 +85,10 @@ pub struct NewTasks {
 #[serde(deny_unknown_fields)]
 pub struct Reschedule {
     /// Due this long from now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
     /// Due at this time, Unix ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub run_at_ms: Option<u64>,
 }
 
@@ -133,25 +133,25 @@ pub struct Task {
     /// Lower first among tasks due together.
     pub priority: u32,
     /// The task's own lease, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u32>,
     /// Its idempotency key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// Its period, for a recurring task.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub every_ms: Option<u64>,
     /// When its lease ends, Unix ms, while leased.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_until_ms: Option<u64>,
     /// When it dies if not delivered, Unix ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<u64>,
     /// For a dead task: why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_reason: Option<DeadReason>,
     /// Why its latest delivery failed: a nack's reason, or `lease expired`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// When it was enqueued, Unix ms.
     pub created_ms: u64,
