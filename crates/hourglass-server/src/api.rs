@@ -1,25 +1,22 @@
-//! Routes and handlers of the HTTP API (`/v1`): parse the request, call the
-//! [`Backend`](hourglass_queue::Backend), render the answer (see [`wire`](crate::wire)).
+//! Routes and handlers of the HTTP API (`/v1`): each takes the request as
+//! [`hourglass_wire`] types, calls the [`Backend`](hourglass_queue::Backend)
+//! through [`wire`](crate::wire)'s conversions, and answers with wire types.
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use axum::{Json, Router};
-use hourglass_queue::{limits, ListRequest, Nack, NewSchedule, NewTask, Pause, Rule, RunAt, Status};
-use serde::Deserialize;
-use serde_json::json;
-use serde_json::value::RawValue;
+use axum::Router;
+use hourglass_queue::{limits, ListRequest, Nack, Pause, Status};
+use hourglass_wire as w;
+use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::wire::{
-    self, ClaimedBody, EnqueuedBody, PageBody, QueueBody, ScheduleBody, SchedulePageBody, TaskBody, TotalsBody,
-};
+use crate::extract::{Json, Path, Query};
+use crate::wire;
 use crate::AppState;
 
-type Body<T> = Result<Json<T>, JsonRejection>;
-type ApiResult = Result<Response, ApiError>;
+type ApiResult<T = Response> = Result<T, ApiError>;
 
 /// Tasks a listing returns when the client does not say.
 const LIST_DEFAULT: usize = 100;
@@ -50,183 +47,80 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/schedules/{name}/resume", post(resume_schedule))
 }
 
-/// A schedule as clients put it: `cron` (with an optional `time_zone`,
-/// UTC if absent) or `every_ms`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScheduleRequest {
-    queue: String,
-    cron: Option<String>,
-    time_zone: Option<String>,
-    every_ms: Option<u64>,
-    payload: Box<RawValue>,
-    misfire: Option<String>,
-    overlap: Option<String>,
-    max_attempts: Option<u32>,
-    expires_after_ms: Option<u64>,
+/// `body` rendered through `serde_json::Value`, as the claim's answer and the
+/// queue listing always were: every object's keys in alphabetical order, and
+/// payloads re-rendered. Kept so that the wire format does not change.
+fn through_value(body: &impl Serialize) -> Json<serde_json::Value> {
+    Json(serde_json::to_value(body).expect("an answer is JSON with string keys"))
 }
 
-impl ScheduleRequest {
-    fn into_schedule(self) -> Result<NewSchedule, ApiError> {
-        let rule = match (self.cron, self.every_ms, self.time_zone) {
-            (Some(expression), None, time_zone) => Rule::Cron {
-                expression: expression.into(),
-                time_zone: time_zone.unwrap_or_else(|| "UTC".to_owned()).into(),
-            },
-            (None, Some(every_ms), None) => Rule::Every { every_ms },
-            (None, Some(_), Some(_)) => return Err(ApiError::invalid("time_zone goes with cron, not every_ms")),
-            (Some(_), Some(_), _) => return Err(ApiError::invalid("give cron or every_ms, not both")),
-            (None, None, _) => return Err(ApiError::invalid("give cron (with time_zone) or every_ms")),
-        };
-        Ok(NewSchedule {
-            queue: self.queue,
-            rule,
-            payload: self.payload.into(),
-            misfire: self.misfire.as_deref().map(wire::parse_misfire).transpose()?.unwrap_or_default(),
-            overlap: self.overlap.as_deref().map(wire::parse_overlap).transpose()?.unwrap_or_default(),
-            max_attempts: self.max_attempts,
-            expires_after_ms: self.expires_after_ms,
-        })
+/// 201 if `created`, else 200 (a key, or a name, that was there already).
+fn created_or_ok(created: bool) -> StatusCode {
+    if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
     }
 }
 
-/// A new task as clients send it.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NewTaskBody {
-    payload: Box<RawValue>,
-    delay_ms: Option<u64>,
-    run_at_ms: Option<u64>,
-    key: Option<String>,
-    max_attempts: Option<u32>,
-    priority: Option<u32>,
-    lease_ms: Option<u64>,
-    every_ms: Option<u64>,
-    expires_at_ms: Option<u64>,
-    expires_after_ms: Option<u64>,
+async fn healthz() -> Json<w::Health> {
+    Json(w::Health::ok())
 }
 
-fn run_at(delay_ms: Option<u64>, run_at_ms: Option<u64>) -> Result<RunAt, ApiError> {
-    match (delay_ms, run_at_ms) {
-        (Some(_), Some(_)) => Err(ApiError::invalid("give delay_ms or run_at_ms, not both")),
-        (Some(delay_ms), None) => Ok(RunAt::Delay(delay_ms)),
-        (None, Some(at_ms)) => Ok(RunAt::At(at_ms)),
-        (None, None) => Ok(RunAt::Delay(0)),
-    }
-}
-
-impl NewTaskBody {
-    fn into_task(self) -> Result<NewTask, ApiError> {
-        Ok(NewTask {
-            // The JSON text as it came, checked by the parser, not copied.
-            payload: self.payload.into(),
-            run_at: run_at(self.delay_ms, self.run_at_ms)?,
-            key: self.key,
-            max_attempts: self.max_attempts,
-            priority: self.priority,
-            lease_ms: self.lease_ms,
-            every_ms: self.every_ms,
-            expires: match (self.expires_at_ms, self.expires_after_ms) {
-                (Some(_), Some(_)) => {
-                    return Err(ApiError::invalid("give expires_at_ms or expires_after_ms, not both"))
-                }
-                (Some(at_ms), None) => Some(RunAt::At(at_ms)),
-                (None, Some(after_ms)) => Some(RunAt::Delay(after_ms)),
-                (None, None) => None,
-            },
-        })
-    }
-}
-
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
-}
-
-async fn enqueue(
-    State(app): State<AppState>,
-    queue: Result<Path<String>, PathRejection>,
-    body: Body<NewTaskBody>,
-) -> ApiResult {
-    let Path(queue) = queue?;
-    let Json(body) = body?;
-    let done = app.backend.enqueue(&queue, body.into_task()?).await?;
-    let status = if done.created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(EnqueuedBody::from(done))).into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BatchBody {
-    tasks: Vec<NewTaskBody>,
+async fn enqueue(State(app): State<AppState>, Path(queue): Path<String>, Json(task): Json<w::NewTask>) -> ApiResult {
+    let done = app.backend.enqueue(&queue, wire::new_task(task)?).await?;
+    Ok((created_or_ok(done.created), Json(wire::enqueued(done))).into_response())
 }
 
 async fn enqueue_batch(
     State(app): State<AppState>,
-    queue: Result<Path<String>, PathRejection>,
-    body: Body<BatchBody>,
+    Path(queue): Path<String>,
+    Json(batch): Json<w::NewTasks>,
 ) -> ApiResult {
-    let Path(queue) = queue?;
-    let Json(body) = body?;
-    let tasks = body.tasks.into_iter().map(NewTaskBody::into_task).collect::<Result<Vec<_>, _>>()?;
+    let tasks = batch.tasks.into_iter().map(wire::new_task).collect::<Result<Vec<_>, _>>()?;
     let done = app.backend.enqueue_batch(&queue, tasks).await?;
     let created = done.iter().filter(|d| d.created).count();
-    let status = if created > 0 { StatusCode::CREATED } else { StatusCode::OK };
-    let tasks: Vec<EnqueuedBody> = done.into_iter().map(EnqueuedBody::from).collect();
-    Ok((status, Json(json!({ "tasks": tasks, "created": created }))).into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClaimBody {
-    max: Option<usize>,
-    lease_ms: Option<u64>,
-    wait_ms: Option<u64>,
+    let tasks = done.into_iter().map(wire::enqueued).collect();
+    Ok((created_or_ok(created > 0), Json(w::EnqueuedBatch { created: created as u64, tasks })).into_response())
 }
 
 async fn claim(
     State(app): State<AppState>,
-    queue: Result<Path<String>, PathRejection>,
-    body: Body<ClaimBody>,
-) -> ApiResult {
-    let Path(queue) = queue?;
-    let Json(body) = body?;
-    let max = body.max.unwrap_or(1);
-    let lease_ms = body.lease_ms.unwrap_or(limits::LEASE_MS_DEFAULT);
-    let tasks = app.backend.claim(&queue, max, lease_ms, body.wait_ms.unwrap_or(0)).await?;
-    let tasks: Vec<ClaimedBody> = tasks.into_iter().map(ClaimedBody::from).collect();
-    Ok(Json(json!({ "tasks": tasks })).into_response())
+    Path(queue): Path<String>,
+    Json(claim): Json<w::ClaimRequest>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let max = claim.max.unwrap_or(1);
+    let lease_ms = claim.lease_ms.unwrap_or(limits::LEASE_MS_DEFAULT);
+    let tasks = app.backend.claim(&queue, max, lease_ms, claim.wait_ms.unwrap_or(0)).await?;
+    Ok(through_value(&w::Claimed { tasks: tasks.into_iter().map(wire::claimed).collect() }))
 }
 
 async fn list_queues(State(app): State<AppState>) -> Json<serde_json::Value> {
-    let queues: Vec<QueueBody> = app.backend.queues().await.into_iter().map(QueueBody::from).collect();
-    Json(json!({ "queues": queues, "totals": TotalsBody::from(app.backend.totals().await) }))
+    let queues = app.backend.queues().await.into_iter().map(wire::queue).collect();
+    through_value(&w::Queues { queues, totals: wire::totals(app.backend.totals().await) })
 }
 
-async fn queue_stats(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
-    let Path(queue) = queue?;
+async fn queue_stats(State(app): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<w::Queue>> {
     let stats = app
         .backend
         .queue(&queue)
         .await
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no queue {queue:?}")))?;
-    Ok(Json(QueueBody::from(stats)).into_response())
+    Ok(Json(wire::queue(stats)))
 }
 
-async fn pause_queue(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
-    let Path(queue) = queue?;
-    Ok(Json(QueueBody::from(app.backend.pause_queue(&queue, Pause::Indefinitely).await?)).into_response())
+async fn pause_queue(State(app): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<w::Queue>> {
+    Ok(Json(wire::queue(app.backend.pause_queue(&queue, Pause::Indefinitely).await?)))
 }
 
-async fn resume_queue(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
-    let Path(queue) = queue?;
-    Ok(Json(QueueBody::from(app.backend.pause_queue(&queue, Pause::Resume).await?)).into_response())
+async fn resume_queue(State(app): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<w::Queue>> {
+    Ok(Json(wire::queue(app.backend.pause_queue(&queue, Pause::Resume).await?)))
 }
 
 /// `DELETE /v1/queues/{queue}/dead`: every dead task of the queue, in writes
 /// of up to [`LIST_MAX`](limits::LIST_MAX). Those that die meanwhile may
 /// stay: it stops once it has deleted as many as there were when it began.
-async fn delete_dead(State(app): State<AppState>, queue: Result<Path<String>, PathRejection>) -> ApiResult {
-    let Path(queue) = queue?;
+async fn delete_dead(State(app): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<w::DeletedDead>> {
     let there = app.backend.queue(&queue).await.map_or(0, |q| q.dead);
     let mut deleted = 0;
     while deleted < there {
@@ -236,44 +130,29 @@ async fn delete_dead(State(app): State<AppState>, queue: Result<Path<String>, Pa
             break;
         }
     }
-    Ok(Json(json!({ "queue": queue, "deleted": deleted })).into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    state: Option<String>,
-    after: Option<String>,
-    limit: Option<usize>,
+    Ok(Json(w::DeletedDead { deleted: deleted as u64, queue }))
 }
 
 /// `GET /v1/queues/{queue}/tasks?state=due&after=CURSOR&limit=N`.
 async fn list_tasks(
     State(app): State<AppState>,
-    queue: Result<Path<String>, PathRejection>,
-    query: Result<Query<ListQuery>, QueryRejection>,
-) -> ApiResult {
+    Path(queue): Path<String>,
+    Query(query): Query<w::ListQuery>,
+) -> ApiResult<Json<w::TaskPage>> {
     list(app, queue, query, None).await
 }
 
 /// `GET /v1/queues/{queue}/dead?after=CURSOR&limit=N`.
 async fn dead(
     State(app): State<AppState>,
-    queue: Result<Path<String>, PathRejection>,
-    query: Result<Query<ListQuery>, QueryRejection>,
-) -> ApiResult {
+    Path(queue): Path<String>,
+    Query(query): Query<w::ListQuery>,
+) -> ApiResult<Json<w::TaskPage>> {
     list(app, queue, query, Some(Status::Dead)).await
 }
 
 /// A page of a queue's tasks; `only` fixes the state (the `/dead` listing).
-async fn list(
-    app: AppState,
-    queue: Result<Path<String>, PathRejection>,
-    query: Result<Query<ListQuery>, QueryRejection>,
-    only: Option<Status>,
-) -> ApiResult {
-    let Path(queue) = queue?;
-    let Query(query) = query?;
+async fn list(app: AppState, queue: String, query: w::ListQuery, only: Option<Status>) -> ApiResult<Json<w::TaskPage>> {
     let status = match (only, query.state.as_deref()) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid("this listing has one state; use /tasks?state= for others"))
@@ -283,180 +162,131 @@ async fn list(
     };
     let after = query.after.as_deref().map(wire::parse_cursor).transpose()?;
     let request = ListRequest { status, after, limit: query.limit.unwrap_or(LIST_DEFAULT) };
-    let page = app.backend.list(&queue, request).await?;
-    Ok(Json(PageBody::from(page)).into_response())
+    Ok(Json(wire::page(app.backend.list(&queue, request).await?)))
 }
 
-async fn find_by_key(State(app): State<AppState>, path: Result<Path<(String, String)>, PathRejection>) -> ApiResult {
-    let Path((queue, key)) = path?;
+async fn find_by_key(
+    State(app): State<AppState>,
+    Path((queue, key)): Path<(String, String)>,
+) -> ApiResult<Json<w::Task>> {
     let info =
         app.backend.find_by_key(&queue, &key).await?.ok_or_else(|| {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no live task with key {key:?}"))
         })?;
-    Ok(Json(TaskBody::from(info)).into_response())
+    Ok(Json(wire::task(info)))
 }
 
-async fn show(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>) -> ApiResult {
-    let Path(id) = id?;
-    Ok(Json(TaskBody::from(app.backend.get(id).await?)).into_response())
+async fn show(State(app): State<AppState>, Path(id): Path<u64>) -> ApiResult<Json<w::Task>> {
+    Ok(Json(wire::task(app.backend.get(id).await?)))
 }
 
-async fn cancel(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>) -> ApiResult {
-    let Path(id) = id?;
+async fn cancel(State(app): State<AppState>, Path(id): Path<u64>) -> ApiResult<StatusCode> {
     app.backend.cancel(id).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RescheduleBody {
-    delay_ms: Option<u64>,
-    run_at_ms: Option<u64>,
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn reschedule(
     State(app): State<AppState>,
-    id: Result<Path<u64>, PathRejection>,
-    body: Body<RescheduleBody>,
-) -> ApiResult {
-    let Path(id) = id?;
-    let Json(body) = body?;
-    if body.delay_ms.is_none() && body.run_at_ms.is_none() {
+    Path(id): Path<u64>,
+    Json(to): Json<w::Reschedule>,
+) -> ApiResult<Json<w::Task>> {
+    if to.delay_ms.is_none() && to.run_at_ms.is_none() {
         return Err(ApiError::invalid("give delay_ms or run_at_ms"));
     }
-    let info = app.backend.reschedule(id, run_at(body.delay_ms, body.run_at_ms)?).await?;
-    Ok(Json(TaskBody::from(info)).into_response())
+    Ok(Json(wire::task(app.backend.reschedule(id, wire::run_at(to.delay_ms, to.run_at_ms)?).await?)))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LeaseBody {
-    lease: String,
-    delay_ms: Option<u64>,
-    lease_ms: Option<u64>,
-    /// A nack's reason: what went wrong.
-    reason: Option<String>,
-}
-
-async fn ack(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>, body: Body<LeaseBody>) -> ApiResult {
-    let Path(id) = id?;
-    let Json(body) = body?;
+async fn ack(
+    State(app): State<AppState>,
+    Path(id): Path<u64>,
+    Json(body): Json<w::LeaseRequest>,
+) -> ApiResult<Json<w::Acked>> {
     if body.delay_ms.is_some() || body.lease_ms.is_some() || body.reason.is_some() {
         return Err(ApiError::invalid("ack takes only lease"));
     }
     app.backend.ack(id, wire::parse_lease(&body.lease)?).await?;
-    Ok(Json(json!({ "id": id, "acked": true })).into_response())
+    Ok(Json(w::Acked { acked: true, id }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AcksBody {
-    acks: Vec<AckBody>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AckBody {
-    id: u64,
-    lease: String,
-}
-
-/// Acks of several deliveries, each answered on its own: `{"results": [{"id",
-/// "acked": true} | {"id", "error": {"code", "message"}}]}`, in order.
-async fn ack_batch(State(app): State<AppState>, body: Body<AcksBody>) -> ApiResult {
-    let Json(body) = body?;
+/// Acks of several deliveries, each answered on its own, in order.
+async fn ack_batch(State(app): State<AppState>, Json(body): Json<w::Acks>) -> ApiResult<Json<w::AckResults>> {
     let acks = body
         .acks
         .iter()
         .map(|ack| Ok((ack.id, wire::parse_lease(&ack.lease)?)))
         .collect::<Result<Vec<_>, ApiError>>()?;
     let results = app.backend.ack_batch(&acks).await?;
-    let results: Vec<_> = acks
+    let results = acks
         .iter()
         .zip(results)
         .map(|(&(id, _), result)| match result {
-            Ok(()) => json!({ "id": id, "acked": true }),
-            Err(error) => json!({ "id": id, "error": { "code": error.code(), "message": error.to_string() } }),
+            Ok(()) => w::AckResult::Acked(w::Acked { acked: true, id }),
+            Err(error) => w::AckResult::Failed { error: ApiError::from(error).detail(), id },
         })
         .collect();
-    Ok(Json(json!({ "results": results })).into_response())
+    Ok(Json(w::AckResults { results }))
 }
 
-async fn nack(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>, body: Body<LeaseBody>) -> ApiResult {
-    let Path(id) = id?;
-    let Json(body) = body?;
+async fn nack(
+    State(app): State<AppState>,
+    Path(id): Path<u64>,
+    Json(body): Json<w::LeaseRequest>,
+) -> ApiResult<Json<w::Task>> {
     if body.lease_ms.is_some() {
         return Err(ApiError::invalid("nack takes lease, delay_ms and reason"));
     }
     let lease = wire::parse_lease(&body.lease)?;
-    let info = app
-        .backend
-        .nack(id, lease, Nack { delay_ms: body.delay_ms, reason: body.reason.map(Into::into), ..Nack::default() })
-        .await?;
-    Ok(Json(TaskBody::from(info)).into_response())
+    let nack = Nack { delay_ms: body.delay_ms, reason: body.reason.map(Into::into), ..Nack::default() };
+    Ok(Json(wire::task(app.backend.nack(id, lease, nack).await?)))
 }
 
-async fn extend(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>, body: Body<LeaseBody>) -> ApiResult {
-    let Path(id) = id?;
-    let Json(body) = body?;
+async fn extend(
+    State(app): State<AppState>,
+    Path(id): Path<u64>,
+    Json(body): Json<w::LeaseRequest>,
+) -> ApiResult<Json<w::Extended>> {
     let (Some(lease_ms), None, None) = (body.lease_ms, body.delay_ms, &body.reason) else {
         return Err(ApiError::invalid("extend takes lease and lease_ms"));
     };
-    let until_ms = app.backend.extend(id, wire::parse_lease(&body.lease)?, lease_ms).await?;
-    Ok(Json(json!({ "id": id, "lease_until_ms": until_ms })).into_response())
+    let lease_until_ms = app.backend.extend(id, wire::parse_lease(&body.lease)?, lease_ms).await?;
+    Ok(Json(w::Extended { id, lease_until_ms }))
+}
+
+async fn retry(State(app): State<AppState>, Path(id): Path<u64>) -> ApiResult<Json<w::Task>> {
+    Ok(Json(wire::task(app.backend.retry(id).await?)))
 }
 
 async fn put_schedule(
     State(app): State<AppState>,
-    name: Result<Path<String>, PathRejection>,
-    body: Body<ScheduleRequest>,
+    Path(name): Path<String>,
+    Json(schedule): Json<w::NewSchedule>,
 ) -> ApiResult {
-    let Path(name) = name?;
-    let Json(body) = body?;
-    let (info, created) = app.schedules()?.put_schedule(&name, body.into_schedule()?).await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(ScheduleBody::from(info))).into_response())
+    let (info, created) = app.schedules()?.put_schedule(&name, wire::new_schedule(schedule)?).await?;
+    Ok((created_or_ok(created), Json(wire::schedule(info))).into_response())
 }
 
-async fn show_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
-    let Path(name) = name?;
-    Ok(Json(ScheduleBody::from(app.schedules()?.schedule(&name).await?)).into_response())
+async fn show_schedule(State(app): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<w::Schedule>> {
+    Ok(Json(wire::schedule(app.schedules()?.schedule(&name).await?)))
 }
 
-async fn pause_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
-    let Path(name) = name?;
-    Ok(Json(ScheduleBody::from(app.schedules()?.pause_schedule(&name, true).await?)).into_response())
+async fn pause_schedule(State(app): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<w::Schedule>> {
+    Ok(Json(wire::schedule(app.schedules()?.pause_schedule(&name, true).await?)))
 }
 
-async fn resume_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
-    let Path(name) = name?;
-    Ok(Json(ScheduleBody::from(app.schedules()?.pause_schedule(&name, false).await?)).into_response())
+async fn resume_schedule(State(app): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<w::Schedule>> {
+    Ok(Json(wire::schedule(app.schedules()?.pause_schedule(&name, false).await?)))
 }
 
-async fn delete_schedule(State(app): State<AppState>, name: Result<Path<String>, PathRejection>) -> ApiResult {
-    let Path(name) = name?;
+async fn delete_schedule(State(app): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
     app.schedules()?.delete_schedule(&name).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SchedulesQuery {
-    after: Option<String>,
-    limit: Option<usize>,
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `GET /v1/schedules?after=NAME&limit=N`.
 async fn list_schedules(
     State(app): State<AppState>,
-    query: Result<Query<SchedulesQuery>, QueryRejection>,
-) -> ApiResult {
-    let Query(query) = query?;
+    Query(query): Query<w::SchedulesQuery>,
+) -> ApiResult<Json<w::SchedulePage>> {
     let page = app.schedules()?.schedules(query.after.as_deref(), query.limit.unwrap_or(LIST_DEFAULT)).await?;
-    Ok(Json(SchedulePageBody::from(page)).into_response())
-}
-
-async fn retry(State(app): State<AppState>, id: Result<Path<u64>, PathRejection>) -> ApiResult {
-    let Path(id) = id?;
-    Ok(Json(TaskBody::from(app.backend.retry(id).await?)).into_response())
+    Ok(Json(wire::schedule_page(page)))
 }

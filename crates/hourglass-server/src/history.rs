@@ -8,33 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hourglass_queue::{QueueStats, LATENESS_BUCKETS_US};
-use serde::Serialize;
+pub(crate) use hourglass_wire::{Point, Rates};
 
 /// How often the server samples its queues.
 pub(crate) const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 /// Points kept: 15 minutes of one a second.
 pub(crate) const HISTORY_POINTS: usize = 900;
 const _: () = assert!(HISTORY_POINTS as u64 * SAMPLE_EVERY.as_secs() == 15 * 60, "fifteen minutes");
-
-/// One sample's rates, per second, and lateness of the deliveries since the
-/// sample before, in milliseconds (`None` when there were none).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub(crate) struct Point {
-    pub(crate) at_ms: u64,
-    pub(crate) enqueued: f64,
-    pub(crate) delivered: f64,
-    pub(crate) acked: f64,
-    pub(crate) lateness_p50_ms: Option<f64>,
-    pub(crate) lateness_p99_ms: Option<f64>,
-}
-
-/// A queue's rates per second over the latest sample.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub(crate) struct Rates {
-    pub(crate) enqueued: f64,
-    pub(crate) delivered: f64,
-    pub(crate) acked: f64,
-}
 
 /// The counters as last read: a queue's since-start counts and lateness
 /// histogram, and the sum over queues.

@@ -8,6 +8,7 @@
 mod api;
 pub mod beanstalk;
 mod error;
+mod extract;
 mod history;
 mod metrics;
 mod overview;

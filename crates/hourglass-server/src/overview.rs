@@ -5,43 +5,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
-use axum::Json;
-use hourglass_queue::{Backend, QueueStats, Totals};
+use axum::extract::State;
+use hourglass_queue::{Backend, QueueStats, SystemWallClock, Totals, WallClock};
+use hourglass_wire as w;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
-use crate::history::{History, Point, Rates, SAMPLE_EVERY};
-use crate::wire::{QueueBody, TotalsBody};
+use crate::extract::{Json, Query};
+use crate::history::{History, SAMPLE_EVERY};
+use crate::wire;
 use crate::AppState;
-
-#[derive(Serialize)]
-struct OverviewQueue {
-    #[serde(flatten)]
-    queue: QueueBody,
-    /// Per second, over the latest sample.
-    rates: Rates,
-}
-
-#[derive(Serialize)]
-pub(crate) struct Overview {
-    /// The server's clock, Unix ms: the page shows due times relative to it.
-    now_ms: u64,
-    /// The dashboard must not offer changes.
-    read_only_ui: bool,
-    queues: Vec<OverviewQueue>,
-    totals: TotalsBody,
-    /// One a second, oldest first, up to fifteen minutes.
-    history: Vec<Point>,
-    /// Seconds between points.
-    sample_every_s: u64,
-}
-
-pub(crate) fn now_ms() -> u64 {
-    u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
-}
 
 /// How old a reading of the queues an overview may show. Readings are
 /// shared: however many dashboards are open, the backend is read at most
@@ -77,29 +50,23 @@ impl Dashboard {
 }
 
 /// `?fresh=true` reads the queues now rather than sharing the latest reading:
-/// for a command that must see what it just did (`hourglass stats`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct OverviewQuery {
-    fresh: Option<bool>,
-}
-
+/// for a command that must see what it just did (`hourglass stats`). The
+/// time shown is this machine's clock, whatever clock the backend reads.
 pub(crate) async fn overview(
     State(app): State<AppState>,
-    query: Result<Query<OverviewQuery>, QueryRejection>,
-) -> Result<Json<Overview>, ApiError> {
-    let Query(query) = query?;
+    Query(query): Query<w::OverviewQuery>,
+) -> Result<Json<w::Overview>, ApiError> {
     let fresh_for = if query.fresh == Some(true) { Duration::ZERO } else { FRESH_FOR };
     let (queues, totals) = app.dashboard.read(&*app.backend, fresh_for).await;
     let history = app.dashboard.history.lock();
-    Ok(Json(Overview {
-        now_ms: now_ms(),
+    Ok(Json(w::Overview {
+        now_ms: SystemWallClock.now_ms(),
         read_only_ui: app.read_only_ui,
         queues: queues
             .iter()
-            .map(|q| OverviewQueue { rates: history.rates(&q.name), queue: QueueBody::from(q.clone()) })
+            .map(|q| w::OverviewQueue { rates: history.rates(&q.name), queue: wire::queue(q.clone()) })
             .collect(),
-        totals: TotalsBody::from(totals),
+        totals: wire::totals(totals),
         history: history.points(),
         sample_every_s: SAMPLE_EVERY.as_secs(),
     }))
@@ -113,6 +80,6 @@ pub(crate) async fn sample(backend: Arc<dyn Backend>, dashboard: Arc<Dashboard>)
     loop {
         every.tick().await;
         let (queues, _) = dashboard.read(&*backend, Duration::ZERO).await;
-        dashboard.history.lock().record(now_ms(), &queues);
+        dashboard.history.lock().record(SystemWallClock.now_ms(), &queues);
     }
 }

@@ -1,28 +1,27 @@
-//! The HTTP API's wire format: how tasks, leases, states, counts and cursors
-//! look in JSON. The engine knows none of this.
+//! Between the contract's model ([`hourglass_queue`]) and the API's JSON
+//! ([`hourglass_wire`]): what a request asks for, as the backend takes it,
+//! and what the backend answers, as the API shows it. Neither crate knows the
+//! other: the backends know nothing of JSON or text forms, the wire crate
+//! nothing of backends. Both sides' types are foreign here, so these are
+//! functions rather than `From` impls.
 //!
-//! - A lease is 16 hex digits, a string: 64-bit numbers lose precision in
-//!   JavaScript.
-//! - A state is `scheduled`, `due`, `leased` or `dead`.
-//! - A cursor is opaque to clients: two hex numbers, `RUNAT.ID`.
-//! - Payloads are JSON, checked on the way in and passed through as they are.
-//! - A schedule's misfire policy is `skip`, `once` or `all`; its overlap
-//!   policy `allow` or `forbid`. Its next runs are shown in Unix ms and as
-//!   local times with their offsets in its time zone (RFC 3339).
+//! - A payload is checked to be JSON on the way in and shown as it came; a
+//!   body put through the beanstalkd front may be any text, shown as a JSON
+//!   string of it.
+//! - A schedule's runs are shown in Unix ms and as local times with their
+//!   offsets in its time zone (RFC 3339).
 
 use hourglass_queue::{
-    Claimed, Cursor, Enqueued, Lease, Misfire, Overlap, Page, QueueStats, Rule, ScheduleInfo, SchedulePage, Status,
-    TaskInfo, TaskState, Totals,
+    Claimed, Cursor, Enqueued, Lease, Misfire, NewSchedule, NewTask, Overlap, Page, QueueStats, Rule, RunAt,
+    ScheduleInfo, SchedulePage, Status, TaskInfo, TaskState, Totals,
 };
-use serde::Serialize;
+use hourglass_wire as wire;
 use serde_json::value::RawValue;
 
 use crate::error::ApiError;
 
-/// A stored payload as JSON. Payloads that come in over HTTP are checked to
-/// be JSON and are shown as they came; a body put through the beanstalkd
-/// front may be any text, and is shown as a JSON string of it.
-fn json(payload: Box<str>) -> Box<RawValue> {
+/// A stored payload as JSON: as it is if it is JSON, else a JSON string of it.
+fn payload(payload: Box<str>) -> Box<RawValue> {
     // Read once: a payload that is JSON is copied as it is, not parsed again.
     match serde_json::from_str::<&RawValue>(&payload) {
         Ok(raw) => raw.to_owned(),
@@ -33,77 +32,209 @@ fn json(payload: Box<str>) -> Box<RawValue> {
     }
 }
 
-pub(crate) fn lease_text(lease: Lease) -> String {
-    format!("{:016x}", lease.0)
-}
-
-pub(crate) fn parse_lease(text: &str) -> Result<Lease, ApiError> {
-    let invalid = || ApiError::invalid("lease must be the 16-hex-digit token a claim returned");
-    if text.len() != 16 {
-        return Err(invalid());
-    }
-    u64::from_str_radix(text, 16).map(Lease).map_err(|_| invalid())
-}
-
-pub(crate) fn status_name(status: Status) -> &'static str {
+pub(crate) fn state(status: Status) -> wire::State {
     match status {
-        Status::Scheduled => "scheduled",
-        Status::Due => "due",
-        Status::Leased => "leased",
-        Status::Dead => "dead",
+        Status::Scheduled => wire::State::Scheduled,
+        Status::Due => wire::State::Due,
+        Status::Leased => wire::State::Leased,
+        Status::Dead => wire::State::Dead,
     }
 }
 
-pub(crate) fn parse_status(name: &str) -> Result<Status, ApiError> {
-    Status::ALL
-        .into_iter()
-        .find(|&status| status_name(status) == name)
-        .ok_or_else(|| ApiError::invalid(format!("state must be scheduled, due, leased or dead, not {name:?}")))
-}
-
-/// A cursor as text: `priority.due.id` in hex (the priority only for a
-/// listing in claim order, where it is not 0).
-pub(crate) fn cursor_text(cursor: Cursor) -> String {
-    match cursor.priority {
-        0 => format!("{:x}.{:x}", cursor.run_at_ms, cursor.id),
-        priority => format!("{priority:x}.{:x}.{:x}", cursor.run_at_ms, cursor.id),
-    }
-}
-
-pub(crate) fn parse_cursor(text: &str) -> Result<Cursor, ApiError> {
-    let invalid = || ApiError::invalid("after must be the `next` cursor of a previous page");
-    let number = |s: &str| u64::from_str_radix(s, 16).map_err(|_| invalid());
-    let parts: Vec<&str> = text.split('.').collect();
-    let (priority, run_at, id) = match parts[..] {
-        [run_at, id] => (0, run_at, id),
-        [priority, run_at, id] => (u32::from_str_radix(priority, 16).map_err(|_| invalid())?, run_at, id),
-        _ => return Err(invalid()),
-    };
-    Ok(Cursor { priority, run_at_ms: number(run_at)?, id: number(id)? })
-}
-
-const MISFIRES: [(Misfire, &str); 3] = [(Misfire::Skip, "skip"), (Misfire::Once, "once"), (Misfire::All, "all")];
-const OVERLAPS: [(Overlap, &str); 2] = [(Overlap::Allow, "allow"), (Overlap::Forbid, "forbid")];
-
-/// The name of `value` in `names`.
-fn name_of<T: PartialEq + Copy>(names: &[(T, &'static str)], value: T) -> &'static str {
-    names.iter().find(|(v, _)| *v == value).map(|(_, name)| *name).expect("every value is named")
-}
-
-/// The value named `name` in `names`, or an error that lists the names.
-fn parse_name<T: Copy>(field: &str, names: &[(T, &'static str)], name: &str) -> Result<T, ApiError> {
-    names.iter().find(|(_, n)| *n == name).map(|(value, _)| *value).ok_or_else(|| {
-        let known: Vec<&str> = names.iter().map(|(_, n)| *n).collect();
-        ApiError::invalid(format!("{field} must be {}, not {name:?}", known.join(" or ")))
+/// The status named `text`.
+pub(crate) fn parse_status(text: &str) -> Result<Status, ApiError> {
+    Ok(match text.parse::<wire::State>()? {
+        wire::State::Scheduled => Status::Scheduled,
+        wire::State::Due => Status::Due,
+        wire::State::Leased => Status::Leased,
+        wire::State::Dead => Status::Dead,
     })
 }
 
-pub(crate) fn parse_misfire(name: &str) -> Result<Misfire, ApiError> {
-    parse_name("misfire", &MISFIRES, name)
+/// The lease written `text`.
+pub(crate) fn parse_lease(text: &str) -> Result<Lease, ApiError> {
+    Ok(Lease(text.parse::<wire::Lease>()?.0))
 }
 
-pub(crate) fn parse_overlap(name: &str) -> Result<Overlap, ApiError> {
-    parse_name("overlap", &OVERLAPS, name)
+fn cursor(cursor: Cursor) -> wire::Cursor {
+    wire::Cursor { priority: cursor.priority, run_at_ms: cursor.run_at_ms, id: cursor.id }
+}
+
+/// The cursor written `text`.
+pub(crate) fn parse_cursor(text: &str) -> Result<Cursor, ApiError> {
+    let wire::Cursor { priority, run_at_ms, id } = text.parse()?;
+    Ok(Cursor { priority, run_at_ms, id })
+}
+
+fn misfire(misfire: Misfire) -> wire::Misfire {
+    match misfire {
+        Misfire::Skip => wire::Misfire::Skip,
+        Misfire::Once => wire::Misfire::Once,
+        Misfire::All => wire::Misfire::All,
+    }
+}
+
+fn parse_misfire(text: &str) -> Result<Misfire, ApiError> {
+    Ok(match text.parse::<wire::Misfire>()? {
+        wire::Misfire::Skip => Misfire::Skip,
+        wire::Misfire::Once => Misfire::Once,
+        wire::Misfire::All => Misfire::All,
+    })
+}
+
+fn overlap(overlap: Overlap) -> wire::Overlap {
+    match overlap {
+        Overlap::Allow => wire::Overlap::Allow,
+        Overlap::Forbid => wire::Overlap::Forbid,
+    }
+}
+
+fn parse_overlap(text: &str) -> Result<Overlap, ApiError> {
+    Ok(match text.parse::<wire::Overlap>()? {
+        wire::Overlap::Allow => Overlap::Allow,
+        wire::Overlap::Forbid => Overlap::Forbid,
+    })
+}
+
+/// When a task asked to be due now, after a delay or at a time is due.
+pub(crate) fn run_at(delay_ms: Option<u64>, run_at_ms: Option<u64>) -> Result<RunAt, ApiError> {
+    match (delay_ms, run_at_ms) {
+        (Some(_), Some(_)) => Err(ApiError::invalid("give delay_ms or run_at_ms, not both")),
+        (Some(delay_ms), None) => Ok(RunAt::Delay(delay_ms)),
+        (None, Some(at_ms)) => Ok(RunAt::At(at_ms)),
+        (None, None) => Ok(RunAt::Delay(0)),
+    }
+}
+
+/// A task to enqueue, as the backend takes it.
+pub(crate) fn new_task(task: wire::NewTask) -> Result<NewTask, ApiError> {
+    Ok(NewTask {
+        // The JSON text as it came, checked by the parser, not copied.
+        payload: task.payload.into(),
+        run_at: run_at(task.delay_ms, task.run_at_ms)?,
+        key: task.key,
+        max_attempts: task.max_attempts,
+        priority: task.priority,
+        lease_ms: task.lease_ms,
+        every_ms: task.every_ms,
+        expires: match (task.expires_at_ms, task.expires_after_ms) {
+            (Some(_), Some(_)) => return Err(ApiError::invalid("give expires_at_ms or expires_after_ms, not both")),
+            (Some(at_ms), None) => Some(RunAt::At(at_ms)),
+            (None, Some(after_ms)) => Some(RunAt::Delay(after_ms)),
+            (None, None) => None,
+        },
+    })
+}
+
+/// A schedule to put, as the backend takes it: `cron` (in `time_zone`, UTC
+/// if absent) or `every_ms`.
+pub(crate) fn new_schedule(schedule: wire::NewSchedule) -> Result<NewSchedule, ApiError> {
+    let rule = match (schedule.cron, schedule.every_ms, schedule.time_zone) {
+        (Some(expression), None, time_zone) => Rule::Cron {
+            expression: expression.into(),
+            time_zone: time_zone.unwrap_or_else(|| "UTC".to_owned()).into(),
+        },
+        (None, Some(every_ms), None) => Rule::Every { every_ms },
+        (None, Some(_), Some(_)) => return Err(ApiError::invalid("time_zone goes with cron, not every_ms")),
+        (Some(_), Some(_), _) => return Err(ApiError::invalid("give cron or every_ms, not both")),
+        (None, None, _) => return Err(ApiError::invalid("give cron (with time_zone) or every_ms")),
+    };
+    Ok(NewSchedule {
+        queue: schedule.queue,
+        rule,
+        payload: schedule.payload.into(),
+        misfire: schedule.misfire.as_deref().map(parse_misfire).transpose()?.unwrap_or_default(),
+        overlap: schedule.overlap.as_deref().map(parse_overlap).transpose()?.unwrap_or_default(),
+        max_attempts: schedule.max_attempts,
+        expires_after_ms: schedule.expires_after_ms,
+    })
+}
+
+pub(crate) fn task(info: TaskInfo) -> wire::Task {
+    let task = info.task;
+    wire::Task {
+        id: task.id,
+        queue: task.queue.to_string(),
+        state: state(info.status),
+        payload: payload(info.payload),
+        run_at_ms: task.run_at_ms,
+        attempt: task.attempt,
+        max_attempts: task.max_attempts,
+        priority: task.priority,
+        lease_ms: task.lease_ms,
+        key: task.key.map(String::from),
+        every_ms: task.every_ms,
+        lease_until_ms: match task.state {
+            TaskState::Leased { until_ms, .. } => Some(until_ms),
+            TaskState::Scheduled | TaskState::Dead => None,
+        },
+        expires_at_ms: task.expires_at_ms,
+        dead_reason: match task.state {
+            TaskState::Dead if task.expired => Some(wire::DeadReason::Expired),
+            TaskState::Dead => Some(wire::DeadReason::Attempts),
+            TaskState::Scheduled | TaskState::Leased { .. } => None,
+        },
+        last_error: task.last_error.map(String::from),
+        created_ms: task.created_ms,
+    }
+}
+
+pub(crate) fn claimed(claimed: Claimed) -> wire::ClaimedTask {
+    wire::ClaimedTask {
+        id: claimed.id,
+        queue: claimed.queue.to_string(),
+        payload: payload(claimed.payload),
+        attempt: claimed.attempt,
+        lease: wire::Lease(claimed.lease.0),
+        lease_until_ms: claimed.lease_until_ms,
+        run_at_ms: claimed.run_at_ms,
+    }
+}
+
+pub(crate) fn enqueued(done: Enqueued) -> wire::Enqueued {
+    wire::Enqueued { id: done.id, run_at_ms: done.run_at_ms }
+}
+
+pub(crate) fn page(page: Page) -> wire::TaskPage {
+    wire::TaskPage { tasks: page.tasks.into_iter().map(task).collect(), next: page.next.map(cursor) }
+}
+
+pub(crate) fn queue(q: QueueStats) -> wire::Queue {
+    let l = q.lateness;
+    wire::Queue {
+        name: q.name.to_string(),
+        scheduled: q.scheduled as u64,
+        due: q.due as u64,
+        leased: q.leased as u64,
+        dead: q.dead as u64,
+        oldest_due_ms: q.oldest_due_ms,
+        lateness: wire::Lateness { samples: l.samples, p50: l.p50, p99: l.p99, max: l.max },
+        paused: q.paused,
+        enqueued: q.enqueued,
+        delivered: q.delivered,
+        acked: q.acked,
+    }
+}
+
+pub(crate) fn totals(t: Totals) -> wire::Totals {
+    wire::Totals {
+        enqueued: t.enqueued,
+        delivered: t.delivered,
+        acked: t.acked,
+        nacked: t.nacked,
+        lease_expired: t.lease_expired,
+        died: t.died,
+        expired: t.expired,
+        cancelled: t.cancelled,
+        occurrences_enqueued: t.occurrences_enqueued,
+        occurrences_skipped: t.occurrences_skipped,
+        tasks: t.tasks as u64,
+        schedules: t.schedules as u64,
+        memory_bytes: t.memory_bytes,
+        memory_bytes_max: t.memory_bytes_max,
+        disk_bytes: t.disk_bytes,
+        disk_bytes_max: t.disk_bytes_max,
+    }
 }
 
 /// The zone named `time_zone` (UTC if unknown), to show local times in.
@@ -119,287 +250,36 @@ fn local_time(at_ms: u64, zone: &jiff::tz::TimeZone) -> String {
     }
 }
 
-/// One run of a schedule.
-#[derive(Debug, Serialize)]
-pub(crate) struct RunBody {
-    at_ms: u64,
-    local: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    task_id: Option<u64>,
-}
-
-/// A schedule as `GET /v1/schedules/{name}` shows it.
-#[derive(Debug, Serialize)]
-pub(crate) struct ScheduleBody {
-    name: String,
-    queue: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cron: Option<Box<str>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    every_ms: Option<u64>,
-    time_zone: Box<str>,
-    payload: Box<RawValue>,
-    misfire: &'static str,
-    overlap: &'static str,
-    max_attempts: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    expires_after_ms: Option<u64>,
-    since_ms: u64,
-    /// Paused: nothing is enqueued until it is resumed.
-    paused: bool,
-    /// The next runs, at most five; empty when the rule has no more.
-    next_runs: Vec<RunBody>,
-    /// The latest occurrence enqueued, and its task.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_run: Option<RunBody>,
-}
-
-impl From<ScheduleInfo> for ScheduleBody {
-    fn from(info: ScheduleInfo) -> ScheduleBody {
-        let schedule = info.schedule;
-        let (cron, every_ms, time_zone) = match schedule.rule {
-            Rule::Cron { expression, time_zone } => (Some(expression), None, time_zone),
-            Rule::Every { every_ms } => (None, Some(every_ms), "UTC".into()),
-        };
-        let zone = zone(&time_zone);
-        let run = |at_ms: u64, task_id: Option<u64>| RunBody { at_ms, local: local_time(at_ms, &zone), task_id };
-        ScheduleBody {
-            name: schedule.name.into(),
-            queue: schedule.queue.into(),
-            next_runs: info.upcoming_ms.iter().map(|&at_ms| run(at_ms, None)).collect(),
-            last_run: schedule.last.map(|(at_ms, task_id)| run(at_ms, Some(task_id))),
-            cron,
-            every_ms,
-            payload: json(schedule.payload),
-            misfire: name_of(&MISFIRES, schedule.misfire),
-            overlap: name_of(&OVERLAPS, schedule.overlap),
-            max_attempts: schedule.max_attempts,
-            expires_after_ms: schedule.expires_after_ms,
-            since_ms: schedule.since_ms,
-            paused: schedule.paused,
-            time_zone,
-        }
+pub(crate) fn schedule(info: ScheduleInfo) -> wire::Schedule {
+    let schedule = info.schedule;
+    let (cron, every_ms, time_zone) = match schedule.rule {
+        Rule::Cron { expression, time_zone } => (Some(expression.into()), None, time_zone),
+        Rule::Every { every_ms } => (None, Some(every_ms), "UTC".into()),
+    };
+    let zone = zone(&time_zone);
+    let run = |at_ms: u64, task_id: Option<u64>| wire::Run { at_ms, local: local_time(at_ms, &zone), task_id };
+    wire::Schedule {
+        name: schedule.name.into(),
+        queue: schedule.queue.into(),
+        next_runs: info.upcoming_ms.iter().map(|&at_ms| run(at_ms, None)).collect(),
+        last_run: schedule.last.map(|(at_ms, task_id)| run(at_ms, Some(task_id))),
+        cron,
+        every_ms,
+        payload: payload(schedule.payload),
+        misfire: misfire(schedule.misfire),
+        overlap: overlap(schedule.overlap),
+        max_attempts: schedule.max_attempts,
+        expires_after_ms: schedule.expires_after_ms,
+        since_ms: schedule.since_ms,
+        paused: schedule.paused,
+        time_zone: time_zone.into(),
     }
 }
 
-/// One page of the schedules.
-#[derive(Debug, Serialize)]
-pub(crate) struct SchedulePageBody {
-    schedules: Vec<ScheduleBody>,
-    /// Pass as `after` for the next page; absent on the last.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    next: Option<Box<str>>,
-}
-
-impl From<SchedulePage> for SchedulePageBody {
-    fn from(page: SchedulePage) -> SchedulePageBody {
-        SchedulePageBody { schedules: page.schedules.into_iter().map(ScheduleBody::from).collect(), next: page.next }
-    }
-}
-
-/// A task as `GET /v1/tasks/{id}` and listings show it.
-#[derive(Debug, Serialize)]
-pub(crate) struct TaskBody {
-    id: u64,
-    queue: String,
-    state: &'static str,
-    payload: Box<RawValue>,
-    run_at_ms: u64,
-    attempt: u32,
-    max_attempts: u32,
-    priority: u32,
-    /// The task's own lease, if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lease_ms: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    key: Option<Box<str>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    every_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lease_until_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    expires_at_ms: Option<u64>,
-    /// For a dead task: `attempts` (it ran out of them) or `expired`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dead_reason: Option<&'static str>,
-    /// Why its latest delivery failed: a nack's reason, or `lease expired`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_error: Option<Box<str>>,
-    created_ms: u64,
-}
-
-impl From<TaskInfo> for TaskBody {
-    fn from(info: TaskInfo) -> TaskBody {
-        let task = info.task;
-        let lease_until_ms = match task.state {
-            TaskState::Leased { until_ms, .. } => Some(until_ms),
-            TaskState::Scheduled | TaskState::Dead => None,
-        };
-        TaskBody {
-            id: task.id,
-            queue: task.queue.to_string(),
-            state: status_name(info.status),
-            payload: json(info.payload),
-            run_at_ms: task.run_at_ms,
-            attempt: task.attempt,
-            max_attempts: task.max_attempts,
-            priority: task.priority,
-            lease_ms: task.lease_ms,
-            key: task.key,
-            every_ms: task.every_ms,
-            lease_until_ms,
-            expires_at_ms: task.expires_at_ms,
-            dead_reason: match task.state {
-                TaskState::Dead if task.expired => Some("expired"),
-                TaskState::Dead => Some("attempts"),
-                TaskState::Scheduled | TaskState::Leased { .. } => None,
-            },
-            last_error: task.last_error,
-            created_ms: task.created_ms,
-        }
-    }
-}
-
-/// A task handed out by a claim.
-#[derive(Debug, Serialize)]
-pub(crate) struct ClaimedBody {
-    id: u64,
-    queue: String,
-    payload: Box<RawValue>,
-    attempt: u32,
-    lease: String,
-    lease_until_ms: u64,
-    run_at_ms: u64,
-}
-
-impl From<Claimed> for ClaimedBody {
-    fn from(claimed: Claimed) -> ClaimedBody {
-        ClaimedBody {
-            id: claimed.id,
-            queue: claimed.queue.to_string(),
-            payload: json(claimed.payload),
-            attempt: claimed.attempt,
-            lease: lease_text(claimed.lease),
-            lease_until_ms: claimed.lease_until_ms,
-            run_at_ms: claimed.run_at_ms,
-        }
-    }
-}
-
-/// The answer to an enqueue.
-#[derive(Debug, Serialize)]
-pub(crate) struct EnqueuedBody {
-    id: u64,
-    run_at_ms: u64,
-}
-
-impl From<Enqueued> for EnqueuedBody {
-    fn from(done: Enqueued) -> EnqueuedBody {
-        EnqueuedBody { id: done.id, run_at_ms: done.run_at_ms }
-    }
-}
-
-/// One page of a listing.
-#[derive(Debug, Serialize)]
-pub(crate) struct PageBody {
-    tasks: Vec<TaskBody>,
-    /// Pass as `after` for the next page; absent on the last.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    next: Option<String>,
-}
-
-impl From<Page> for PageBody {
-    fn from(page: Page) -> PageBody {
-        PageBody { tasks: page.tasks.into_iter().map(TaskBody::from).collect(), next: page.next.map(cursor_text) }
-    }
-}
-
-/// Lateness percentiles, in fractional milliseconds.
-#[derive(Debug, Serialize)]
-pub(crate) struct LatenessBody {
-    samples: u64,
-    p50: f64,
-    p99: f64,
-    max: f64,
-}
-
-/// One queue's counts.
-#[derive(Debug, Serialize)]
-pub(crate) struct QueueBody {
-    name: String,
-    scheduled: usize,
-    due: usize,
-    leased: usize,
-    dead: usize,
-    oldest_due_ms: Option<u64>,
-    lateness: LatenessBody,
-    paused: bool,
-    /// Since the server started.
-    enqueued: u64,
-    delivered: u64,
-    acked: u64,
-}
-
-impl From<QueueStats> for QueueBody {
-    fn from(q: QueueStats) -> QueueBody {
-        let l = q.lateness;
-        QueueBody {
-            name: q.name.to_string(),
-            scheduled: q.scheduled,
-            due: q.due,
-            leased: q.leased,
-            dead: q.dead,
-            oldest_due_ms: q.oldest_due_ms,
-            lateness: LatenessBody { samples: l.samples, p50: l.p50, p99: l.p99, max: l.max },
-            paused: q.paused,
-            enqueued: q.enqueued,
-            delivered: q.delivered,
-            acked: q.acked,
-        }
-    }
-}
-
-/// Counters since start.
-#[derive(Debug, Serialize)]
-pub(crate) struct TotalsBody {
-    enqueued: u64,
-    delivered: u64,
-    acked: u64,
-    nacked: u64,
-    lease_expired: u64,
-    died: u64,
-    expired: u64,
-    cancelled: u64,
-    occurrences_enqueued: u64,
-    occurrences_skipped: u64,
-    tasks: usize,
-    schedules: usize,
-    memory_bytes: u64,
-    memory_bytes_max: Option<u64>,
-    disk_bytes: u64,
-    disk_bytes_max: Option<u64>,
-}
-
-impl From<Totals> for TotalsBody {
-    fn from(t: Totals) -> TotalsBody {
-        TotalsBody {
-            enqueued: t.enqueued,
-            delivered: t.delivered,
-            acked: t.acked,
-            nacked: t.nacked,
-            lease_expired: t.lease_expired,
-            died: t.died,
-            expired: t.expired,
-            cancelled: t.cancelled,
-            occurrences_enqueued: t.occurrences_enqueued,
-            occurrences_skipped: t.occurrences_skipped,
-            tasks: t.tasks,
-            schedules: t.schedules,
-            memory_bytes: t.memory_bytes,
-            memory_bytes_max: t.memory_bytes_max,
-            disk_bytes: t.disk_bytes,
-            disk_bytes_max: t.disk_bytes_max,
-        }
+pub(crate) fn schedule_page(page: SchedulePage) -> wire::SchedulePage {
+    wire::SchedulePage {
+        schedules: page.schedules.into_iter().map(schedule).collect(),
+        next: page.next.map(String::from),
     }
 }
 
@@ -408,30 +288,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn leases_states_and_cursors_round_trip() {
-        assert_eq!(parse_lease(&lease_text(Lease(255))).unwrap(), Lease(255));
-        assert_eq!(lease_text(Lease(255)), "00000000000000ff");
-        assert!(parse_lease("ff").is_err());
-        assert!(parse_lease("zzzzzzzzzzzzzzzz").is_err());
+    fn the_contract_s_values_and_the_wire_s_agree() {
         for status in Status::ALL {
-            assert_eq!(parse_status(status_name(status)).unwrap(), status);
+            assert_eq!(parse_status(state(status).name()).unwrap(), status);
         }
-        assert!(parse_status("done").is_err());
-        let cursor = Cursor { priority: 0, run_at_ms: 1_800_000_000_000, id: 42 };
-        assert_eq!(parse_cursor(&cursor_text(cursor)).unwrap(), cursor);
-        let cursor = Cursor { priority: 1_024, ..cursor };
-        assert_eq!(parse_cursor(&cursor_text(cursor)).unwrap(), cursor);
-        assert!(parse_cursor("1.2.3.4").is_err());
-        assert_eq!(&*json("hello\n".into()).to_string(), r#""hello\n""#, "a text payload shows as a string");
-        assert_eq!(&*json(r#"{"a":1}"#.into()).to_string(), r#"{"a":1}"#);
-        assert!(parse_cursor("12").is_err() && parse_cursor("x.1").is_err());
-        for (misfire, name) in MISFIRES {
-            assert_eq!(parse_misfire(name).unwrap(), misfire);
+        for value in [Misfire::Skip, Misfire::Once, Misfire::All] {
+            assert_eq!(parse_misfire(misfire(value).name()).unwrap(), value);
         }
-        for (overlap, name) in OVERLAPS {
-            assert_eq!(parse_overlap(name).unwrap(), overlap);
+        for value in [Overlap::Allow, Overlap::Forbid] {
+            assert_eq!(parse_overlap(overlap(value).name()).unwrap(), value);
         }
-        assert!(format!("{:?}", parse_misfire("later").unwrap_err()).contains("skip or once or all"));
+        let c = Cursor { priority: 1_024, run_at_ms: 1_800_000_000_000, id: 42 };
+        assert_eq!(parse_cursor(&cursor(c).to_string()).unwrap(), c);
+        assert_eq!(parse_lease(&wire::Lease(255).to_string()).unwrap(), Lease(255));
+        assert_eq!(parse_lease("ff").unwrap_err().code(), "invalid");
+        assert_eq!(&*payload("hello\n".into()).to_string(), r#""hello\n""#, "a text payload shows as a string");
+        assert_eq!(&*payload(r#"{"a":1}"#.into()).to_string(), r#"{"a":1}"#);
         assert_eq!(local_time(1_774_746_000_000, &zone("Europe/Berlin")), "2026-03-29T03:00:00.000+02:00");
     }
 }

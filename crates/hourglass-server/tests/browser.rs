@@ -13,7 +13,6 @@
 //! test says so and passes, except in CI (`CI=true`), where it fails. Firefox
 //! runs where `firefox-esr` and `geckodriver` are on the PATH.
 
-use std::net::TcpListener as StdListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -24,12 +23,16 @@ use hourglass_embedded::{Engine, Options, RedbStore};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{Nack, NewTask, RunAt, SystemWallClock};
 use hourglass_server::AppState;
+use hourglass_test_support::free_port;
 use serde_json::json;
 
 const TOKEN: &str = "browser-test-token";
 /// How long the page may take to show what a step waits for: generous, for
 /// a loaded machine; the page itself refreshes every second.
 const PATIENCE: Duration = Duration::from_secs(30);
+/// How long a whole run in one browser may take, WebDriver's own calls
+/// included: past it the test fails rather than hangs.
+const DEADLINE: Duration = Duration::from_secs(300);
 
 fn binary(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|dir| PathBuf::from(dir).join(name)).find(|path| path.is_file())
@@ -43,10 +46,6 @@ impl Drop for Driver {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn screenshots() -> PathBuf {
@@ -150,7 +149,15 @@ async fn the_dashboard_in_firefox() {
     the_dashboard_in(Kind { name: "firefox", driver: geckodriver, driver_args, capabilities }).await;
 }
 
+/// [`run_in`] within [`DEADLINE`].
 async fn the_dashboard_in(kind: Kind) {
+    let name = kind.name;
+    if tokio::time::timeout(DEADLINE, run_in(kind)).await.is_err() {
+        panic!("browser: the run in {name} did not finish within {DEADLINE:?}");
+    }
+}
+
+async fn run_in(kind: Kind) {
     // The server: a real engine, the real router, on a free port, with a token.
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
@@ -283,6 +290,6 @@ async fn the_dashboard_in(kind: Kind) {
     let _ = stop.send(());
     server.await.unwrap().unwrap();
     engine.close();
-    timers.join().unwrap();
+    tokio::task::spawn_blocking(move || timers.join()).await.unwrap().unwrap();
     println!("browser: the dashboard passed in {}", kind.name);
 }

@@ -1,0 +1,55 @@
+//! Claims: asking for due tasks, and the deliveries handed out.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::text::Lease;
+
+/// `POST /v1/queues/{queue}/claim`: up to `max` due tasks, each leased for
+/// `lease_ms`, waiting up to `wait_ms` for one if none is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// Tasks at most (1 if left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<usize>,
+    /// Each delivery's lease (the task's own, else the server's default, if
+    /// left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// How long to wait for a task when none is due (0 if left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+/// A task handed out by a claim: ack it, nack it or extend its lease with
+/// `lease` before `lease_until_ms`, or it is delivered again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClaimedTask {
+    /// The task's id.
+    pub id: u64,
+    /// Its queue.
+    pub queue: String,
+    /// Its payload.
+    pub payload: Box<RawValue>,
+    /// Which delivery this is, from 1.
+    pub attempt: u32,
+    /// This delivery's token.
+    pub lease: Lease,
+    /// When the lease ends, Unix ms.
+    pub lease_until_ms: u64,
+    /// When the task was due, Unix ms.
+    pub run_at_ms: u64,
+}
+
+/// The answer to a claim: the deliveries, perhaps none.
+///
+/// The server sends it rendered through `serde_json::Value`, as it always
+/// has: each task's keys in alphabetical order and its payload re-rendered
+/// (its object keys sorted, its numbers written anew), unlike the payload
+/// `GET /v1/tasks/{id}` shows, which is the text enqueued.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claimed {
+    /// The deliveries, in claim order.
+    pub tasks: Vec<ClaimedTask>,
+}

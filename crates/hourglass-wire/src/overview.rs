@@ -1,0 +1,75 @@
+//! `GET /v1/overview`: what the dashboard shows on its first page, in one
+//! request.
+
+use serde::{Deserialize, Serialize};
+
+use crate::queue::{Queue, Totals};
+
+/// The query of `GET /v1/overview`: `?fresh=true` reads the queues now
+/// rather than sharing the latest reading (at most half a second old), for a
+/// client that must see what it just did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverviewQuery {
+    /// Read the queues now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fresh: Option<bool>,
+}
+
+/// Every queue with its counts, lateness and rates, the totals, and the
+/// last fifteen minutes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    /// The server's clock, Unix ms: the page shows due times relative to it.
+    pub now_ms: u64,
+    /// The dashboard must not offer changes.
+    pub read_only_ui: bool,
+    /// Every queue, by name.
+    pub queues: Vec<OverviewQueue>,
+    /// The server's totals.
+    pub totals: Totals,
+    /// One point a sample, oldest first, up to fifteen minutes.
+    pub history: Vec<Point>,
+    /// Seconds between points.
+    pub sample_every_s: u64,
+}
+
+/// A queue in the overview: its counts, and its rates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverviewQueue {
+    /// Its counts, as `GET /v1/queues/{queue}` shows them.
+    #[serde(flatten)]
+    pub queue: Queue,
+    /// Per second, over the latest sample.
+    pub rates: Rates,
+}
+
+/// Rates per second.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Rates {
+    /// Tasks enqueued a second.
+    pub enqueued: f64,
+    /// Deliveries a second.
+    pub delivered: f64,
+    /// Acks a second.
+    pub acked: f64,
+}
+
+/// One sample of the whole server: rates per second, and lateness of the
+/// deliveries since the sample before, in milliseconds (`null` when there
+/// were none).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// When it was taken, Unix ms.
+    pub at_ms: u64,
+    /// Tasks enqueued a second.
+    pub enqueued: f64,
+    /// Deliveries a second.
+    pub delivered: f64,
+    /// Acks a second.
+    pub acked: f64,
+    /// The median lateness.
+    pub lateness_p50_ms: Option<f64>,
+    /// The 99th percentile of lateness.
+    pub lateness_p99_ms: Option<f64>,
+}

@@ -1,0 +1,3 @@
+//! Integration tests of the wire format, compiled into one binary.
+mod answers;
+mod requests;
