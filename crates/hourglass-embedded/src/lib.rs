@@ -26,5 +26,5 @@
 mod engine;
 mod store;
 
-pub use engine::{Engine, Options};
+pub use engine::{Engine, OpenError, Options};
 pub use store::{Fsync, Loaded, Mutation, PausedQueue, RedbStore, Snapshot, Store, StoreError};

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Notify};
 
 use super::commit_stats::CommitStats;
-use super::{Mutation, Store};
-use crate::store::StoreError;
+use super::error::StoreError;
+use super::interface::{Mutation, Store};
 use hourglass_queue::limits::{QUEUED_MUTATIONS_MAX, QUEUED_PAYLOAD_BYTES_MAX};
 use hourglass_queue::StorageStats;
 
@@ -65,6 +65,17 @@ struct Request<S> {
     bytes: usize,
     settlement: Option<S>,
     reply: Option<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+impl<S> Request<S> {
+    fn new(
+        mutations: Vec<Mutation>,
+        settlement: Option<S>,
+        reply: Option<oneshot::Sender<Result<(), StoreError>>>,
+    ) -> Self {
+        let bytes = mutations.iter().map(Mutation::payload_bytes).sum();
+        Request { mutations, bytes, settlement, reply }
+    }
 }
 
 /// Mutations and payload bytes sent and not yet applied.
@@ -143,31 +154,41 @@ impl<S: Send + 'static> Committer<S> {
         }
     }
 
-    /// Sends `mutations` to the writer; never blocks, so call it under the lock
-    /// that ordered the change. With a `settlement`, the writer hands it to the
-    /// [`Settler`] after the write, and the returned [`Reply`] resolves after
-    /// that. `None` if the writer has stopped (the engine is closing); the
-    /// settlement is then dropped, unsettled.
-    pub(crate) fn send(&self, mutations: Vec<Mutation>, settlement: Option<S>) -> Option<Reply> {
-        let (reply, replied) = match settlement {
-            Some(_) => {
-                let (tx, rx) = oneshot::channel();
-                (Some(tx), Some(rx))
-            }
-            None => (None, None),
-        };
-        if mutations.is_empty() && settlement.is_none() {
-            return replied;
+    /// Sends `mutations` to the writer, and `settlement` for the [`Settler`]
+    /// to settle after the write; never blocks, so call it under the lock
+    /// that ordered the change. The returned [`Reply`] resolves once the
+    /// change is settled.
+    ///
+    /// # Errors
+    /// The settlement, handed back unsettled, if the writer has stopped (the
+    /// engine is closing): nothing was sent, and the caller undoes the change.
+    pub(crate) fn send(&self, mutations: Vec<Mutation>, settlement: S) -> Result<Reply, S> {
+        let (reply, replied) = oneshot::channel();
+        match self.push(Request::new(mutations, Some(settlement), Some(reply))) {
+            Ok(()) => Ok(replied),
+            Err(request) => Err(request.settlement.expect("sent with one")),
         }
-        let count = mutations.len();
-        let bytes = mutations.iter().map(Mutation::payload_bytes).sum();
+    }
+
+    /// Sends `mutations` that nobody waits for and nothing settles (the
+    /// record of a claim): like [`send`](Committer::send), in order, under
+    /// the lock. Dropped if the writer has stopped, as a crash would lose
+    /// them.
+    pub(crate) fn record(&self, mutations: Vec<Mutation>) {
+        if !mutations.is_empty() {
+            let _ = self.push(Request::new(mutations, None, None));
+        }
+    }
+
+    /// Queues `request` for the writer; hands it back if the writer has stopped.
+    fn push(&self, request: Request<S>) -> Result<(), Request<S>> {
+        let (count, bytes) = (request.mutations.len(), request.bytes);
+        let Some(requests) = &self.requests else { return Err(request) };
         self.queued.add(count, bytes);
-        let sent = self.requests.as_ref()?.send(Request { mutations, bytes, settlement, reply });
-        if sent.is_err() {
+        requests.send(request).map_err(|unsent| {
             self.queued.sub(count, bytes);
-            return None;
-        }
-        replied
+            unsent.0
+        })
     }
 }
 

@@ -29,9 +29,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::RwLock;
 use redb::{Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::error::StoreError;
+use super::interface::{Loaded, Mutation, PausedQueue, Snapshot, Store};
 use super::record::{self, PayloadIn};
-use super::{schedule_record, Loaded, Mutation, Snapshot, Store};
-use crate::store::StoreError;
+use super::schedule_record;
 use hourglass_queue::Schedule;
 use hourglass_queue::Task;
 
@@ -295,7 +296,7 @@ impl Store for RedbStore {
         Ok(schedules)
     }
 
-    fn load_paused(&self) -> Result<Vec<super::PausedQueue>, StoreError> {
+    fn load_paused(&self) -> Result<Vec<PausedQueue>, StoreError> {
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         // A store from before queues could be paused has none paused, and
         // one from before pauses could end, no ends.
