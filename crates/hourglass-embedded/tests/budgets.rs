@@ -174,7 +174,8 @@ impl Store for FillableDisk {
     }
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         if self.full.load(Ordering::SeqCst) {
-            return Err(StoreError::Full("No space left on device (os error 28)".into()));
+            let enospc = std::io::Error::from_raw_os_error(28);
+            return Err(StoreError::Full(hourglass_queue::Failure::new("cannot write the batch", enospc)));
         }
         self.inner.apply(batch, durable)
     }
@@ -195,6 +196,10 @@ async fn a_full_disk_is_a_clear_error_and_loses_nothing() {
     disk.full.store(true, Ordering::SeqCst);
     let error = engine.enqueue("q", due_now(payload(2, 4096))).await.unwrap_err();
     assert_eq!(error.code(), "disk_full", "{error}");
+    // The cause is kept: the store's error, and below it the disk's.
+    let store = std::error::Error::source(&error).expect("a full disk keeps the store's error");
+    let cause = store.source().expect("the store's error keeps the disk's").to_string();
+    assert_eq!(cause, std::io::Error::from_raw_os_error(28).to_string());
     let error = engine.cancel(kept).await.unwrap_err();
     assert_eq!(error.code(), "disk_full", "{error}");
     assert_eq!(*engine.get(kept).await.unwrap().payload, payload(1, 4096), "the cancel that failed changed nothing");

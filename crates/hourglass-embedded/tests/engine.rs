@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use hourglass_embedded::{Engine, Fsync, Options, RedbStore};
+use hourglass_embedded::{Engine, Fsync, OpenError, Options, RedbStore};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{
     limits, Lease, Limits, ListRequest, ManualWallClock, Nack, NewTask, Pause, QueueError, RunAt, Status, TaskState,
@@ -350,6 +350,7 @@ async fn a_damaged_record_is_refused_never_trusted() {
     damage(dir.path(), "tasks", small);
     let store = RedbStore::open(dir.path()).unwrap();
     let error = Engine::open(Box::new(store), Options::default(), clock).err().expect("the start is refused");
+    assert!(matches!(error, OpenError::Corrupt(_)), "{error:?}");
     assert!(error.to_string().contains(&format!("corrupt record for task {small}")), "{error}");
 }
 

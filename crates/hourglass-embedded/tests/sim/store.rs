@@ -219,7 +219,7 @@ impl Snapshot for Payloads {
 }
 
 fn refused(why: &str) -> StoreError {
-    StoreError::Database(why.into())
+    StoreError::Database(hourglass_queue::Failure::msg(why))
 }
 
 impl Store for CrashStore {
