@@ -8,6 +8,7 @@ mod interface;
 pub(crate) mod record;
 mod redb_store;
 pub(crate) mod schedule_record;
+mod sealed;
 
 pub use committer::Fsync;
 pub(crate) use committer::{Committer, Reply, Settler};
