@@ -12,6 +12,8 @@ use hourglass_queue::limits::{task_memory_bytes, PAYLOAD_INLINE_MAX, TASK_OVERHE
 use hourglass_queue::prelude::*;
 use hourglass_queue::{Limits, ListRequest, ManualWallClock, Nack, NewTask, QueueError, RunAt, Schedule, Status, Task};
 
+use crate::deadline::{self, still_waiting, until, within};
+
 const T0_MS: u64 = 1_800_000_000_000;
 
 fn open_with(store: impl Store, limits: Limits) -> Arc<Engine> {
@@ -216,12 +218,9 @@ impl Tmpfs {
     /// `Err` with the reason if it cannot be mounted (not root, say).
     fn mount(at: PathBuf, bytes: u64) -> Result<Tmpfs, String> {
         std::fs::create_dir_all(&at).map_err(|error| error.to_string())?;
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}")])
-            .arg("tmpfs")
-            .arg(&at)
-            .status()
-            .map_err(|error| format!("cannot run mount: {error}"))?;
+        let mut mount = Command::new("mount");
+        mount.args(["-t", "tmpfs", "-o", &format!("size={bytes}")]).arg("tmpfs").arg(&at);
+        let status = deadline::run("mount", &mut mount)?;
         if status.success() {
             Ok(Tmpfs(at))
         } else {
@@ -232,7 +231,7 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = deadline::run("umount", Command::new("umount").arg("-l").arg(&self.0));
     }
 }
 
@@ -322,29 +321,24 @@ async fn payload_bytes_waiting_for_the_writer_are_bounded() {
     let store = crate::sim::CrashStore::new(7, 0.0);
     let limits = Limits { payload_bytes_max: QUEUED_PAYLOAD_BYTES_MAX + 1024, ..Limits::default() };
     let engine = open_with(store.clone(), limits);
-    store.close_gate();
+    let gate = store.close_gate();
     let big = tokio::spawn({
         let engine = engine.clone();
         async move { engine.enqueue("q", due_now(payload(1, QUEUED_PAYLOAD_BYTES_MAX + 1))).await }
     });
-    while !store.held_at_gate() {
-        tokio::task::yield_now().await;
-    }
+    until("the big write is held at the gate", || store.held_at_gate()).await;
     let held = engine.totals().await.memory_bytes;
-    let small = tokio::spawn({
+    let mut small = tokio::spawn({
         let engine = engine.clone();
         async move { engine.enqueue("q", due_now(payload(2, 100))).await }
     });
-    for _ in 0..10_000 {
-        tokio::task::yield_now().await;
-    }
-    // Looked at with the gate closed, asserted once it is open: a failing
-    // assertion must not leave the writer stuck at the gate.
+    // Asserted with the gate closed: a failing assertion drops the gate as
+    // it unwinds, and the writer is let go.
+    still_waiting("a write while the writer's queue is full", &mut small).await;
     let inserted = engine.totals().await.memory_bytes - held;
-    let finished = small.is_finished();
-    store.open_gate();
-    big.await.unwrap().unwrap();
-    small.await.unwrap().unwrap();
-    assert_eq!((inserted, finished), (0, false), "the second write waited for room, not yet inserted");
+    assert_eq!(inserted, 0, "the second write waited for room, not yet inserted");
+    gate.open();
+    within("the big write", big).await.unwrap().unwrap();
+    within("the small write", small).await.unwrap().unwrap();
     assert_eq!(engine.totals().await.tasks, 2);
 }

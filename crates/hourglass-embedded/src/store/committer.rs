@@ -13,7 +13,7 @@
 //! [`Settler`] with every settlement of a batch, then replies to the waiting
 //! callers: a client hears "done" only after other requests can see it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -37,6 +37,10 @@ const BATCH_PAYLOAD_BYTES_MAX: usize = 16 << 20;
 /// such a record in a crash only delivers the task again, which
 /// at-least-once allows; the wait widens that window by this much.
 const UNAWAITED_DELAY_MAX: Duration = Duration::from_millis(2);
+/// How long a committer being dropped waits for a writer that finishes
+/// nothing: one stuck in a store that never returns. A writer that keeps
+/// committing is waited for however long its queue takes.
+const WRITER_STALL_MAX: Duration = if cfg!(test) { Duration::from_millis(200) } else { Duration::from_secs(30) };
 
 /// When acknowledged writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +87,9 @@ impl<S> Request<S> {
 struct Queued {
     mutations: AtomicUsize,
     bytes: AtomicUsize,
+    /// Batches the writer has finished (committed or failed), and its final
+    /// sync: how a wait for it tells a slow writer from a stuck one.
+    finished: AtomicU64,
 }
 
 impl Queued {
@@ -112,6 +119,9 @@ pub(crate) struct Committer<S> {
     /// The writer's counts of its commits.
     stats: Arc<CommitStats>,
     writer: Option<thread::JoinHandle<()>>,
+    /// Disconnected when the writer thread ends: a wait for it with a bound.
+    /// (In a mutex only to make the committer `Sync`: read in `drop` alone.)
+    stopped: parking_lot::Mutex<mpsc::Receiver<()>>,
 }
 
 impl<S: Send + 'static> Committer<S> {
@@ -130,8 +140,14 @@ impl<S: Send + 'static> Committer<S> {
             drained: drained.clone(),
             stats: stats.clone(),
         };
-        let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || writer.run(&receiver))?;
-        Ok(Committer { requests: Some(requests), queued, drained, stats, writer: Some(writer) })
+        let (running, stopped) = mpsc::channel::<()>();
+        let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || {
+            // Dropped as the thread ends, however it ends.
+            let _running = running;
+            writer.run(&receiver);
+        })?;
+        let stopped = parking_lot::Mutex::new(stopped);
+        Ok(Committer { requests: Some(requests), queued, drained, stats, writer: Some(writer), stopped })
     }
 
     /// The writer's commits so far: how many, how long, how large.
@@ -193,12 +209,32 @@ impl<S: Send + 'static> Committer<S> {
 }
 
 impl<S> Drop for Committer<S> {
-    /// Finishes every queued write, syncs, and stops the writer.
+    /// Finishes every queued write, syncs, and stops the writer: waits for
+    /// it, since a clean shutdown counts on what was acknowledged being on
+    /// disk. But not forever: once the writer has finished nothing for
+    /// [`WRITER_STALL_MAX`] (a store that never returns), it is left to
+    /// finish on its own. So a panic with a writer stuck (a test's held
+    /// store, say) fails instead of hanging. `thread::panicking()` would not
+    /// do: after a panic in an async test, the runtime drops its tasks, and
+    /// with them the last handle to the engine, on a worker thread that is
+    /// not panicking.
     fn drop(&mut self) {
         self.requests = None;
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
+        let Some(writer) = self.writer.take() else { return };
+        let stopped = self.stopped.get_mut();
+        let mut finished = self.queued.finished.load(Ordering::Acquire);
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(WRITER_STALL_MAX) {
+            let now = self.queued.finished.load(Ordering::Acquire);
+            if now == finished {
+                tracing::error!(
+                    stalled = ?WRITER_STALL_MAX,
+                    "the writer finished nothing for too long: left to finish on its own"
+                );
+                return;
+            }
+            finished = now;
         }
+        let _ = writer.join();
     }
 }
 
@@ -286,6 +322,7 @@ impl<S, T: Settler<S>> Writer<S, T> {
         if let Err(error) = self.store.sync() {
             tracing::error!(%error, "final sync failed");
         }
+        self.queued.finished.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Applies one batch, in the order its requests were sent, settles it and
@@ -317,9 +354,74 @@ impl<S, T: Settler<S>> Writer<S, T> {
             self.settler.settle(settlements, result.as_ref().map(|_| ()));
         }
         self.queued.sub(count, bytes);
+        self.queued.finished.fetch_add(1, Ordering::AcqRel);
         self.drained.notify_waiters();
         for reply in replies {
             let _ = reply.send(result.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::interface::{Loaded, Snapshot};
+    use hourglass_queue::{Schedule, Task};
+
+    /// A store whose writes never return, as one held forever would.
+    struct Stuck;
+
+    impl Store for Stuck {
+        fn load(&self, _: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+        fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn load_paused(&self) -> Result<Vec<crate::store::PausedQueue>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn apply(&self, _: &[Mutation], _: bool) -> Result<(), StoreError> {
+            loop {
+                thread::park();
+            }
+        }
+        fn sync(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
+            unreachable!("no reads here")
+        }
+    }
+
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Settler<()> for Counted {
+        fn settle(&mut self, settlements: Vec<()>, _: Result<(), &StoreError>) {
+            self.0.fetch_add(settlements.len(), Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_drop_waits_for_every_queued_write_of_a_writer_that_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(crate::store::RedbStore::open(dir.path()).unwrap());
+        let settled = Arc::new(AtomicUsize::new(0));
+        let committer = Committer::start(store, Fsync::Always, Counted(settled.clone())).unwrap();
+        for id in 1..=100 {
+            let _ = committer.send(vec![Mutation::NextId(id)], ());
+        }
+        drop(committer);
+        assert_eq!(settled.load(Ordering::SeqCst), 100, "every write was settled before the drop returned");
+    }
+
+    #[test]
+    fn a_drop_leaves_a_writer_stuck_in_its_store_instead_of_waiting_forever() {
+        let committer = Committer::start(Arc::new(Stuck), Fsync::Always, Counted(Arc::default())).unwrap();
+        let _reply = committer.send(vec![Mutation::NextId(1)], ());
+        let started = Instant::now();
+        drop(committer);
+        let waited = started.elapsed();
+        assert!(waited >= WRITER_STALL_MAX && waited < WRITER_STALL_MAX * 10, "waited {waited:?}");
     }
 }
