@@ -1,120 +1,163 @@
 //! The node's wheel: one timer per shard it holds, at the shard's next
-//! deadline (a due time or a lease end) on this node's clock, and a thread
-//! that sleeps on the clock to the microsecond until the wheel's next
-//! expiration, then wakes the shard's timer task. A tokio timer, at the same
-//! place, rounds up to its next millisecond and waits for a busy runtime: a
-//! delivery through the shards was 2 to 4 ms late when idle, and 8 ms at the
-//! median at 500 tasks/s (`BENCHMARKS.md`).
+//! deadline (a due time or a lease end) on this node's clock, and a
+//! [`TimerThread`] that sleeps on the clock to the microsecond until the
+//! wheel's next expiration, then wakes the shard's timer task. A tokio timer,
+//! at the same place, rounds up to its next millisecond and waits for a busy
+//! runtime: a delivery through the shards was 2 to 4 ms late when idle, and
+//! 8 ms at the median at 500 tasks/s (`BENCHMARKS.md`).
+//!
+//! The wheel and its lock are this module's; the thread, its parking, its
+//! early wake-up (only for an earlier deadline than it sleeps until) and its
+//! stop are the core crate's building block.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use hourglass::{Key, SystemWallClock, WallClock, Wheel};
+use hourglass::{Key, Next, TimerHandle, TimerThread, Wheel};
+use hourglass_queue::{SystemWallClock, WallClock};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+/// The wheel of shard deadlines (local Unix ms).
 #[derive(Default)]
 struct State {
     wheel: Wheel<u16>,
     /// Each shard's timer in the wheel, and what to wake.
     armed: HashMap<u16, (Key, Arc<Notify>)>,
-    /// When the thread will look at the wheel next (local Unix ms).
-    wakes_at: u64,
+}
+
+impl State {
+    /// Takes the shards whose time has come at `now_ms`: what to wake.
+    fn ring(&mut self, now_ms: u64) -> Vec<Arc<Notify>> {
+        let mut woken = Vec::new();
+        self.wheel.advance(now_ms);
+        while let Some(expired) = self.wheel.pop_expired() {
+            if let Some((_, wake)) = self.armed.remove(&expired.value) {
+                woken.push(wake);
+            }
+        }
+        woken
+    }
+
+    /// Forgets `shard`'s timer.
+    fn unset(&mut self, shard: u16) {
+        if let Some((key, _)) = self.armed.remove(&shard) {
+            self.wheel.remove(key);
+        }
+    }
 }
 
 /// See the [module](self) documentation.
-#[derive(Default)]
 pub(crate) struct Alarms {
-    state: Mutex<State>,
-    thread: OnceLock<std::thread::Thread>,
-    closed: AtomicBool,
+    state: Arc<Mutex<State>>,
+    handle: TimerHandle,
+    /// Stopped and joined when the alarms are dropped.
+    _thread: TimerThread,
 }
 
 impl Alarms {
-    /// Starts the thread; it stops at [`close`](Alarms::close).
-    pub(crate) fn start(self: &Arc<Self>) -> std::io::Result<()> {
-        let alarms = self.clone();
-        std::thread::Builder::new().name("hourglass-redis-timers".into()).spawn(move || {
-            let _ = alarms.thread.set(std::thread::current());
-            while !alarms.closed.load(Ordering::SeqCst) {
-                let next_ms = alarms.ring(SystemWallClock.now_ms());
-                SystemWallClock.park_until_us(next_ms.map(|ms| ms.saturating_mul(1_000)));
-            }
-        })?;
-        Ok(())
+    /// The alarms and their thread, on this machine's clock; the thread stops
+    /// at [`close`](Alarms::close), or when they are dropped.
+    pub(crate) fn start() -> std::io::Result<Alarms> {
+        Alarms::start_on(SystemWallClock)
     }
 
-    /// Wakes the shards whose time has come; returns the next expiration.
-    fn ring(&self, now_ms: u64) -> Option<u64> {
-        let mut woken = Vec::new();
-        let next = {
-            let mut state = self.state.lock();
-            state.wheel.advance(now_ms);
-            while let Some(expired) = state.wheel.pop_expired() {
-                if let Some((_, wake)) = state.armed.remove(&expired.value) {
-                    woken.push(wake);
+    /// The alarms, their thread sleeping on `clock`.
+    fn start_on<C: WallClock + Clone>(clock: C) -> std::io::Result<Alarms> {
+        let state = Arc::new(Mutex::new(State::default()));
+        let handle = TimerHandle::new();
+        let turn = {
+            let (state, clock) = (state.clone(), clock.clone());
+            move |handle: &TimerHandle| {
+                let (woken, next_us) = {
+                    let mut state = state.lock();
+                    let woken = state.ring(clock.now_ms());
+                    let next_us = state.wheel.next_expiration().map(|ms| ms.saturating_mul(1_000));
+                    handle.will_sleep_until(next_us);
+                    (woken, next_us)
+                };
+                for wake in woken {
+                    wake.notify_one();
                 }
+                Next::until(next_us)
             }
-            let next = state.wheel.next_expiration();
-            state.wakes_at = next.unwrap_or(u64::MAX);
-            next
         };
-        for wake in woken {
-            wake.notify_one();
-        }
-        next
+        let thread = TimerThread::spawn("hourglass-redis-timers", &handle, clock, turn)?;
+        Ok(Alarms { state, handle, _thread: thread })
     }
 
     /// Sets `shard`'s timer to `at_ms` (local Unix ms), in place of any it
     /// had; `wake` is notified then.
     pub(crate) fn set(&self, shard: u16, at_ms: u64, wake: Arc<Notify>) {
-        let mut state = self.state.lock();
-        if let Some((key, _)) = state.armed.remove(&shard) {
-            state.wheel.remove(key);
+        {
+            let mut state = self.state.lock();
+            state.unset(shard);
+            let Ok(key) = state.wheel.insert(at_ms, shard) else { return };
+            state.armed.insert(shard, (key, wake));
         }
-        let Ok(key) = state.wheel.insert(at_ms, shard) else { return };
-        state.armed.insert(shard, (key, wake));
-        if at_ms < state.wakes_at {
-            state.wakes_at = at_ms;
-            drop(state);
-            if let Some(thread) = self.thread.get() {
-                thread.unpark();
-            }
-        }
+        self.handle.wake_if_earlier(at_ms.saturating_mul(1_000));
     }
 
     /// Forgets `shard`'s timer.
     pub(crate) fn unset(&self, shard: u16) {
-        let mut state = self.state.lock();
-        if let Some((key, _)) = state.armed.remove(&shard) {
-            state.wheel.remove(key);
-        }
+        self.state.lock().unset(shard);
     }
 
+    /// Stops the thread (without waiting for it).
     pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
+        self.handle.close();
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use hourglass::ManualWallClock;
+
     use super::*;
 
     #[test]
-    fn a_shard_s_timer_wakes_it_once_at_its_time() {
-        let alarms = Alarms::default();
+    fn a_shard_s_timer_rings_once_at_its_time() {
+        let mut state = State::default();
         let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-        alarms.set(1, 1_000, a.clone());
-        alarms.set(2, 2_000, b.clone());
-        alarms.set(1, 1_500, a.clone());
-        assert_eq!(alarms.ring(1_200), Some(1_500), "moved, not doubled");
-        assert_eq!(alarms.ring(1_500), Some(2_000));
-        alarms.unset(2);
-        assert_eq!(alarms.ring(3_000), None);
-        assert_eq!(alarms.state.lock().armed.len(), 0);
+        for (shard, at_ms, wake) in [(1, 1_000, &a), (2, 2_000, &b), (1, 1_500, &a)] {
+            state.unset(shard);
+            let key = state.wheel.insert(at_ms, shard).unwrap();
+            state.armed.insert(shard, (key, wake.clone()));
+        }
+        assert!(state.ring(1_200).is_empty(), "moved, not doubled");
+        assert_eq!(state.ring(1_500).len(), 1);
+        assert_eq!(state.wheel.next_expiration(), Some(2_000));
+        state.unset(2);
+        assert!(state.ring(3_000).is_empty());
+        assert_eq!((state.armed.len(), state.wheel.next_expiration()), (0, None));
+    }
+
+    #[tokio::test]
+    async fn the_thread_wakes_a_shard_when_the_clock_reaches_its_time() {
+        use futures_util::FutureExt;
+
+        let clock = ManualWallClock::at_ms(1_000);
+        let alarms = Alarms::start_on(clock.clone()).unwrap();
+        let (early, late) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        alarms.set(2, 5_000, late.clone());
+        // Earlier than the thread sleeps until: it is woken to sleep less.
+        alarms.set(1, 1_500, early.clone());
+        let within = Duration::from_secs(10);
+        clock.advance_ms(500);
+        tokio::time::timeout(within, early.notified()).await.expect("shard 1 woken at 1 500 ms");
+        assert!(late.notified().now_or_never().is_none(), "shard 2 not before 5 000 ms");
+        clock.advance_ms(3_500);
+        tokio::time::timeout(within, late.notified()).await.expect("shard 2 woken at 5 000 ms");
+        alarms.close();
+    }
+
+    #[test]
+    fn the_thread_stops_when_the_alarms_are_dropped_unclosed() {
+        let alarms = Alarms::start_on(ManualWallClock::at_ms(1)).unwrap();
+        let handle = alarms.handle.clone();
+        drop(alarms);
+        assert!(handle.is_closed(), "stopped and joined");
     }
 }

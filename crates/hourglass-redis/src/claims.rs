@@ -1,21 +1,24 @@
 //! Claims: a look at the first due task of each shard that may have one,
 //! then claims from those shards at once; a claim with nothing due waits for
-//! a hint.
+//! a hint, in the contract's long-poll.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hourglass::{SystemWallClock, WallClock};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
 
+use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
+use hourglass_queue::long_poll::{long_poll, Look};
+use hourglass_queue::{Claim, Claimed, Pause, QueueError};
+
+use crate::error::storage;
+use crate::options::{CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::watch::QueueWatch;
-use crate::{keys, record, storage, RedisBackend, CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
-use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
-use hourglass_queue::Claim;
-use hourglass_queue::QueueError;
-use hourglass_queue::{Claimed, Pause};
+use crate::{keys, record, RedisBackend};
 
 impl RedisBackend {
     /// The first due task of `queue` in `shard`, in claim order, and how
@@ -62,7 +65,7 @@ impl RedisBackend {
         };
         let queue: Arc<str> = queue.into();
         let mut claimed = Vec::new();
-        let now_us = SystemWallClock.now_us() as i64 + self.offset_ms() * 1_000;
+        let now_us = self.redis_us();
         while !reply.is_empty() {
             let seq = reply.u64()?;
             let payload = reply.payload()?;
@@ -165,31 +168,49 @@ impl RedisBackend {
         Ok((claimed, pause_ends))
     }
 
+    /// A claim: [`try_claim`](Self::try_claim) in the contract's long-poll,
+    /// woken by the hints of its queues (and their pauses' changes), and
+    /// looking again every [`CLAIM_RECHECK_MS`] and when a timed pause ends.
+    ///
+    /// The long-poll looks twice in a row when the first look finds nothing:
+    /// once more after arming the wake-ups, for a wake-up that came between.
+    /// Here that second look asks Redis only if a queue was woken since the
+    /// first began: the first look marked every shard it found without due
+    /// tasks, and what it did not ask it would not ask now either. A claim
+    /// that waits costs the round trips of one look per wake-up, as before.
     pub(crate) async fn claim_tasks(&self, claim: Claim<'_>) -> Result<Vec<Claimed>, QueueError> {
-        let (queues, max, lease_ms, wait_ms) = (claim.queues(), claim.max(), claim.lease_ms(), claim.wait_ms());
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-        let watched: Vec<_> = queues.iter().map(|&queue| (queue, self.watch.of(queue))).collect();
-        loop {
-            if self.closed.load(Ordering::SeqCst) {
-                return Ok(Vec::new());
+        let (max, lease_ms) = (claim.max(), claim.lease_ms());
+        let watched: Vec<_> = claim.queues().iter().map(|&queue| (queue, self.watch.of(queue))).collect();
+        let wake_on: Vec<Arc<Notify>> = watched.iter().map(|(_, watch)| watch.notify.clone()).collect();
+        // After a look that found nothing: the queues' wake-ups counted when
+        // it began, and the end of the first timed pause it met (Redis ms).
+        let found_nothing: Mutex<Option<(u64, Option<u64>)>> = Mutex::new(None);
+        let (backend, watched, wake_on, found_nothing) = (self, &watched, &wake_on, &found_nothing);
+        long_poll(Duration::from_millis(claim.wait_ms()), move || async move {
+            if backend.closed.is_closed() {
+                return Ok(Look::Closed);
             }
-            let mut woken: Vec<_> = watched.iter().map(|(_, watch)| Box::pin(watch.notify.notified())).collect();
-            for notified in &mut woken {
-                notified.as_mut().enable();
-            }
-            let (claimed, pause_ends) = self.try_claim(&watched, max, lease_ms).await?;
-            let now = tokio::time::Instant::now();
-            if !claimed.is_empty() || now >= deadline {
-                return Ok(claimed);
-            }
-            let mut wake = deadline.min(now + Duration::from_millis(CLAIM_RECHECK_MS));
+            let woken = watched.iter().fold(0u64, |sum, (_, watch)| sum.wrapping_add(watch.woken()));
+            let first = found_nothing.lock().take();
+            let pause_ends = match first {
+                Some((seen, pause_ends)) if seen == woken => pause_ends,
+                _ => {
+                    let (claimed, pause_ends) = backend.try_claim(watched, max, lease_ms).await?;
+                    if !claimed.is_empty() {
+                        return Ok(Look::Found(claimed));
+                    }
+                    if first.is_none() {
+                        *found_nothing.lock() = Some((woken, pause_ends));
+                    }
+                    pause_ends
+                }
+            };
+            let mut look_again_in = Duration::from_millis(CLAIM_RECHECK_MS);
             if let Some(end) = pause_ends {
-                wake = wake.min(now + Duration::from_millis(end.saturating_sub(self.redis_ms())));
+                look_again_in = look_again_in.min(Duration::from_millis(end.saturating_sub(backend.redis_ms())));
             }
-            tokio::select! {
-                _ = futures_util::future::select_all(woken) => {}
-                _ = tokio::time::sleep_until(wake) => {}
-            }
-        }
+            Ok(Look::Nothing { wake_on: wake_on.clone(), look_again_in: Some(look_again_in) })
+        })
+        .await
     }
 }

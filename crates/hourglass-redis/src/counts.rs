@@ -1,37 +1,39 @@
 //! Queue counts: each shard's, summed, with this node's counters since start.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use redis::AsyncCommands;
+use hourglass_queue::lateness::{with_lateness, Lateness};
+use hourglass_queue::limits::{PRIORITY_DEFAULT, QUEUES_MAX};
+use hourglass_queue::paused_at;
+use hourglass_queue::{QueueError, QueueStats};
 
+use crate::error::storage;
+use crate::registry::read_pause;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::{storage, RedisBackend};
-use hourglass_queue::lateness::{with_lateness, Lateness};
-use hourglass_queue::limits::PRIORITY_DEFAULT;
-use hourglass_queue::QueueError;
-use hourglass_queue::QueueStats;
-use hourglass_queue::{paused_at, Pause};
+use crate::RedisBackend;
 
-/// A queue's pause as the registry and the shards keep it (and the claim
-/// script reads it): empty when running, `0` until resumed, else the Unix ms
-/// it ends at.
-pub(super) fn stored_pause(pause: Pause) -> String {
-    match pause {
-        Pause::Resume => String::new(),
-        Pause::Indefinitely => "0".into(),
-        Pause::Until(ms) => ms.max(1).to_string(),
-    }
-}
-
-/// A stored pause: paused, and until when.
-fn read_pause(stored: &str) -> (bool, Option<u64>) {
-    let until = stored.parse::<u64>().ok().filter(|&ms| ms != 0);
-    (!stored.is_empty(), until)
+/// This node's counters of one queue, since it started.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) enqueued: u64,
+    pub(crate) delivered: u64,
+    pub(crate) acked: u64,
+    pub(crate) lateness: Lateness,
 }
 
 impl RedisBackend {
+    /// Changes this node's counters of `queue`; those of at most
+    /// [`QUEUES_MAX`] queues are kept.
+    pub(crate) fn count(&self, queue: &str, change: impl FnOnce(&mut Counters)) {
+        let mut counters = self.counters.lock();
+        if let Some(counters) = counters.get_mut(queue) {
+            change(counters);
+        } else if counters.len() < QUEUES_MAX {
+            change(counters.entry(queue.into()).or_default());
+        }
+    }
+
     /// Counts of `names`, summed over the shards.
     pub(crate) async fn counts(&self, names: &[(Arc<str>, String)]) -> Result<Vec<QueueStats>, QueueError> {
         let mut stats: Vec<QueueStats> = names
@@ -95,13 +97,5 @@ impl RedisBackend {
             .collect();
         drop(counters);
         Ok(with_lateness(read))
-    }
-
-    /// The registry: every queue's name and pause.
-    pub(crate) async fn registry(&self) -> Result<Vec<(Arc<str>, String)>, QueueError> {
-        let all: HashMap<String, String> = self.conn().hgetall(self.keys.global("queues")).await.map_err(storage)?;
-        let mut all: Vec<(Arc<str>, String)> = all.into_iter().map(|(name, pause)| (name.into(), pause)).collect();
-        all.sort();
-        Ok(all)
     }
 }

@@ -1,6 +1,7 @@
 //! Where a task lives in Redis: its shard, the shard's keys, and the members
 //! of the sorted sets that order it. The layout is described at the top of
-//! `lua/prelude.lua`; this file and that one are the two places that spell it.
+//! `lua/prelude.lua`, which spells the members in Lua with the widths and
+//! the queue's keys defined here (`scripts.rs` hands them over).
 
 /// Most shards: a task's id keeps its shard in its low bits.
 pub(crate) const SHARDS_MAX: u16 = 1 << SHARD_BITS;
@@ -9,6 +10,16 @@ pub(crate) const SHARD_BITS: u32 = 10;
 /// Ids stay exact in a double (Lua's numbers, JSON in browsers): a shard's
 /// sequence numbers have 53 - [`SHARD_BITS`] bits.
 pub(crate) const SEQ_MAX: u64 = (1 << (53 - SHARD_BITS)) - 1;
+
+/// Hex digits of a sequence number, in a member or a field: past [`SEQ_MAX`].
+pub(crate) const SEQ_DIGITS: usize = 12;
+/// Hex digits of a time (Unix ms) in a member: 44 bits, until the year 2527.
+pub(crate) const MS_DIGITS: usize = 11;
+/// Hex digits of a priority in a member of a due set: a `u32`'s.
+pub(crate) const PRIORITY_DIGITS: usize = 8;
+const _: () = assert!(SEQ_MAX < 1 << (4 * SEQ_DIGITS));
+const _: () = assert!(u32::BITS as usize == 4 * PRIORITY_DIGITS);
+const _: () = assert!(4 * MS_DIGITS + 4 * SEQ_DIGITS < 128);
 
 /// A task's id from its shard and its sequence number in the shard.
 pub(crate) fn id(shard: u16, seq: u64) -> u64 {
@@ -31,7 +42,7 @@ pub(crate) struct Keys {
 }
 
 /// The six sets and hashes of one queue in one shard, in the order every
-/// script takes them (`queue_keys` in `lua/prelude.lua`).
+/// script takes them (`queue_keys`, which `scripts.rs` writes from this).
 pub(crate) const QUEUE_KEYS: [&str; 6] = ["s", "r", "o", "l", "d", "k"];
 
 impl Keys {
@@ -73,18 +84,29 @@ fn hex(n: u64, width: usize) -> String {
 
 /// A member of a set ordered by a time: `TTTTTTTTTTT:SSSSSSSSSSSS`.
 pub(crate) fn at_member(ms: u64, seq: u64) -> String {
-    format!("{}:{}", hex(ms, 11), hex(seq, 12))
+    format!("{}:{}", hex(ms, MS_DIGITS), hex(seq, SEQ_DIGITS))
 }
 
 /// A member of a queue's due set, in claim order.
 pub(crate) fn ready_member(priority: u32, ms: u64, seq: u64) -> String {
-    format!("{}:{}", hex(u64::from(priority), 8), at_member(ms, seq))
+    format!("{}:{}", hex(u64::from(priority), PRIORITY_DIGITS), at_member(ms, seq))
 }
 
 /// A task's field in its shard's hashes of records and payloads, and its
 /// member of a queue's dead set.
 pub(crate) fn field(seq: u64) -> String {
-    hex(seq, 12)
+    hex(seq, SEQ_DIGITS)
+}
+
+/// The shard of a task with an idempotency key: a stable hash of the queue
+/// and the key, the same on every node and every version, so that the key is
+/// unique with one script.
+pub(crate) fn key_shard(queue: &str, key: &str, shards: u16) -> u16 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(queue.as_bytes());
+    hasher.update(&[0]);
+    hasher.update(key.as_bytes());
+    (hasher.finalize() % u32::from(shards)) as u16
 }
 
 /// The last sequence number of `shard` at or before id `after` in id order:
@@ -128,6 +150,15 @@ mod tests {
         assert_eq!(seq_at_or_before(after, 2), Some(10), "id(2, 10) < id(3, 10)");
         assert_eq!(seq_at_or_before(after, 4), Some(9), "id(4, 10) > id(3, 10)");
         assert_eq!(seq_at_or_before(0, 4), None);
+    }
+
+    #[test]
+    fn a_key_s_shard_never_changes() {
+        // Stored tasks are found by it: a change would lose their keys.
+        // CRC-32 (IEEE) of "queue\0key", as zlib computes it.
+        assert_eq!(key_shard("orders", "a", 16), 13);
+        assert_eq!(key_shard("orders", "b", 16), 7);
+        assert_eq!(key_shard("orders", "a", 1_024), 733);
     }
 
     #[test]

@@ -31,113 +31,43 @@
 mod alarms;
 mod claims;
 mod conn;
+mod contract;
 mod counts;
+mod error;
 mod keys;
 mod listing;
+mod offset;
+mod options;
 mod record;
+mod registry;
 mod reply;
 mod scripts;
 mod shards;
 mod tasks;
 mod watch;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
-use async_trait::async_trait;
-use hourglass::{SystemWallClock, WallClock};
 use parking_lot::Mutex;
-use redis::{AsyncCommands, RedisError};
+use redis::AsyncCommands;
+
+use hourglass_queue::{Backend, Closed, QueueError, Totals};
+
+pub use conn::{Target, REPLY_TIMEOUT};
+pub use error::ConnectError;
+pub use options::{
+    RedisOptions, CLAIM_RECHECK_MS, CLAIM_SHARE_MIN, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE,
+    SHARDS_DEFAULT, SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_MAX, SHARD_LEASE_MS_MIN, SWEEP_MS,
+};
 
 use conn::Conn;
-pub use conn::{Target, REPLY_TIMEOUT};
+use counts::Counters;
 use keys::Keys;
-use scripts::SCRIPTS;
+use offset::Offset;
 use watch::Watch;
-
-use hourglass_queue::lateness::Lateness;
-use hourglass_queue::limits::{Limits, LIST_MAX, QUEUES_MAX};
-use hourglass_queue::validate;
-use hourglass_queue::{Backend, Claim, ListRequest, Page, QueueAdmin, Stats, Tasks};
-use hourglass_queue::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, TaskInfo};
-use hourglass_queue::{Failure, QueueError};
-use hourglass_queue::{QueueStats, StorageStats, Totals};
-
-/// Shards when the store has none yet.
-pub const SHARDS_DEFAULT: u16 = 16;
-/// A node's lease on a shard: a node that stops renewing (dead, stopped or cut
-/// off) has its shards taken over within this, plus one renewal period.
-pub const SHARD_LEASE_MS_DEFAULT: u64 = 2_000;
-/// A node renews its shard leases and looks at who is alive this many times a
-/// lease.
-pub const RENEWALS_PER_LEASE: u64 = 4;
-/// The owner of a shard reads its deadlines again at least this often, in
-/// case a hint of an earlier one was lost. A safety net, not what delivers:
-/// see [`RedisBackend::fired`].
-pub const SWEEP_MS: u64 = 1_000;
-/// A waiting claim looks for due tasks at least this often, in case a hint
-/// was lost.
-pub const CLAIM_RECHECK_MS: u64 = 1_000;
-/// Most due tasks or expired leases of one queue one fire script moves; more
-/// are moved by the next, at once.
-pub const FIRE_BATCH_MAX: usize = 1_000;
-/// Most queues one fire script looks at; the next takes the rest, at once.
-pub const FIRE_QUEUES_MAX: usize = 64;
-/// Due tasks a claim script looks at, at most, past those it hands out (dead
-/// ones it meets past their expiry).
-const CLAIM_SCAN_MAX: usize = 2 * hourglass_queue::limits::CLAIM_MAX;
-/// Ids whose queue a node remembers (for acks, nacks and the like, which name
-/// only the id): past it the memory is cleared, and a miss costs one more
-/// round trip.
-const QUEUE_OF_MAX: usize = 100_000;
-
-/// A claim of several tasks asks at least this many of each shard it asks
-/// (it asks fewer shards rather than fewer tasks of each): each shard asked
-/// is one script, and the acks of its tasks another.
-pub const CLAIM_SHARE_MIN: usize = 16;
-
-/// The totals' count of tasks is the sum of the queues' counts if those were
-/// read this recently (the dashboard reads both each second), else each
-/// shard's.
-const COUNTED_FRESH_FOR: std::time::Duration = std::time::Duration::from_millis(900);
-
-/// How a Redis backend is set up.
-#[derive(Debug, Clone)]
-pub struct RedisOptions {
-    /// Which Redis.
-    pub target: Target,
-    /// Every key starts with it, so that services can share a Redis.
-    pub prefix: String,
-    /// Shards to create if the store has none; a store keeps its count.
-    pub shards: u16,
-    /// A node's lease on its shards.
-    pub shard_lease_ms: u64,
-    /// Bounds on requests; `tasks_max` is shared evenly by the shards.
-    pub limits: Limits,
-}
-
-impl RedisOptions {
-    /// The defaults, on `target`.
-    pub fn new(target: Target) -> RedisOptions {
-        RedisOptions {
-            target,
-            prefix: "hg".into(),
-            shards: SHARDS_DEFAULT,
-            shard_lease_ms: SHARD_LEASE_MS_DEFAULT,
-            limits: Limits::default(),
-        }
-    }
-}
-
-/// This node's counters of one queue, since it started.
-#[derive(Default)]
-struct Counters {
-    enqueued: u64,
-    delivered: u64,
-    acked: u64,
-    lateness: Lateness,
-}
 
 /// Tasks the owners' timers filed as due, or gave back when their lease ran
 /// out: by a timer at the deadline, or by the sweep (a hint was lost).
@@ -149,7 +79,8 @@ pub struct Fired {
     pub by_sweep: u64,
 }
 
-/// The Redis [`Backend`]: see the [module](self) documentation.
+/// The Redis [`Backend`]: see the [module](self) documentation. Its requests
+/// are the contract's traits (`contract.rs`).
 pub struct RedisBackend {
     conn: Conn,
     keys: Keys,
@@ -160,76 +91,24 @@ pub struct RedisBackend {
     node: String,
     watch: Watch,
     owned: shards::Owned,
-    known_queues: Mutex<std::collections::HashSet<Arc<str>>>,
+    /// Queues this node registered (`registry.rs`).
+    known_queues: Mutex<HashSet<Arc<str>>>,
+    /// The queue of tasks this node enqueued or handed out (`tasks.rs`).
     queue_of: Mutex<HashMap<u64, Arc<str>>>,
     counters: Mutex<HashMap<Arc<str>, Counters>>,
     /// When every queue was last counted, and the tasks they held.
-    counted: Mutex<Option<(std::time::Instant, usize)>>,
+    counted: Mutex<Option<(Instant, usize)>>,
     totals: Mutex<Totals>,
     next_shard: AtomicU64,
     /// Redis's clock minus this node's: see [`Offset`].
     offset: Mutex<Offset>,
-    alarms: Arc<alarms::Alarms>,
+    /// The shards' timers; their thread stops when the backend is closed, or
+    /// dropped unclosed.
+    alarms: alarms::Alarms,
     by_timer: AtomicU64,
     by_sweep: AtomicU64,
-    closed: AtomicBool,
+    closed: Closed,
     stop: tokio::sync::watch::Sender<bool>,
-}
-
-/// A Redis error: the store failed. A script refused by Redis (an error
-/// reply) changed nothing: its checks come before its first write. A reply
-/// that never came (a timeout, a connection lost) leaves the change unknown,
-/// and the message says so: at least once, a client tries again.
-fn storage(error: RedisError) -> QueueError {
-    if error.is_timeout() || error.is_connection_dropped() || error.is_io_error() {
-        QueueError::Storage(Failure::msg(format!(
-            "redis did not answer ({error}): the change may or may not have been made"
-        )))
-    } else {
-        QueueError::Storage(Failure::msg(format!("redis: {error}")))
-    }
-}
-
-/// Redis's clock minus this node's. A reply's time was read on Redis before
-/// this node reads its own, and both are whole milliseconds, so each sample
-/// is at most the true offset; the estimate is the largest sample of the
-/// last two windows of [`OFFSET_WINDOW`], which follows the clocks if they
-/// drift apart.
-#[derive(Default)]
-struct Offset {
-    since: Option<std::time::Instant>,
-    current: Option<i64>,
-    previous: Option<i64>,
-}
-
-/// How long a sample of the clocks' offset counts, at least.
-const OFFSET_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
-
-impl Offset {
-    fn saw(&mut self, sample: i64) {
-        let now = std::time::Instant::now();
-        if self.since.is_none_or(|since| now - since > OFFSET_WINDOW) {
-            self.previous = self.current;
-            self.current = Some(sample);
-            self.since = Some(now);
-        } else {
-            self.current = Some(self.current.map_or(sample, |c| c.max(sample)));
-        }
-    }
-
-    fn estimate(&self) -> i64 {
-        self.current.max(self.previous).unwrap_or(0)
-    }
-}
-
-/// A stable hash of a key, the same on every node and every version: the
-/// shard of a task with an idempotency key.
-fn key_shard(queue: &str, key: &str, shards: u16) -> u16 {
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(queue.as_bytes());
-    hasher.update(&[0]);
-    hasher.update(key.as_bytes());
-    (hasher.finalize() % u32::from(shards)) as u16
 }
 
 impl RedisBackend {
@@ -238,33 +117,23 @@ impl RedisBackend {
     /// listening for hints. Needs a tokio runtime.
     ///
     /// # Errors
-    /// [`QueueError::Storage`] if Redis cannot be reached or answers wrongly;
-    /// [`QueueError::Invalid`] for options out of range or a shard count that
-    /// is not the store's.
-    pub async fn connect(options: RedisOptions) -> Result<Arc<RedisBackend>, QueueError> {
-        if options.shards == 0 || options.shards > keys::SHARDS_MAX {
-            return Err(QueueError::Invalid(format!("shards must be within 1 ..= {}", keys::SHARDS_MAX)));
-        }
-        validate::range("shard_lease_ms", options.shard_lease_ms, 400, 60_000)?;
-        if options.prefix.is_empty() || options.prefix.contains(['{', '}']) {
-            return Err(QueueError::Invalid("a key prefix is not empty and has no { or }".into()));
-        }
-        let mut conn = Conn::open(&options.target)
-            .await
-            .map_err(|e| QueueError::Storage(Failure::msg(format!("cannot reach redis at {}: {e}", options.target))))?;
+    /// A [`ConnectError`]: an option out of range, Redis unreachable or
+    /// failing, a shard count that is not the store's, or no timer thread.
+    pub async fn connect(options: RedisOptions) -> Result<Arc<RedisBackend>, ConnectError> {
+        options.check()?;
+        let target = &options.target;
+        let mut conn =
+            Conn::open(target).await.map_err(|source| ConnectError::Unreachable { target: target.clone(), source })?;
         let keys = Keys::new(&options.prefix);
         let meta = keys.global("meta");
-        let _: bool = conn.hset_nx(&meta, "shards", options.shards).await.map_err(storage)?;
-        let shards: u16 = conn.hget(&meta, "shards").await.map_err(storage)?;
+        let store = |source| ConnectError::Store { target: target.clone(), source };
+        let _: bool = conn.hset_nx(&meta, "shards", options.shards).await.map_err(store)?;
+        let shards: u16 = conn.hget(&meta, "shards").await.map_err(store)?;
         if shards != options.shards {
-            return Err(QueueError::Invalid(format!(
-                "the store at {} has {shards} shards, not {}: start every node with --shards {shards}",
-                options.target, options.shards
-            )));
+            return Err(ConnectError::ShardsDiffer { target: target.clone(), store: shards, asked: options.shards });
         }
         let (stop, _) = tokio::sync::watch::channel(false);
-        let alarms = Arc::new(alarms::Alarms::default());
-        alarms.start().map_err(|e| QueueError::Storage(Failure::msg(format!("cannot start the timer thread: {e}"))))?;
+        let alarms = alarms::Alarms::start().map_err(ConnectError::TimerThread)?;
         let backend = Arc::new(RedisBackend {
             conn,
             channel: keys.channel(),
@@ -283,7 +152,7 @@ impl RedisBackend {
             alarms,
             by_timer: AtomicU64::new(0),
             by_sweep: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
+            closed: Closed::default(),
             stop,
             options,
         });
@@ -344,344 +213,7 @@ impl RedisBackend {
         self.conn.clone()
     }
 
-    /// Notes Redis's time, read in a reply.
-    fn saw_time(&self, redis_ms: u64) {
-        self.offset.lock().saw(redis_ms as i64 - SystemWallClock.now_ms() as i64);
-    }
-
-    /// Redis's clock minus this node's, in ms, as estimated.
-    fn offset_ms(&self) -> i64 {
-        self.offset.lock().estimate()
-    }
-
-    /// Redis's time now, as this node estimates it.
-    fn redis_ms(&self) -> u64 {
-        (SystemWallClock.now_ms() as i64 + self.offset_ms()).max(0) as u64
-    }
-
-    fn check_open(&self) -> Result<(), QueueError> {
-        if self.closed.load(Ordering::SeqCst) {
-            Err(QueueError::ShuttingDown)
-        } else {
-            Ok(())
-        }
-    }
-
     fn split(&self, id: u64) -> Result<(u16, u64), QueueError> {
         keys::split(id, self.shards).ok_or(QueueError::NotFound(id))
-    }
-
-    fn remember(&self, id: u64, queue: &Arc<str>) {
-        let mut queue_of = self.queue_of.lock();
-        if queue_of.len() >= QUEUE_OF_MAX {
-            queue_of.clear();
-        }
-        queue_of.insert(id, queue.clone());
-    }
-
-    fn count(&self, queue: &str, change: impl FnOnce(&mut Counters)) {
-        let mut counters = self.counters.lock();
-        if let Some(counters) = counters.get_mut(queue) {
-            change(counters);
-        } else if counters.len() < QUEUES_MAX {
-            change(counters.entry(queue.into()).or_default());
-        }
-    }
-
-    /// Adds `queue` to the registry (once per node), within [`QUEUES_MAX`].
-    async fn register(&self, queue: &str, pause: Option<&str>) -> Result<(), QueueError> {
-        if pause.is_none() && self.known_queues.lock().contains(queue) {
-            return Ok(());
-        }
-        let mut invocation = SCRIPTS.queues.key(self.keys.global("queues"));
-        invocation.arg(if pause.is_some() { "pause" } else { "use" }).arg(queue).arg(QUEUES_MAX);
-        if let Some(pause) = pause {
-            invocation.arg(pause);
-        }
-        let answer: String = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
-        if answer != "ok" {
-            return Err(QueueError::Invalid(format!("at most {QUEUES_MAX} queues")));
-        }
-        self.known_queues.lock().insert(queue.into());
-        Ok(())
-    }
-}
-
-impl Drop for RedisBackend {
-    /// The timer thread holds only the alarms: it stops with the backend even
-    /// if nobody closed it.
-    fn drop(&mut self) {
-        self.alarms.close();
-    }
-}
-
-#[async_trait]
-impl Tasks for RedisBackend {
-    async fn enqueue_batch(&self, queue: &str, batch: Vec<NewTask>) -> Result<Vec<Enqueued>, QueueError> {
-        self.check_open()?;
-        validate::queue_name(queue)?;
-        let times: Vec<(RunAt, Option<RunAt>)> = batch.iter().map(|new| (new.run_at, new.expires)).collect();
-        let checked = validate::batch(batch, self.options.limits.payload_bytes_max, self.redis_ms())?;
-        self.register(queue, None).await?;
-        // Tasks with a key go to their key's shard; the others with the
-        // first of those, or to the next shard in turn: one shard, one
-        // atomic script, unless keys send a batch to several.
-        let turn = (self.next_shard.fetch_add(1, Ordering::Relaxed) % u64::from(self.shards)) as u16;
-        let home = checked.iter().find_map(|t| t.key.as_deref()).map_or(turn, |key| key_shard(queue, key, self.shards));
-        let mut by_shard: Vec<(u16, Vec<_>)> = Vec::new();
-        for (at, (task, (run_at, expires))) in checked.into_iter().zip(times).enumerate() {
-            let shard = task.key.as_deref().map_or(home, |key| key_shard(queue, key, self.shards));
-            match by_shard.iter_mut().find(|(s, _)| *s == shard) {
-                Some((_, tasks)) => tasks.push((at, task, run_at, expires)),
-                None => by_shard.push((shard, vec![(at, task, run_at, expires)])),
-            }
-        }
-        let mut done = Vec::new();
-        for (shard, tasks) in &by_shard {
-            done.extend(self.enqueue_shard(queue, *shard, tasks).await?);
-        }
-        done.sort_by_key(|(at, _)| *at);
-        let created = done.iter().filter(|(_, e)| e.created).count() as u64;
-        self.totals.lock().enqueued += created;
-        self.count(queue, |c| c.enqueued += created);
-        let name: Arc<str> = queue.into();
-        for (_, enqueued) in &done {
-            self.remember(enqueued.id, &name);
-        }
-        Ok(done.into_iter().map(|(_, enqueued)| enqueued).collect())
-    }
-
-    async fn get(&self, id: u64) -> Result<TaskInfo, QueueError> {
-        let (shard, seq) = self.split(id)?;
-        self.read(shard, &[seq]).await?.pop().ok_or(QueueError::NotFound(id))
-    }
-
-    async fn find_by_key(&self, queue: &str, key: &str) -> Result<Option<TaskInfo>, QueueError> {
-        validate::queue_name(queue)?;
-        validate::key(key)?;
-        let shard = key_shard(queue, key, self.shards);
-        let seq: Option<u64> = self.conn().hget(self.keys.queue(shard, "k", queue), key).await.map_err(storage)?;
-        match seq {
-            Some(seq) => Ok(self.read(shard, &[seq]).await?.pop()),
-            None => Ok(None),
-        }
-    }
-
-    async fn cancel(&self, id: u64) -> Result<(), QueueError> {
-        self.check_open()?;
-        self.task(id, "cancel", &[]).await?;
-        self.totals.lock().cancelled += 1;
-        Ok(())
-    }
-
-    async fn cancel_unleased(&self, id: u64) -> Result<(), QueueError> {
-        self.check_open()?;
-        self.task(id, "cancel_unleased", &[]).await?;
-        self.totals.lock().cancelled += 1;
-        Ok(())
-    }
-
-    async fn reschedule(&self, id: u64, run_at: RunAt) -> Result<TaskInfo, QueueError> {
-        self.check_open()?;
-        let at_ms = validate::run_at(run_at, self.redis_ms())?;
-        let (kind, ms) = match run_at {
-            RunAt::Delay(ms) => ("d", ms),
-            RunAt::At(_) => ("a", at_ms),
-        };
-        Ok(Self::info(self.task(id, "reschedule", &[kind.into(), ms.to_string()]).await?))
-    }
-
-    async fn retry(&self, id: u64) -> Result<TaskInfo, QueueError> {
-        self.check_open()?;
-        Ok(Self::info(self.task(id, "retry", &[]).await?))
-    }
-
-    async fn claim_from(&self, claim: Claim<'_>) -> Result<Vec<Claimed>, QueueError> {
-        self.claim_tasks(claim).await
-    }
-
-    async fn take(&self, id: u64, lease_ms: u64) -> Result<Claimed, QueueError> {
-        self.check_open()?;
-        validate::lease(lease_ms)?;
-        let info = Self::info(self.task(id, "take", &[lease_ms.to_string()]).await?);
-        let hourglass_queue::TaskState::Leased { lease, until_ms } = info.task.state else {
-            return Err(QueueError::Storage(Failure::msg("redis: a task taken but not leased")));
-        };
-        self.totals.lock().delivered += 1;
-        self.count(&info.task.queue, |c| c.delivered += 1);
-        Ok(Claimed {
-            id,
-            queue: info.task.queue,
-            payload: info.payload,
-            attempt: info.task.attempt,
-            lease,
-            lease_until_ms: until_ms,
-            run_at_ms: info.task.run_at_ms,
-        })
-    }
-
-    async fn ack(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
-        self.check_open()?;
-        let (shard, _) = self.split(id)?;
-        let done = self.task(id, "ack", &[record::token(lease, shard)]).await?;
-        self.totals.lock().acked += 1;
-        self.count(&done.record.task.queue, |c| c.acked += 1);
-        self.queue_of.lock().remove(&id);
-        Ok(())
-    }
-
-    async fn ack_each(&self, acks: &[(u64, Lease)]) -> Result<Vec<Result<(), QueueError>>, QueueError> {
-        self.check_open()?;
-        self.acks(acks).await
-    }
-
-    async fn nack(&self, id: u64, lease: Lease, nack: Nack) -> Result<TaskInfo, QueueError> {
-        self.check_open()?;
-        validate::delay(nack.delay_ms)?;
-        validate::reason(nack.reason.as_deref())?;
-        let (shard, _) = self.split(id)?;
-        let optional = |value: Option<u64>| value.map(|v| v.to_string()).unwrap_or_default();
-        let args = [
-            record::token(lease, shard),
-            optional(nack.delay_ms),
-            nack.reason.as_deref().unwrap_or("").to_owned(),
-            optional(nack.priority.map(u64::from)),
-            if nack.dead { "1" } else { "0" }.to_owned(),
-        ];
-        let info = Self::info(self.task(id, "nack", &args).await?);
-        let mut totals = self.totals.lock();
-        totals.nacked += 1;
-        if info.status == Status::Dead {
-            totals.died += 1;
-        }
-        Ok(info)
-    }
-
-    async fn extend(&self, id: u64, lease: Lease, lease_ms: u64) -> Result<u64, QueueError> {
-        self.check_open()?;
-        validate::lease(lease_ms)?;
-        let (shard, _) = self.split(id)?;
-        let info = Self::info(self.task(id, "extend", &[record::token(lease, shard), lease_ms.to_string()]).await?);
-        match info.task.state {
-            hourglass_queue::TaskState::Leased { until_ms, .. } => Ok(until_ms),
-            _ => Err(QueueError::Storage(Failure::msg("redis: a task extended but not leased"))),
-        }
-    }
-
-    async fn list(&self, queue: &str, request: ListRequest) -> Result<Page, QueueError> {
-        validate::queue_name(queue)?;
-        validate::list_limit(request.limit)?;
-        if let Some(status) = request.status {
-            return self.list_status(queue, status, request.after, request.limit).await;
-        }
-        self.list_all(queue, request.after, request.limit).await
-    }
-}
-
-#[async_trait]
-impl QueueAdmin for RedisBackend {
-    async fn pause_queue(&self, queue: &str, pause: Pause) -> Result<QueueStats, QueueError> {
-        self.check_open()?;
-        validate::queue_name(queue)?;
-        let value = counts::stored_pause(pause);
-        self.register(queue, Some(&value)).await?;
-        let writes = (0..self.shards).map(|shard| {
-            let mut conn = self.conn();
-            let key = self.keys.shard(shard, "paused");
-            let value = value.clone();
-            async move {
-                if value.is_empty() {
-                    conn.hdel::<_, _, ()>(key, queue).await
-                } else {
-                    conn.hset::<_, _, _, ()>(key, queue, value).await
-                }
-            }
-        });
-        for write in futures_util::future::join_all(writes).await {
-            write.map_err(storage)?;
-        }
-        let _: () = self.conn().publish(&self.channel, format!("p {queue}")).await.map_err(storage)?;
-        self.watch.wake(queue);
-        Ok(self.counts(&[(queue.into(), value)]).await?.remove(0))
-    }
-
-    async fn delete_dead(&self, queue: &str, max: usize) -> Result<Vec<u64>, QueueError> {
-        self.check_open()?;
-        validate::queue_name(queue)?;
-        validate::range("max", max as u64, 1, LIST_MAX as u64)?;
-        let mut deleted = Vec::new();
-        for shard in 0..self.shards {
-            if deleted.len() >= max {
-                break;
-            }
-            let mut invocation = SCRIPTS.dead.key(self.keys.shard(shard, "t"));
-            invocation.key(self.keys.shard(shard, "p"));
-            for key in self.keys.queue_keys(shard, queue) {
-                invocation.key(key);
-            }
-            invocation.arg(max - deleted.len());
-            let seqs: Vec<u64> = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
-            deleted.extend(seqs.into_iter().map(|seq| keys::id(shard, seq)));
-        }
-        self.totals.lock().cancelled += deleted.len() as u64;
-        Ok(deleted)
-    }
-}
-
-#[async_trait]
-impl Stats for RedisBackend {
-    async fn queues(&self) -> Vec<QueueStats> {
-        match self.registry().await {
-            Ok(names) => match self.counts(&names).await {
-                Ok(all) => {
-                    let tasks = all.iter().map(|q| q.scheduled + q.due + q.leased + q.dead).sum();
-                    *self.counted.lock() = Some((std::time::Instant::now(), tasks));
-                    all
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "cannot count the queues");
-                    Vec::new()
-                }
-            },
-            Err(error) => {
-                tracing::warn!(%error, "cannot read the queues");
-                Vec::new()
-            }
-        }
-    }
-
-    async fn queue(&self, name: &str) -> Option<QueueStats> {
-        let pause: Option<String> = self.conn().hget(self.keys.global("queues"), name).await.ok()?;
-        self.counts(&[(name.into(), pause?)]).await.ok()?.pop()
-    }
-
-    async fn totals(&self) -> Totals {
-        let totals = *self.totals.lock();
-        // The dashboard reads the queues, then the totals, every second: the
-        // tasks held are those the queues' counts just summed.
-        let counted = self.counted.lock().filter(|(at, _)| at.elapsed() < COUNTED_FRESH_FOR);
-        if let Some((_, tasks)) = counted {
-            return Totals { tasks, memory_bytes_max: None, ..totals };
-        }
-        let lengths = (0..self.shards).map(|shard| {
-            let mut conn = self.conn();
-            let key = self.keys.shard(shard, "t");
-            async move { conn.hlen::<_, usize>(key).await }
-        });
-        let tasks = futures_util::future::join_all(lengths).await.into_iter().map(|n| n.unwrap_or(0)).sum();
-        Totals { tasks, memory_bytes_max: None, ..totals }
-    }
-
-    async fn storage(&self) -> Option<StorageStats> {
-        None
-    }
-}
-
-impl Backend for RedisBackend {
-    fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        self.alarms.close();
-        let _ = self.stop.send(true);
-        self.watch.wake_all();
     }
 }

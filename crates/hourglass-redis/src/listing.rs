@@ -2,12 +2,13 @@
 
 use redis::Value;
 
-use crate::scripts::SCRIPTS;
-use crate::{keys, storage, RedisBackend};
 use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
-use hourglass_queue::QueueError;
-use hourglass_queue::{Cursor, Page};
+use hourglass_queue::{Cursor, Page, QueueError};
 use hourglass_queue::{Status, TaskInfo, TaskState};
+
+use crate::error::storage;
+use crate::scripts::SCRIPTS;
+use crate::{keys, RedisBackend};
 
 /// How a status's tasks are ordered: the key a page is merged by, which is
 /// also its cursor (priority, time, id).
@@ -34,7 +35,7 @@ impl RedisBackend {
         let start = |shard: u16| -> String {
             let Some(after) = after else { return "-".into() };
             let seq = keys::seq_at_or_before(after.id, shard);
-            let prefix = |member: String| member[..member.len() - 12].to_owned();
+            let prefix = |member: String| member[..member.len() - keys::SEQ_DIGITS].to_owned();
             match (status, seq) {
                 (Status::Dead, Some(seq)) => format!("({}", keys::field(seq)),
                 (Status::Dead, None) => "-".into(),

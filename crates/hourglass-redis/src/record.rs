@@ -5,24 +5,28 @@ use std::sync::Arc;
 
 use rmpv::Value;
 
-use crate::keys;
 use hourglass_queue::{Failure, QueueError};
 use hourglass_queue::{Lease, Status, Task, TaskState};
+
+use crate::keys;
 
 /// A record the scripts wrote, decoded.
 pub(crate) struct Record {
     pub(crate) task: Task,
-    /// Its due time has passed (but it may not be filed as due yet).
+    /// Its status when it was read: due once its due time has passed,
+    /// though its shard's owner may not have filed it as due yet.
     pub(crate) status: Status,
 }
 
+/// What a malformed record says: which field is wrong.
 fn corrupt(what: &str) -> QueueError {
     QueueError::Storage(Failure::msg(format!("a task record in Redis is malformed: {what}")))
 }
 
 /// Decodes the record of task `seq` of `shard`, read at `now_ms` (Redis's time).
 pub(crate) fn decode(shard: u16, seq: u64, raw: &[u8], now_ms: u64) -> Result<Record, QueueError> {
-    let value = rmpv::decode::read_value(&mut &raw[..]).map_err(|e| corrupt(&e.to_string()))?;
+    let value = rmpv::decode::read_value(&mut &raw[..])
+        .map_err(|e| QueueError::Storage(Failure::new("a task record in Redis is malformed", e)))?;
     let Value::Map(fields) = value else { return Err(corrupt("not a map")) };
     let get = |name: &str| fields.iter().find(|(k, _)| k.as_str() == Some(name)).map(|(_, v)| v);
     let number = |name: &str| get(name).and_then(number);
@@ -35,12 +39,6 @@ pub(crate) fn decode(shard: u16, seq: u64, raw: &[u8], now_ms: u64) -> Result<Re
         Some("d") => TaskState::Dead,
         Some("l") => TaskState::Leased { lease: lease(shard, need("L")?), until_ms: need("u")? },
         _ => return Err(corrupt("s")),
-    };
-    let status = match state {
-        TaskState::Scheduled if run_at_ms <= now_ms => Status::Due,
-        TaskState::Scheduled => Status::Scheduled,
-        TaskState::Leased { .. } => Status::Leased,
-        TaskState::Dead => Status::Dead,
     };
     let small = |v: u64| u32::try_from(v).map_err(|_| corrupt("a field past 32 bits"));
     let task = Task {
@@ -59,7 +57,7 @@ pub(crate) fn decode(shard: u16, seq: u64, raw: &[u8], now_ms: u64) -> Result<Re
         state,
         created_ms: need("c")?,
     };
-    Ok(Record { task, status })
+    Ok(Record { status: Status::of(&task, now_ms), task })
 }
 
 /// cmsgpack writes integral numbers as integers, and others as doubles.

@@ -2,7 +2,9 @@
 
 use redis::Value;
 
-use hourglass_queue::{Failure, QueueError};
+use hourglass_queue::QueueError;
+
+use crate::error::unexpected;
 
 /// A script's reply, read as a list.
 pub(crate) struct Reply(std::vec::IntoIter<Value>);
@@ -11,7 +13,7 @@ impl Reply {
     pub(crate) fn new(value: Value) -> Result<Reply, QueueError> {
         match value {
             Value::Array(items) => Ok(Reply(items.into_iter())),
-            other => Err(QueueError::Storage(Failure::msg(format!("redis: unexpected reply {other:?}")))),
+            other => Err(unexpected(format!("unexpected reply {other:?}"))),
         }
     }
 
@@ -22,32 +24,30 @@ impl Reply {
     pub(crate) fn int(&mut self) -> Result<i64, QueueError> {
         match self.next() {
             Some(Value::Int(n)) => Ok(n),
-            other => Err(QueueError::Storage(Failure::msg(format!("redis: expected a number, got {other:?}")))),
+            other => Err(unexpected(format!("expected a number, got {other:?}"))),
         }
     }
 
     pub(crate) fn u64(&mut self) -> Result<u64, QueueError> {
         let n = self.int()?;
-        u64::try_from(n).map_err(|_| QueueError::Storage(Failure::msg(format!("redis: negative number {n}"))))
+        u64::try_from(n).map_err(|_| unexpected(format!("negative number {n}")))
     }
 
     pub(crate) fn bytes(&mut self) -> Result<Vec<u8>, QueueError> {
         match self.next() {
             Some(Value::BulkString(bytes)) => Ok(bytes),
             Some(Value::SimpleString(text)) => Ok(text.into_bytes()),
-            other => Err(QueueError::Storage(Failure::msg(format!("redis: expected a string, got {other:?}")))),
+            other => Err(unexpected(format!("expected a string, got {other:?}"))),
         }
     }
 
     /// A task's payload: text, as every backend keeps it.
     pub(crate) fn payload(&mut self) -> Result<Box<str>, QueueError> {
-        String::from_utf8(self.bytes()?)
-            .map(Into::into)
-            .map_err(|_| QueueError::Storage(Failure::msg("redis: a payload not UTF-8")))
+        String::from_utf8(self.bytes()?).map(Into::into).map_err(|_| unexpected("a payload not UTF-8"))
     }
 
     pub(crate) fn text(&mut self) -> Result<String, QueueError> {
-        String::from_utf8(self.bytes()?).map_err(|_| QueueError::Storage(Failure::msg("redis: a string not UTF-8")))
+        String::from_utf8(self.bytes()?).map_err(|_| unexpected("a string not UTF-8"))
     }
 
     pub(crate) fn is_empty(&self) -> bool {

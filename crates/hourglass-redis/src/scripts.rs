@@ -1,15 +1,28 @@
-//! The Lua scripts, each the shared prelude and its own body. Every script
-//! names every key it touches in `KEYS` (all of one shard's hash tag, or the
-//! one global key) and reads the time from Redis (`TIME`), never the caller's
-//! clock.
+//! The Lua scripts, each the constants from Rust, the shared prelude and its
+//! own body. Every script names every key it touches in `KEYS` (all of one
+//! shard's hash tag, or the one global key) and reads the time from Redis
+//! (`TIME`), never the caller's clock.
+//!
+//! What the scripts share with Rust is defined once, in Rust, and written
+//! into each script as it is built ([`constants`]): the backoff after a
+//! failed delivery ([`backoff_ms`], as a table of its values), the
+//! attempts that mean no limit, the widths of the sets' members and a queue's
+//! keys ([`keys`](crate::keys)).
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-use hourglass_queue::limits::{BACKOFF_BASE_MS, BACKOFF_MAX_MS};
+use hourglass_queue::limits::ATTEMPTS_UNLIMITED;
+use hourglass_queue::retry::backoff_ms;
+
+use crate::keys::{MS_DIGITS, PRIORITY_DIGITS, QUEUE_KEYS, SEQ_DIGITS};
 
 const PRELUDE: &str = include_str!("lua/prelude.lua");
+
+/// Attempts past which [`backoff_ms`] is looked for no further: it stops
+/// growing long before (it doubles from a second to its cap of an hour).
+const BACKOFF_ATTEMPTS_MAX: u32 = 64;
 
 /// The scripts, loaded once (each is sent by its SHA1, and again whole if a
 /// restarted Redis has forgotten it).
@@ -26,11 +39,51 @@ pub(crate) struct Scripts {
     pub(crate) queues: Script,
 }
 
+/// [`backoff_ms`] of attempts 1, 2, ... until it stops growing: the last is
+/// the backoff of every later attempt.
+fn backoffs_ms() -> Vec<u64> {
+    let mut backoffs = vec![backoff_ms(1)];
+    for attempt in 2..=BACKOFF_ATTEMPTS_MAX {
+        let ms = backoff_ms(attempt);
+        if Some(&ms) == backoffs.last() {
+            return backoffs;
+        }
+        backoffs.push(ms);
+    }
+    panic!("retry::backoff_ms still grows at attempt {BACKOFF_ATTEMPTS_MAX}: {backoffs:?}");
+}
+
+/// The Lua that every script starts with: what the prelude and the scripts
+/// share with Rust, from its one definition here.
+fn constants() -> String {
+    let queue_keys: Vec<String> =
+        QUEUE_KEYS.iter().enumerate().map(|(at, name)| format!("{name} = KEYS[first + {at}]")).collect();
+    let backoffs: Vec<String> = backoffs_ms().iter().map(u64::to_string).collect();
+    format!(
+        "-- Written by scripts.rs from the Rust definitions.
+local ATTEMPTS_UNLIMITED = {ATTEMPTS_UNLIMITED}
+local SEQ_DIGITS, MS_DIGITS, PRIORITY_DIGITS = {SEQ_DIGITS}, {MS_DIGITS}, {PRIORITY_DIGITS}
+local QUEUE_KEY_COUNT = {count}
+-- A queue's keys, from KEYS[first].
+local function queue_keys(first)
+  return {{ {queue_keys} }}
+end
+-- The backoff after failed attempt `attempt` (hourglass_queue::retry::backoff_ms).
+local backoffs_ms
+local function backoff_ms(attempt)
+  backoffs_ms = backoffs_ms or {{ {backoffs} }}
+  return backoffs_ms[math.max(1, math.min(attempt, #backoffs_ms))]
+end
+",
+        count = QUEUE_KEYS.len(),
+        queue_keys = queue_keys.join(", "),
+        backoffs = backoffs.join(", "),
+    )
+}
+
+/// A script: the constants, the prelude and `body`.
 fn script(body: &str) -> Script {
-    let prelude = PRELUDE
-        .replace("BACKOFF_BASE_MS", &BACKOFF_BASE_MS.to_string())
-        .replace("BACKOFF_MAX_MS", &BACKOFF_MAX_MS.to_string());
-    Script::new(&format!("{prelude}\n{body}"))
+    Script::new(&format!("{}{PRELUDE}\n{body}", constants()))
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -45,3 +98,63 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     shard_lease: script(include_str!("lua/shard.lease.lua")),
     queues: script(include_str!("lua/queues.lua")),
 });
+
+#[cfg(test)]
+mod tests {
+    use hourglass_queue::limits::MAX_ATTEMPTS_MAX;
+    use hourglass_test_support::redis::Server;
+
+    use super::*;
+    use crate::conn::{Conn, Target};
+    use crate::keys;
+
+    #[test]
+    fn the_table_of_backoffs_is_backoff_ms() {
+        let table = backoffs_ms();
+        for attempt in 1..=1_000 {
+            let at = (attempt as usize).clamp(1, table.len());
+            assert_eq!(table[at - 1], backoff_ms(attempt), "attempt {attempt}");
+        }
+    }
+
+    /// The prelude's `fail` and members, run by a real Redis, against Rust's.
+    #[tokio::test]
+    async fn lua_and_rust_agree_on_the_backoff_and_the_members() {
+        let Some(server) = Server::start() else { return };
+        let mut conn = Conn::open(&Target::One(server.url())).await.unwrap();
+        let backoffs = script(
+            "local out = {}
+            for a = 1, tonumber(ARGV[1]) do
+              local rec = { a = a, m = tonumber(ARGV[2]), s = 'l', L = 1, u = 5, r = 0 }
+              fail(rec, 1000, nil)
+              table.insert(out, rec.r - 1000)
+            end
+            return out",
+        );
+        let lua: Vec<u64> = backoffs.arg(40).arg(MAX_ATTEMPTS_MAX).invoke_async(&mut conn).await.unwrap();
+        let rust: Vec<u64> = (1..=40).map(backoff_ms).collect();
+        assert_eq!(lua, rust);
+        let unlimited: Vec<u64> = backoffs.arg(3).arg(ATTEMPTS_UNLIMITED).invoke_async(&mut conn).await.unwrap();
+        assert_eq!(unlimited, [0, 0, 0], "without a limit, due again at once");
+
+        let members = script(
+            "local ms, seq, pri = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+            local ready = ready_member(pri, ms, seq)
+            return { field(seq), at_member(ms, seq), ready, ready_at(ready), member_seq(ready), member_ms(at_member(ms, seq)) }",
+        );
+        for (ms, seq, priority) in [(0, 1, 0), (1_764_547_200_123, keys::SEQ_MAX, u32::MAX), (86_400_000, 77, 1_024)] {
+            let lua: (String, String, String, String, u64, u64) =
+                members.arg(ms).arg(seq).arg(priority).invoke_async(&mut conn).await.unwrap();
+            let at = keys::at_member(ms, seq);
+            assert_eq!(lua, (keys::field(seq), at.clone(), keys::ready_member(priority, ms, seq), at, seq, ms));
+        }
+
+        let queue_keys = script("local Q = queue_keys(2) return { Q.s, Q.r, Q.o, Q.l, Q.d, Q.k }");
+        let mut invocation = queue_keys.key("{t}:first");
+        for name in QUEUE_KEYS {
+            invocation.key(format!("{{t}}:{name}"));
+        }
+        let lua: Vec<String> = invocation.invoke_async(&mut conn).await.unwrap();
+        assert_eq!(lua, QUEUE_KEYS.map(|name| format!("{{t}}:{name}")));
+    }
+}

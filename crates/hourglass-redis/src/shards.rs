@@ -21,11 +21,14 @@ use parking_lot::Mutex;
 use redis::AsyncCommands;
 use tokio::sync::Notify;
 
+use hourglass_queue::QueueError;
+
 use crate::conn::{client, subscribe_urls};
+use crate::error::{storage, unexpected};
+use crate::options::{FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::{storage, RedisBackend, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
-use hourglass_queue::{Failure, QueueError};
+use crate::RedisBackend;
 
 /// A shard's heads (`h`): each queue's earliest due time or lease end, by
 /// member (`s:QUEUE`, `l:QUEUE`), earliest first.
@@ -346,9 +349,7 @@ impl RedisBackend {
         while !reply.is_empty() {
             let name = reply.text().map_err(Some)?;
             let at = reply.text().map_err(Some)?;
-            let at = at
-                .parse::<u64>()
-                .map_err(|_| Some(QueueError::Storage(Failure::msg(format!("redis: a head at {at}")))))?;
+            let at = at.parse::<u64>().map_err(|_| Some(unexpected(format!("a head at {at}"))))?;
             known.push((name, at));
         }
         let next = known.first().map(|&(_, at)| at);
@@ -392,8 +393,7 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
         let sweep = now_ms + SWEEP_MS;
         let until = next.map_or(sweep, |next| next.min(sweep));
         by_sweep = next.is_none_or(|next| next > sweep);
-        // Redis's time to this node's clock.
-        let local_until = (until as i64 - node.offset_ms()).max(0) as u64;
+        let local_until = node.local_ms(until);
         let woken = wake.notify.notified();
         node.alarms.set(shard, local_until, wake.notify.clone());
         drop(node);

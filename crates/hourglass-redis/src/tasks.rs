@@ -5,13 +5,15 @@ use std::sync::Arc;
 
 use redis::{AsyncCommands, Value};
 
+use hourglass_queue::validate;
+use hourglass_queue::{Enqueued, Lease, QueueError, RunAt, TaskInfo};
+
+use crate::error::{storage, unexpected};
+use crate::options::QUEUE_OF_MAX;
 use crate::record::{self, Record};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::{keys, storage, RedisBackend};
-use hourglass_queue::validate;
-use hourglass_queue::{Enqueued, Lease, RunAt, TaskInfo};
-use hourglass_queue::{Failure, QueueError};
+use crate::{keys, RedisBackend};
 
 /// What the task script answered: the task as it now is, with its payload
 /// (empty once the task is gone).
@@ -25,6 +27,18 @@ pub(crate) struct TaskDone {
 type AckOf = (usize, u64, String);
 
 impl RedisBackend {
+    /// Remembers that task `id` is of `queue`: the task script names the
+    /// queue's keys, and acks, nacks and the like name only the id. At most
+    /// [`QUEUE_OF_MAX`] are remembered; a task forgotten costs one more
+    /// round trip.
+    pub(crate) fn remember(&self, id: u64, queue: &Arc<str>) {
+        let mut queue_of = self.queue_of.lock();
+        if queue_of.len() >= QUEUE_OF_MAX {
+            queue_of.clear();
+        }
+        queue_of.insert(id, queue.clone());
+    }
+
     /// Runs the task script: `op` on task `id`, with `args`.
     pub(crate) async fn task(&self, id: u64, op: &str, args: &[String]) -> Result<TaskDone, QueueError> {
         let (shard, seq) = self.split(id)?;
@@ -61,10 +75,10 @@ impl RedisBackend {
                     };
                     return Err(QueueError::Conflict(format!("task {id} {why}")));
                 }
-                other => return Err(QueueError::Storage(Failure::msg(format!("redis: unexpected answer {other}")))),
+                other => return Err(unexpected(format!("unexpected answer {other}"))),
             }
         }
-        Err(QueueError::Storage(Failure::msg(format!("redis: task {id} changed queue"))))
+        Err(unexpected(format!("task {id} changed queue")))
     }
 
     pub(crate) fn info(done: TaskDone) -> TaskInfo {
@@ -135,7 +149,7 @@ impl RedisBackend {
         match reply.text()?.as_str() {
             "ok" => {}
             "too_many_tasks" => return Err(QueueError::TooManyTasks { max: self.options.limits.tasks_max }),
-            other => return Err(QueueError::Storage(Failure::msg(format!("redis: unexpected answer {other}")))),
+            other => return Err(unexpected(format!("unexpected answer {other}"))),
         }
         self.saw_time(reply.u64()?);
         let mut done = Vec::with_capacity(tasks.len());
@@ -210,9 +224,7 @@ impl RedisBackend {
                     "not_found" => Err(QueueError::NotFound(id)),
                     "stale" => Err(QueueError::StaleLease(id)),
                     // A task's queue never changes: its record says otherwise.
-                    other => {
-                        Err(QueueError::Storage(Failure::msg(format!("redis: task {id} answered {other} to its ack"))))
-                    }
+                    other => Err(unexpected(format!("task {id} answered {other} to its ack"))),
                 });
             }
         }

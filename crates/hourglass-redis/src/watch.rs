@@ -21,7 +21,10 @@ pub(crate) const WATCHED_QUEUES_MAX: usize = 2 * QUEUES_MAX;
 /// One queue, as this node knows it.
 pub(crate) struct QueueWatch {
     /// Woken by every hint of the queue and by a change of its pause.
-    pub(crate) notify: Notify,
+    pub(crate) notify: Arc<Notify>,
+    /// How many times `notify` was woken: a claim that found nothing asks
+    /// Redis again right away only if it changed.
+    woken: AtomicU64,
     /// Per shard: hints received, and the count when a look found nothing
     /// due. A shard may have due tasks while they differ.
     hints: Vec<AtomicU64>,
@@ -31,7 +34,8 @@ pub(crate) struct QueueWatch {
 impl QueueWatch {
     fn new(shards: u16) -> QueueWatch {
         QueueWatch {
-            notify: Notify::new(),
+            notify: Arc::new(Notify::new()),
+            woken: AtomicU64::new(0),
             hints: (0..shards).map(|_| AtomicU64::new(1)).collect(),
             seen: (0..shards).map(|_| AtomicU64::new(0)).collect(),
         }
@@ -48,6 +52,17 @@ impl QueueWatch {
             .collect()
     }
 
+    /// How many times the queue's claims were woken.
+    pub(crate) fn woken(&self) -> u64 {
+        self.woken.load(Ordering::SeqCst)
+    }
+
+    /// Wakes the queue's waiting claims, after what woke them was recorded.
+    fn wake(&self) {
+        self.woken.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
     /// `shard` had no due task when its hint count was `hints`: a later hint
     /// makes it worth a look again.
     pub(crate) fn found_none(&self, shard: u16, hints: u64) {
@@ -59,7 +74,7 @@ impl QueueWatch {
         if let Some(hints) = self.hints.get(shard as usize) {
             hints.fetch_add(1, Ordering::AcqRel);
         }
-        self.notify.notify_waiters();
+        self.wake();
     }
 
     /// Hints may have been lost: every shard is worth a look.
@@ -67,7 +82,7 @@ impl QueueWatch {
         for hints in &self.hints {
             hints.fetch_add(1, Ordering::AcqRel);
         }
-        self.notify.notify_waiters();
+        self.wake();
     }
 }
 
@@ -105,7 +120,7 @@ impl Watch {
     /// The queue's pause changed: its waiting claims look again.
     pub(crate) fn wake(&self, queue: &str) {
         if let Some(watch) = self.queues.lock().get(queue) {
-            watch.notify.notify_waiters();
+            watch.wake();
         }
     }
 
@@ -140,5 +155,17 @@ mod tests {
         assert_eq!(q.maybe_due().len(), 1);
         watch.wake_all();
         assert_eq!(q.maybe_due().len(), 3);
+    }
+
+    #[test]
+    fn every_wake_up_is_counted() {
+        let watch = Watch::new(2);
+        let q = watch.of("q");
+        let before = q.woken();
+        watch.hint("q", 0);
+        watch.wake("q");
+        watch.wake_all();
+        watch.hint("other", 0);
+        assert_eq!(q.woken() - before, 3, "a hint, a pause's change, and all");
     }
 }

@@ -166,3 +166,59 @@ async fn acks_through_another_node_than_the_claim() {
     a.close();
     b.close();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_fails_with_errors_of_its_own() {
+    use std::error::Error;
+
+    use hourglass_redis::ConnectError;
+
+    let Some(server) = Server::start() else { return };
+    let first = node(&server.url(), 2_000).await;
+    first.close();
+    let mut options = RedisOptions::new(server.url().parse().unwrap());
+    options.shards = 8;
+    let Err(error) = RedisBackend::connect(options).await else { panic!("a shard count not the store's") };
+    assert!(matches!(error, ConnectError::ShardsDiffer { store: 16, asked: 8, .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("has 16 shards, not 8") && !message.contains("--"), "names no flag: {message}");
+
+    let nowhere = format!("redis://127.0.0.1:{}", hourglass_test_support::free_port());
+    let connecting = RedisBackend::connect(RedisOptions::new(nowhere.parse().unwrap()));
+    let Err(error) = tokio::time::timeout(Duration::from_secs(60), connecting).await.expect("gives up") else {
+        panic!("nothing listens there")
+    };
+    assert!(matches!(error, ConnectError::Unreachable { .. }), "{error:?}");
+    assert_eq!(error.to_string(), format!("cannot reach redis at {nowhere}"));
+    assert!(error.source().is_some(), "the cause is kept");
+}
+
+/// Counts of a command Redis ran since its stats were reset, scripts' calls
+/// included.
+fn calls(server: &Server, command: &str) -> u64 {
+    let stats = server.cli(&["INFO", "commandstats"]);
+    let line = stats.lines().find(|line| line.starts_with(&format!("cmdstat_{command}:")));
+    line.and_then(|line| line.split("calls=").nth(1)?.split(',').next()?.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_claim_asks_redis_once_a_look() {
+    let Some(server) = Server::start() else { return };
+    let backend = sole_node(&server.url()).await;
+    // Due tasks on every shard of a paused queue: each look at the queue
+    // asks every shard what it has due (one ZCARD each), and is refused.
+    for _ in 0..32 {
+        backend.enqueue("held", NewTask::new("{}", RunAt::Delay(0))).await.unwrap();
+    }
+    backend.pause_queue("held", hourglass_queue::Pause::Indefinitely).await.unwrap();
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let started = Instant::now();
+    let claimed = backend.claim("held", 1, 30_000, 2_500).await.unwrap();
+    assert!(claimed.is_empty() && started.elapsed() >= Duration::from_millis(2_500));
+    // A look at once, then one each CLAIM_RECHECK_MS, and one at the end of
+    // the wait: the long-poll's second look after arming asks nothing.
+    let looks = calls(&server, "zcard") / 16;
+    println!("a claim that waited 2.5 s on a paused queue looked {looks} times");
+    assert!((3..=5).contains(&looks), "{looks} looks");
+    backend.close();
+}

@@ -17,6 +17,11 @@
 //!   deadline and hands due jobs to a bounded pool of workers; time comes from
 //!   a [`Clock`], which tests replace with a [`ManualClock`].
 //!
+//! Between them, [`TimerThread`]: a thread that sleeps on a clock until the
+//! next deadline of a timetable it does not own, woken early only for an
+//! earlier deadline. The scheduler's driver is one; so can be any service's
+//! timer thread over its own wheel.
+//!
 //! For tokio programs, `DelayQueue` (feature `tokio`) is a drop-in for
 //! tokio-util's `DelayQueue` on the same wheel.
 //!
@@ -40,6 +45,7 @@ pub mod delay_queue;
 mod pages;
 mod repeat;
 mod scheduler;
+mod timer_thread;
 mod wall_clock;
 mod wheel;
 
@@ -53,6 +59,7 @@ pub use repeat::{next_occurrence, MissedRuns};
 pub use scheduler::{
     BuildError, Builder, Handle, Lateness, OverloadPolicy, ScheduleError, Scheduler, ShutdownReport, Stats, TaskId,
 };
+pub use timer_thread::{Next, TimerClock, TimerHandle, TimerThread, TIMER_SLACK_NS};
 pub use wall_clock::{ManualWallClock, SystemWallClock, WallClock};
 pub use wheel::{CapacityError, Expired, Key, Wheel};
 

@@ -8,4 +8,5 @@ mod delay_queue;
 mod delay_queue_model;
 mod realtime;
 mod scheduler;
+mod timer_thread;
 mod wheel_model;

@@ -48,7 +48,7 @@ while taken < max and looked < scan_max and not full do
     end
     looked = looked + 1
     table.insert(gone_r, m)
-    table.insert(gone_o, string.sub(m, 10))
+    table.insert(gone_o, ready_at(m))
   end
 end
 if #gone_r > 0 then

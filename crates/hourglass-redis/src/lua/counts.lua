@@ -1,9 +1,9 @@
--- Each named queue's counts in one shard. KEYS: six per queue.
+-- Each named queue's counts in one shard. KEYS: a queue's keys per queue.
 -- Returns scheduled due urgent leased dead oldest_due (-1: none) per queue.
 -- ARGV: the priority below which a due task is urgent.
-local urgent_below = '(' .. hex(tonumber(ARGV[1]), 8)
+local urgent_below = '(' .. hex(tonumber(ARGV[1]), PRIORITY_DIGITS)
 local out = {}
-for first = 1, #KEYS, 6 do
+for first = 1, #KEYS, QUEUE_KEY_COUNT do
   local Q = queue_keys(first)
   local oldest = redis.call('ZRANGE', Q.o, 0, 0)[1]
   for _, v in ipairs({ redis.call('ZCARD', Q.s), redis.call('ZCARD', Q.r),

@@ -10,12 +10,12 @@ local owner, t, h = KEYS[1], KEYS[2], KEYS[3]
 local channel, shard, holder, max, heads_max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 if redis.call('GET', owner) ~= holder then return { 'fenced' } end
 local now = now_ms()
-local upto = '(' .. hex(now + 1, 11)
+local upto = '(' .. hex(now + 1, MS_DIGITS)
 local before = head_min(h)
 local due, expired = 0, 0
 for i = 6, #ARGV do
   local q = ARGV[i]
-  local Q = queue_keys(4 + (i - 6) * 6)
+  local Q = queue_keys(4 + (i - 6) * QUEUE_KEY_COUNT)
   local ready = false
   for _, m in ipairs(redis.call('ZRANGE', Q.s, '-', upto, 'BYLEX', 'LIMIT', 0, max)) do
     local seq = member_seq(m)

@@ -16,6 +16,10 @@
 -- p priority, l own lease, k key, e period, x expiry, X expired, E last error,
 -- c created, s state ('s' scheduled, 'l' leased, 'd' dead), L lease token,
 -- u lease end.
+-- Rust defines what both sides use, and `scripts.rs` writes it above this
+-- prelude: ATTEMPTS_UNLIMITED, the members' widths (SEQ_DIGITS, MS_DIGITS,
+-- PRIORITY_DIGITS), QUEUE_KEY_COUNT and queue_keys(first) (a queue's keys from
+-- KEYS[first]), and backoff_ms(attempt).
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -25,17 +29,13 @@ end
 local function hex(n, width)
   return string.format('%0' .. width .. 'x', n)
 end
-local function field(seq) return hex(seq, 12) end
-local function at_member(ms, seq) return hex(ms, 11) .. ':' .. hex(seq, 12) end
-local function ready_member(pri, ms, seq) return hex(pri, 8) .. ':' .. at_member(ms, seq) end
-local function member_seq(m) return tonumber(string.sub(m, -12), 16) end
-local function member_ms(m) return tonumber(string.sub(m, 1, 11), 16) end
-
--- A queue's six keys, from KEYS[first].
-local function queue_keys(first)
-  return { s = KEYS[first], r = KEYS[first + 1], o = KEYS[first + 2], l = KEYS[first + 3],
-           d = KEYS[first + 4], k = KEYS[first + 5] }
-end
+local function field(seq) return hex(seq, SEQ_DIGITS) end
+local function at_member(ms, seq) return hex(ms, MS_DIGITS) .. ':' .. field(seq) end
+local function ready_member(pri, ms, seq) return hex(pri, PRIORITY_DIGITS) .. ':' .. at_member(ms, seq) end
+local function member_seq(m) return tonumber(string.sub(m, -SEQ_DIGITS), 16) end
+local function member_ms(m) return tonumber(string.sub(m, 1, MS_DIGITS), 16) end
+-- A due member without its priority: the task's member of the oldest-first set.
+local function ready_at(m) return string.sub(m, PRIORITY_DIGITS + 2) end
 
 local function load(t, seq)
   local raw = redis.call('HGET', t, field(seq))
@@ -125,7 +125,7 @@ end
 -- A delivery failed: due again after `delay` or a backoff, or dead if out of
 -- attempts or past its expiry (the engine's fail_attempt).
 local function fail(rec, now, delay)
-  local unlimited = rec.m == 0
+  local unlimited = rec.m == ATTEMPTS_UNLIMITED
   rec.L = nil
   rec.u = nil
   if rec.x and rec.x <= now then
@@ -140,7 +140,7 @@ local function fail(rec, now, delay)
     elseif unlimited then
       rec.r = now
     else
-      rec.r = now + math.min(BACKOFF_BASE_MS * 2 ^ math.min(rec.a - 1, 32), BACKOFF_MAX_MS)
+      rec.r = now + backoff_ms(rec.a)
     end
   end
 end

@@ -1,37 +1,22 @@
 //! Replies as beanstalkd words them: a line, a line and a job's body, or
-//! `OK <bytes>` and a YAML document, each ending in `\r\n`.
+//! `OK <bytes>` and a YAML document, each ending in `\r\n`; and the
+//! engine's refusals in beanstalkd's words.
 
 use std::fmt::Write as _;
 
-/// The commands `stats` counts, in its order (`cmd-<name>`).
-pub(super) const OPS: [&str; 22] = [
-    "put",
-    "peek",
-    "peek-ready",
-    "peek-delayed",
-    "peek-buried",
-    "reserve",
-    "reserve-with-timeout",
-    "delete",
-    "release",
-    "use",
-    "watch",
-    "ignore",
-    "bury",
-    "kick",
-    "touch",
-    "stats",
-    "stats-job",
-    "stats-tube",
-    "list-tubes",
-    "list-tube-used",
-    "list-tubes-watched",
-    "pause-tube",
-];
+use hourglass_queue::QueueError;
 
-/// The index of `op` in [`OPS`].
-pub(super) fn op(name: &str) -> usize {
-    OPS.iter().position(|&op| op == name).expect("a counted command")
+/// The reply to an engine's refusal.
+pub(super) fn refusal(error: &QueueError) -> &'static str {
+    match error {
+        QueueError::NotFound(_) | QueueError::StaleLease(_) | QueueError::Conflict(_) => "NOT_FOUND",
+        QueueError::TooManyTasks { .. } | QueueError::OverMemoryBudget { .. } | QueueError::OverDiskBudget { .. } => {
+            "OUT_OF_MEMORY"
+        }
+        QueueError::Invalid(_) | QueueError::PayloadTooLarge { .. } => "BAD_FORMAT",
+        QueueError::ShuttingDown => "DRAINING",
+        _ => "INTERNAL_ERROR",
+    }
 }
 
 /// A reply without a body.
@@ -85,6 +70,6 @@ mod tests {
         yaml(&mut out, &list(["default", "a"]));
         assert_eq!(out, b"RESERVED 7 3\r\nabc\r\nDELETED\r\nOK 18\r\n---\n- default\n- a\n\r\n");
         assert_eq!(mapping(&[("id", "1".into()), ("tube", "default".into())]), "---\nid: 1\ntube: default\n");
-        assert_eq!(op("pause-tube"), OPS.len() - 1);
+        assert_eq!(refusal(&QueueError::StaleLease(7)), "NOT_FOUND");
     }
 }

@@ -5,16 +5,15 @@
 use std::sync::atomic::Ordering;
 
 use hourglass_queue::limits::LEASE_MS_DEFAULT;
-use hourglass_queue::{Status, TaskInfo, TaskState};
+use hourglass_queue::{Status, SystemWallClock, TaskInfo, TaskState, WallClock};
 
+use super::front::{Front, JobCounts};
 use super::reply;
-use super::session::{now_ms, state_name};
-use super::{Front, JobCounts};
 
 /// `stats-job`'s document.
 pub(super) fn job(front: &Front, info: &TaskInfo) -> String {
     let task = &info.task;
-    let now = now_ms();
+    let now = SystemWallClock.now_ms();
     let counts = front.job_counts(task.id);
     let (time_left_ms, delay_s) = match (info.status, task.state) {
         (_, TaskState::Leased { until_ms, .. }) => (until_ms.saturating_sub(now), counts.delay_s),
@@ -58,8 +57,10 @@ pub(super) async fn tube(front: &Front, tube: &str) -> Option<String> {
     let refs = front.tubes.lock().get(tube).cloned().unwrap_or_default();
     // The pause's end is the engine's, which a restart keeps; its length
     // is known to the front that was asked for it.
-    let left_s =
-        stats.as_ref().and_then(|q| q.paused_until_ms).map_or(0, |until_ms| until_ms.saturating_sub(now_ms()) / 1_000);
+    let left_s = stats
+        .as_ref()
+        .and_then(|q| q.paused_until_ms)
+        .map_or(0, |until_ms| until_ms.saturating_sub(SystemWallClock.now_ms()) / 1_000);
     let pause_s = refs.pause.map_or(0, |(pause_s, _)| pause_s).max(left_s as u32);
     let count = |read: fn(&hourglass_queue::QueueStats) -> u64| stats.as_ref().map_or(0, read);
     Some(reply::mapping(&[
@@ -85,7 +86,6 @@ pub(super) async fn server(front: &Front) -> String {
     let queues = front.backend.queues().await;
     let totals = front.backend.totals().await;
     let sum = |read: fn(&hourglass_queue::QueueStats) -> usize| queues.iter().map(read).sum::<usize>().to_string();
-    let ops = front.ops.iter().map(|count| count.load(Ordering::Relaxed));
     let mut pairs: Vec<(&str, String)> = vec![
         ("current-jobs-urgent", sum(|q| q.urgent)),
         ("current-jobs-ready", sum(|q| q.due)),
@@ -93,8 +93,7 @@ pub(super) async fn server(front: &Front) -> String {
         ("current-jobs-delayed", sum(|q| q.scheduled)),
         ("current-jobs-buried", sum(|q| q.dead)),
     ];
-    let names: Vec<String> = reply::OPS.iter().map(|name| format!("cmd-{name}")).collect();
-    pairs.extend(names.iter().map(String::as_str).zip(ops.map(|n| n.to_string())));
+    pairs.extend(front.counters.read().map(|(counter, count)| (counter.key(), count.to_string())));
     let waiting: u32 = front.tubes.lock().values().map(|refs| refs.waiting).sum();
     let (user, system) = cpu_seconds();
     pairs.extend([
@@ -125,6 +124,16 @@ pub(super) async fn server(front: &Front) -> String {
         ("platform", std::env::consts::ARCH.into()),
     ]);
     reply::mapping(&pairs)
+}
+
+/// A job's state, in beanstalkd's words.
+fn state_name(status: Status) -> &'static str {
+    match status {
+        Status::Scheduled => "delayed",
+        Status::Due => "ready",
+        Status::Leased => "reserved",
+        Status::Dead => "buried",
+    }
 }
 
 /// Reservations that ended by running out of time: every reservation ends

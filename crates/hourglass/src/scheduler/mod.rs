@@ -4,31 +4,34 @@
 mod builder;
 mod driver;
 mod error;
+mod handle;
 mod pool;
 mod stats;
 mod task;
 mod timebase;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::thread::{self, JoinHandle, Thread};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
 pub use builder::{Builder, OverloadPolicy};
 pub use error::{BuildError, ScheduleError};
+pub use handle::Handle;
 pub use stats::{Lateness, Stats};
 pub use task::TaskId;
 
 use crate::clock::Clock;
 use crate::repeat::next_occurrence;
+use crate::timer_thread::{TimerHandle, TimerThread};
 use crate::wall_clock::WallClock;
 use crate::wheel::Wheel;
 use builder::Config;
 use stats::Counters;
-use task::{Job, Repeat, Run, Task};
-use timebase::TimeBase;
+use task::{Job, Run, Task};
+use timebase::{TickClock, TimeBase};
 
 /// Runs jobs after a delay, at an instant, or every period, on a bounded pool
 /// of worker threads.
@@ -54,10 +57,10 @@ use timebase::TimeBase;
 ///
 /// Producers insert into a [`Wheel`] under one lock, which costs tens of
 /// nanoseconds; they wake the driver only when their deadline is earlier than
-/// the one it sleeps until. The driver thread sleeps until the wheel's next
-/// expiration (with the timer slack of its thread minimised on Linux), advances
-/// the wheel, and hands due jobs to the workers through a bounded queue. It never
-/// blocks on that queue: when it is full, due jobs stay in the wheel, in due
+/// the one it sleeps until. The driver, a [`TimerThread`], sleeps until the
+/// wheel's next expiration (with the timer slack of its thread minimised on
+/// Linux), advances the wheel, and hands due jobs to the workers through a
+/// bounded queue. It never blocks on that queue: when it is full, due jobs stay in the wheel, in due
 /// order and still cancellable, and the [`OverloadPolicy`] decides what
 /// producers feel. A cancel and the driver taking a job both happen under the
 /// lock, so a cancel that races its job coming due either wins (the job never
@@ -66,15 +69,6 @@ use timebase::TimeBase;
 pub struct Scheduler {
     handle: Handle,
     threads: Mutex<Option<Threads>>,
-}
-
-/// A cheap, cloneable reference to a [`Scheduler`], for scheduling from other
-/// threads or from inside jobs. It does not keep the scheduler alive: once the
-/// scheduler is shut down, every call returns [`ScheduleError::Shutdown`] or
-/// `false`.
-#[derive(Clone)]
-pub struct Handle {
-    shared: Arc<Shared>,
 }
 
 /// What became of the jobs when a scheduler shut down.
@@ -88,7 +82,7 @@ pub struct ShutdownReport {
 }
 
 struct Threads {
-    driver: JoinHandle<()>,
+    driver: TimerThread,
     workers: Vec<JoinHandle<()>>,
 }
 
@@ -100,10 +94,9 @@ pub(crate) struct Shared {
     wall_clock: Arc<dyn WallClock>,
     time: TimeBase,
     config: Config,
-    driver: OnceLock<Thread>,
-    /// The tick the driver sleeps until (`u64::MAX`: none; 0: it waits for
-    /// room in the pool). A producer with an earlier deadline wakes it.
-    wake_tick: AtomicU64,
+    /// The driver's: it records the tick it sleeps until (none while it waits
+    /// for room in the pool), and a producer with an earlier one wakes it.
+    timer: TimerHandle,
     /// The driver left due jobs in the wheel for want of room in the pool.
     wants_room: AtomicBool,
     /// Clock time (ns since the origin) up to which the driver has handed out jobs.
@@ -192,8 +185,7 @@ impl Scheduler {
             clock: builder.clock,
             wall_clock: builder.wall_clock,
             time,
-            driver: OnceLock::new(),
-            wake_tick: AtomicU64::new(u64::MAX),
+            timer: TimerHandle::new(),
             wants_room: AtomicBool::new(false),
             processed_ns: AtomicU64::new(0),
             turns_begun: AtomicU64::new(0),
@@ -215,14 +207,10 @@ impl Scheduler {
             workers.push(worker);
         }
         drop(receiver);
-        let driver = {
-            let shared = shared.clone();
-            thread::Builder::new()
-                .name(format!("{name}-driver"))
-                .spawn(move || driver::run(&shared, queue))
-                .map_err(BuildError::Spawn)?
-        };
-        let _ = shared.driver.set(driver.thread().clone());
+        let ticks = TickClock { clock: shared.clock.clone(), time };
+        let turns = driver::turns(shared.clone(), queue);
+        let driver =
+            TimerThread::spawn(format!("{name}-driver"), &shared.timer, ticks, turns).map_err(BuildError::Spawn)?;
         Ok(Scheduler { handle: Handle { shared }, threads: Mutex::new(Some(Threads { driver, workers })) })
     }
 
@@ -363,7 +351,7 @@ impl Scheduler {
             state.accepting = false;
             state.stop = Some(stop);
         }
-        shared.unpark_driver();
+        shared.timer.wake();
         // The driver runs no jobs, so it finishes promptly; dropping its end of
         // the queue lets the workers finish what they were handed and exit.
         let _ = threads.driver.join();
@@ -396,176 +384,6 @@ impl Drop for Scheduler {
 impl std::fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scheduler").field("config", &self.handle.shared.config).finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for Handle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handle").field("shutdown", &self.is_shutdown()).finish_non_exhaustive()
-    }
-}
-
-impl Handle {
-    /// See [`Scheduler::schedule`].
-    ///
-    /// # Errors
-    /// See [`ScheduleError`].
-    pub fn schedule<F: FnOnce() + Send + 'static>(&self, delay: Duration, job: F) -> Result<TaskId, ScheduleError> {
-        let due = self.shared.due_after(delay)?;
-        self.shared.insert(due, Job::Once(Box::new(job)))
-    }
-
-    /// See [`Scheduler::schedule_at`].
-    ///
-    /// # Errors
-    /// See [`ScheduleError`].
-    pub fn schedule_at<F: FnOnce() + Send + 'static>(&self, at: Instant, job: F) -> Result<TaskId, ScheduleError> {
-        let due = self.shared.due_at(at)?;
-        self.shared.insert(due, Job::Once(Box::new(job)))
-    }
-
-    /// See [`Scheduler::schedule_every`].
-    ///
-    /// # Errors
-    /// See [`ScheduleError`].
-    pub fn schedule_every<F: FnMut() + Send + 'static>(
-        &self,
-        period: Duration,
-        job: F,
-    ) -> Result<TaskId, ScheduleError> {
-        if period < self.shared.config.tick {
-            return Err(ScheduleError::PeriodTooShort { min: self.shared.config.tick });
-        }
-        let due = self.shared.due_after(period)?;
-        let repeat = Repeat {
-            period_ns: period.as_nanos() as u64,
-            missed: self.shared.config.missed_runs,
-            running: AtomicBool::new(false),
-            job: Mutex::new(Box::new(job)),
-        };
-        self.shared.insert(due, Job::Every(Arc::new(repeat)))
-    }
-
-    /// See [`Scheduler::schedule_cron`].
-    ///
-    /// # Errors
-    /// See [`Scheduler::schedule_cron`].
-    #[cfg(feature = "cron")]
-    pub fn schedule_cron<F: FnMut() + Send + 'static>(
-        &self,
-        cron: crate::Cron,
-        job: F,
-    ) -> Result<TaskId, ScheduleError> {
-        let wall_ms = self.shared.wall_clock.now_ms();
-        let at_ms = cron.next_after_ms(wall_ms).ok_or(ScheduleError::NeverFires)?;
-        let now_ns = self.shared.now_ns();
-        let due_ns = now_ns.saturating_add((at_ms - wall_ms).saturating_mul(1_000_000));
-        // Armed no later than the recheck: the wall clock may be stepped.
-        let armed_ns = due_ns.min(now_ns.saturating_add(Scheduler::CALENDAR_RECHECK.as_nanos() as u64));
-        let calendar = task::Calendar { cron, running: AtomicBool::new(false), job: Mutex::new(Box::new(job)) };
-        let job = Job::Calendar { calendar: Arc::new(calendar), at_ms };
-        // The run's lateness is measured from the occurrence, not the recheck.
-        self.shared.insert_armed(due_ns, Due { due_ns: armed_ns, now_ns }, job)
-    }
-
-    /// Spawns `future` on the builder's tokio runtime, `delay` from now.
-    ///
-    /// # Errors
-    /// [`ScheduleError::NoRuntime`] without a runtime handle; otherwise as
-    /// [`Scheduler::schedule`].
-    #[cfg(feature = "tokio")]
-    pub fn schedule_async<Fut>(&self, delay: Duration, future: Fut) -> Result<TaskId, ScheduleError>
-    where
-        Fut: std::future::Future<Output = ()> + Send + 'static,
-    {
-        if self.shared.runtime.is_none() {
-            return Err(ScheduleError::NoRuntime);
-        }
-        let due = self.shared.due_after(delay)?;
-        self.shared.insert(due, Job::Async(Box::pin(future)))
-    }
-
-    /// See [`Scheduler::cancel`].
-    pub fn cancel(&self, id: TaskId) -> bool {
-        let removed = {
-            let mut state = self.shared.state.lock();
-            let removed = state.wheel.remove(id.key());
-            // Counted under the lock we hold anyway: a shared atomic here would
-            // bounce its cache line between every producer thread.
-            state.cancelled += u64::from(removed.is_some());
-            removed
-        };
-        let cancelled = removed.is_some();
-        drop(removed); // outside the lock: a job's captures may call back into us
-        cancelled
-    }
-
-    /// See [`Scheduler::reschedule`].
-    ///
-    /// # Errors
-    /// [`ScheduleError::DelayTooLong`].
-    pub fn reschedule(&self, id: TaskId, delay: Duration) -> Result<bool, ScheduleError> {
-        let due = self.shared.due_after(delay)?;
-        Ok(self.shared.move_to(id, due))
-    }
-
-    /// See [`Scheduler::reschedule_at`].
-    ///
-    /// # Errors
-    /// [`ScheduleError::DelayTooLong`].
-    pub fn reschedule_at(&self, id: TaskId, at: Instant) -> Result<bool, ScheduleError> {
-        let due = self.shared.due_at(at)?;
-        Ok(self.shared.move_to(id, due))
-    }
-
-    /// See [`Scheduler::stats`].
-    pub fn stats(&self) -> Stats {
-        let locked = {
-            let state = self.shared.state.lock();
-            stats::Locked {
-                pending: state.wheel.len(),
-                due_backlog: state.wheel.expired_len(),
-                cancelled: state.cancelled,
-            }
-        };
-        let driver_wakeups = self.shared.turns_done.load(Ordering::Relaxed);
-        self.shared.counters.snapshot(locked, driver_wakeups)
-    }
-
-    /// See [`Scheduler::is_shutdown`].
-    pub fn is_shutdown(&self) -> bool {
-        !self.shared.state.lock().accepting
-    }
-
-    /// See [`Scheduler::wait_until_idle`].
-    pub fn wait_until_idle(&self, timeout: Duration) -> bool {
-        let shared = &self.shared;
-        let give_up = Instant::now() + timeout;
-        let target_ns = shared.now_ns();
-        // A turn that begins after this sees every job inserted before the call.
-        let target_turn = shared.turns_begun.load(Ordering::SeqCst) + 1;
-        let is_idle = || {
-            let stopped = shared.state.lock().stop.is_some();
-            stopped
-                || (shared.turns_done.load(Ordering::SeqCst) >= target_turn
-                    && shared.processed_ns.load(Ordering::SeqCst) >= target_ns
-                    && shared.counters.due_backlog.load(Ordering::SeqCst) == 0
-                    && shared.counters.in_flight() == 0)
-        };
-        shared.idle.waiters.fetch_add(1, Ordering::SeqCst);
-        shared.unpark_driver(); // so that it processes `target_ns` even if nothing is due
-        let mut guard = shared.idle.lock.lock();
-        let idle = loop {
-            if is_idle() {
-                break true;
-            }
-            if shared.idle.changed.wait_until(&mut guard, give_up).timed_out() {
-                break is_idle();
-            }
-        };
-        drop(guard);
-        shared.idle.waiters.fetch_sub(1, Ordering::SeqCst);
-        idle
     }
 }
 
@@ -630,11 +448,8 @@ impl Shared {
             .wheel
             .insert(tick, Task { due_ns, job })
             .map_err(|_| ScheduleError::Full { max_pending: Wheel::<()>::MAX_ENTRIES })?;
-        let wake = tick < self.wake_tick.load(Ordering::Relaxed);
         drop(state);
-        if wake {
-            self.unpark_driver();
-        }
+        self.timer.wake_if_earlier(tick);
         if config.overload == OverloadPolicy::CallerRuns && backlog >= config.max_backlog {
             self.run_one_due_on_caller(now_ns);
         }
@@ -650,11 +465,8 @@ impl Shared {
         };
         task.due_ns = due_ns;
         state.wheel.reset(key, tick);
-        let wake = tick < self.wake_tick.load(Ordering::Relaxed);
         drop(state);
-        if wake {
-            self.unpark_driver();
-        }
+        self.timer.wake_if_earlier(tick);
         true
     }
 
@@ -756,11 +568,5 @@ impl Shared {
             pool::execute(self, run, self.counters.shared_shard());
         }
         self.idle.notify();
-    }
-
-    fn unpark_driver(&self) {
-        if let Some(driver) = self.driver.get() {
-            driver.unpark();
-        }
     }
 }

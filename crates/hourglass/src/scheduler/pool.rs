@@ -11,7 +11,7 @@ use super::Shared;
 pub(super) fn work(shared: &std::sync::Arc<Shared>, queue: &Receiver<Run>, shard: usize) {
     while let Ok(run) = queue.recv() {
         if shared.wants_room.load(Ordering::SeqCst) && shared.wants_room.swap(false, Ordering::SeqCst) {
-            shared.unpark_driver();
+            shared.timer.wake();
         }
         execute(shared, run, shard);
         shared.idle.notify();

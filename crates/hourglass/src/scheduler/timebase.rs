@@ -1,6 +1,11 @@
-//! Conversions between instants, nanoseconds since the scheduler's origin, and ticks.
+//! Conversions between instants, nanoseconds since the scheduler's origin, and
+//! ticks; and the scheduler's clock in ticks, for its driver to sleep on.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crate::clock::Clock;
+use crate::timer_thread::TimerClock;
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TimeBase {
@@ -36,9 +41,34 @@ impl TimeBase {
     }
 }
 
+/// The scheduler's [`Clock`] read in ticks of its wheel, so that its driver
+/// sleeps on it as a [`TimerThread`](crate::TimerThread) with the wheel's
+/// deadlines as they are.
+#[derive(Debug, Clone)]
+pub(crate) struct TickClock {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) time: TimeBase,
+}
+
+impl TimerClock for TickClock {
+    /// The tick now falls in: the wheel may advance to it.
+    #[inline]
+    fn now_ticks(&self) -> u64 {
+        self.time.tick_containing(self.time.ns_at(self.clock.now()))
+    }
+
+    /// Until the instant `tick` starts, when [`now_ticks`](TickClock::now_ticks)
+    /// reaches it; a tick beyond `Instant`'s range is never reached.
+    #[inline]
+    fn park_until_tick(&self, tick: u64) {
+        self.clock.park_until(self.time.instant_of_tick(tick));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ManualClock;
 
     #[test]
     fn due_ticks_round_up_and_now_ticks_round_down() {
@@ -49,5 +79,18 @@ mod tests {
         assert_eq!(base.tick_containing(1_999_999), 1);
         assert_eq!(base.ns_at(base.origin - Duration::from_secs(1)), 0);
         assert!(base.instant_of_tick(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn the_tick_clock_reaches_a_tick_when_the_clock_reaches_its_start() {
+        let clock = ManualClock::new();
+        let ticks =
+            TickClock { clock: Arc::new(clock.clone()), time: TimeBase { origin: clock.now(), tick_ns: 1_000_000 } };
+        ticks.park_until_tick(0); // its start has come: returns at once
+        clock.advance(Duration::from_nanos(1_999_999));
+        assert_eq!(ticks.now_ticks(), 1);
+        clock.advance(Duration::from_nanos(1));
+        assert_eq!(ticks.now_ticks(), 2);
+        ticks.park_until_tick(2);
     }
 }

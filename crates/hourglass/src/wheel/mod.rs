@@ -3,38 +3,15 @@
 
 mod key;
 pub(crate) mod level;
+mod lists;
 mod slab;
 
 use std::fmt;
 
 pub use key::Key;
-use level::{level_for, location, slot_for, slot_start, split_location, NUM_LEVELS, NUM_SLOTS, SLOTS};
+use level::{level_for, location, slot_for, slot_start, split_location, NUM_LEVELS};
+use lists::{Lists, EXPIRED, EXPIRED_LIST, SUBLISTS};
 use slab::{Slab, MAX_ENTRIES, NIL};
-
-/// The location of entries that are due and not yet popped.
-const EXPIRED: u16 = NUM_SLOTS as u16;
-
-/// Lists per slot. A slot's entries are spread over its sublists by storage
-/// index and walked round-robin when the slot is processed, so a cascade follows
-/// this many independent pointer chains at once instead of one: at a million
-/// timers every step of a chain is a cache miss, and the misses of different
-/// chains overlap.
-const SUBLISTS: usize = 4;
-const _: () = assert!(SUBLISTS.is_power_of_two());
-/// The expired list: a single one, since it is walked in order.
-const EXPIRED_LIST: usize = NUM_SLOTS * SUBLISTS;
-/// Slot sublists plus the expired list.
-const NUM_LISTS: usize = EXPIRED_LIST + 1;
-
-/// The list an entry at `index` is in when it is at `location`.
-#[inline]
-fn list_of(location: u16, index: u32) -> usize {
-    if location == EXPIRED {
-        EXPIRED_LIST
-    } else {
-        location as usize * SUBLISTS + (index as usize & (SUBLISTS - 1))
-    }
-}
 
 /// A hierarchical hashed timing wheel (Varghese & Lauck, 1987, scheme 7).
 ///
@@ -104,18 +81,6 @@ pub struct Wheel<T> {
     expired_len: usize,
 }
 
-/// The heads of every list, and what is known about each slot without walking it.
-struct Lists {
-    head: [u32; NUM_LISTS],
-    tail: [u32; NUM_LISTS],
-    /// A lower bound of the deadlines in each slot (exact unless entries left it).
-    min_deadline: [u64; NUM_SLOTS],
-    /// Bit `s` of word `L`: slot `s` of level `L` is not empty.
-    occupancy: [u64; NUM_LEVELS],
-    /// Bit `L`: level `L` has an occupied slot.
-    occupied_levels: u32,
-}
-
 /// An entry taken from the wheel by [`Wheel::pop_expired`] or [`Wheel::remove_entry`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expired<T> {
@@ -176,19 +141,7 @@ impl<T> Wheel<T> {
     /// An empty wheel at tick 0 with room for `capacity` entries before it
     /// allocates.
     pub fn with_capacity(capacity: usize) -> Self {
-        Wheel {
-            slab: Slab::with_capacity(capacity),
-            lists: Box::new(Lists {
-                head: [NIL; NUM_LISTS],
-                tail: [NIL; NUM_LISTS],
-                min_deadline: [u64::MAX; NUM_SLOTS],
-                occupancy: [0; NUM_LEVELS],
-                occupied_levels: 0,
-            }),
-            elapsed: 0,
-            next_seq: 0,
-            expired_len: 0,
-        }
+        Wheel { slab: Slab::with_capacity(capacity), lists: Lists::new(), elapsed: 0, next_seq: 0, expired_len: 0 }
     }
 
     /// Entries in the wheel, expired ones not yet popped included.
@@ -584,188 +537,7 @@ impl<T> Wheel<T> {
         self.slab.entry_mut(prev).next = NIL;
         self.lists.tail[EXPIRED_LIST] = prev;
     }
-
-    #[inline]
-    fn push_back(&mut self, location: u16, index: u32) {
-        let list = list_of(location, index);
-        let tail = self.lists.tail[list];
-        let entry = self.slab.entry_mut(index);
-        entry.prev = tail;
-        entry.next = NIL;
-        entry.location = location;
-        if tail == NIL {
-            self.lists.head[list] = index;
-        } else {
-            self.slab.entry_mut(tail).next = index;
-        }
-        self.lists.tail[list] = index;
-        if location == EXPIRED {
-            self.expired_len += 1;
-        } else {
-            let (level, slot) = split_location(location);
-            self.lists.occupancy[level] |= 1 << slot;
-            self.lists.occupied_levels |= 1 << level;
-        }
-    }
-
-    #[inline]
-    fn unlink(&mut self, index: u32) {
-        let entry = self.slab.entry(index);
-        let (prev, next, location) = (entry.prev, entry.next, entry.location);
-        let list = list_of(location, index);
-        if prev == NIL {
-            self.lists.head[list] = next;
-        } else {
-            self.slab.entry_mut(prev).next = next;
-        }
-        if next == NIL {
-            self.lists.tail[list] = prev;
-        } else {
-            self.slab.entry_mut(next).prev = prev;
-        }
-        if location == EXPIRED {
-            self.expired_len -= 1;
-        } else if self.lists.head[list] == NIL {
-            let base = location as usize * SUBLISTS;
-            if self.lists.head[base..base + SUBLISTS].iter().all(|&head| head == NIL) {
-                self.vacate(location as usize);
-            }
-        }
-    }
-
-    /// Marks a slot whose lists are all empty as empty.
-    #[inline]
-    fn vacate(&mut self, slot_location: usize) {
-        debug_assert!(slot_location < NUM_SLOTS);
-        let (level, slot) = (slot_location / SLOTS, slot_location % SLOTS);
-        self.lists.occupancy[level] &= !(1 << slot);
-        if self.lists.occupancy[level] == 0 {
-            self.lists.occupied_levels &= !(1 << level);
-        }
-        self.lists.min_deadline[slot_location] = u64::MAX;
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn drain_expired<T>(wheel: &mut Wheel<T>) -> Vec<T> {
-        std::iter::from_fn(|| wheel.pop_expired().map(|e| e.value)).collect()
-    }
-
-    #[test]
-    fn nothing_expires_early_and_ties_keep_insertion_order() {
-        let mut wheel = Wheel::new();
-        for (i, deadline) in [70u64, 5, 70, 4096, 5].into_iter().enumerate() {
-            wheel.insert(deadline, i).unwrap();
-        }
-        assert_eq!(wheel.advance(4), 0);
-        assert_eq!(wheel.advance(5), 2);
-        assert_eq!(drain_expired(&mut wheel), [1, 4]);
-        assert_eq!(wheel.advance(69), 0);
-        assert_eq!(wheel.advance(70), 2);
-        assert_eq!(drain_expired(&mut wheel), [0, 2]);
-        assert_eq!(wheel.advance(1_000_000), 1);
-        assert_eq!(drain_expired(&mut wheel), [3]);
-        assert!(wheel.is_empty());
-    }
-
-    #[test]
-    fn lazy_reset_keeps_reset_order_among_ties() {
-        let mut wheel = Wheel::new();
-        let a = wheel.insert(100, 'a').unwrap(); // level 1, the slot starting at 64
-        assert!(wheel.reset(a, 200)); // lazy: stays there until tick 64
-        let _b = wheel.insert(200, 'b').unwrap(); // files into the slot starting at 192
-        wheel.advance(64); // re-files `a` behind `b`
-        wheel.advance(199);
-        assert_eq!(wheel.expired_len(), 0);
-        wheel.advance(200);
-        assert_eq!(drain_expired(&mut wheel), ['a', 'b']);
-    }
-
-    #[test]
-    fn past_deadlines_expire_without_advancing() {
-        let mut wheel = Wheel::new();
-        wheel.advance(10);
-        wheel.insert(3, 'x').unwrap();
-        wheel.insert(10, 'y').unwrap();
-        assert_eq!(wheel.next_expiration(), Some(10));
-        assert_eq!(drain_expired(&mut wheel), ['x', 'y']);
-    }
-
-    #[test]
-    fn stale_keys_are_refused() {
-        let mut wheel = Wheel::new();
-        let a = wheel.insert(5, 1).unwrap();
-        assert_eq!(wheel.remove(a), Some(1));
-        assert_eq!(wheel.remove(a), None);
-        let b = wheel.insert(5, 2).unwrap();
-        assert!(!wheel.reset(a, 9));
-        assert_eq!(wheel.get(a), None);
-        wheel.advance(5);
-        let expired = wheel.pop_expired().unwrap();
-        assert_eq!(expired.key, b);
-        assert!(!wheel.contains(b));
-        assert_eq!(wheel.remove(Key::from_raw(u64::MAX)), None);
-    }
-
-    #[test]
-    fn huge_deadlines_work() {
-        let mut wheel = Wheel::new();
-        wheel.insert(u64::MAX, "end").unwrap();
-        wheel.insert(u64::MAX - 1, "almost").unwrap();
-        assert_eq!(wheel.advance(u64::MAX - 2), 0);
-        assert!(wheel.next_expiration().unwrap() < u64::MAX);
-        assert_eq!(wheel.advance(u64::MAX), 2);
-        assert_eq!(drain_expired(&mut wheel), ["almost", "end"]);
-    }
-
-    #[test]
-    fn next_expiration_skips_empty_slots_and_is_exact_without_churn() {
-        let mut wheel = Wheel::new();
-        assert_eq!(wheel.next_expiration(), None);
-        wheel.insert(1_000_003, ()).unwrap();
-        wheel.insert(5_000_000, ()).unwrap();
-        assert_eq!(wheel.next_expiration(), Some(1_000_003));
-        wheel.advance(1_000_002);
-        assert_eq!(wheel.next_expiration(), Some(1_000_003));
-        assert_eq!(wheel.advance(1_000_003), 1);
-    }
-
-    #[test]
-    fn reset_earlier_moves_the_entry() {
-        let mut wheel = Wheel::new();
-        let key = wheel.insert(1 << 30, 'x').unwrap();
-        assert!(wheel.reset(key, 7));
-        assert_eq!(wheel.next_expiration(), Some(7));
-        assert_eq!(wheel.advance(7), 1);
-    }
-
-    #[test]
-    fn reset_of_an_expired_entry_makes_it_pending_again() {
-        let mut wheel = Wheel::new();
-        let key = wheel.insert(2, 'x').unwrap();
-        wheel.advance(2);
-        assert_eq!(wheel.peek_expired(), Some(key));
-        assert!(wheel.reset(key, 9));
-        assert_eq!(wheel.expired_len(), 0);
-        assert_eq!(wheel.advance(9), 1);
-        assert_eq!(wheel.pop_expired().unwrap().key, key);
-    }
-
-    #[test]
-    fn drain_takes_everything() {
-        let mut wheel = Wheel::new();
-        for i in 0..100u64 {
-            wheel.insert(i * 1000, i).unwrap();
-        }
-        wheel.advance(5000);
-        let mut values: Vec<u64> = wheel.drain().map(|(_, v)| v).collect();
-        values.sort_unstable();
-        assert_eq!(values, (0..100).collect::<Vec<_>>());
-        assert!(wheel.is_empty());
-        assert_eq!(wheel.expired_len(), 0);
-        assert_eq!(wheel.next_expiration(), None);
-    }
-}
+mod tests;

@@ -1,0 +1,110 @@
+//! The backend's errors: [`ConnectError`] when it is set up, and the
+//! contract's [`QueueError::Storage`] when a request meets a Redis that fails.
+
+use std::error::Error;
+use std::fmt;
+
+use redis::RedisError;
+
+use hourglass_queue::{Failure, QueueError};
+
+use crate::conn::Target;
+
+/// Why [`RedisBackend::connect`](crate::RedisBackend::connect) failed: the
+/// backend never started, and no request was made.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// An option is out of range; the message names it and its bounds.
+    InvalidOption(String),
+    /// No connection to Redis at `target`; the cause is the
+    /// [`source`](Error::source).
+    Unreachable {
+        /// Where Redis was looked for.
+        target: Target,
+        /// Why it could not be reached.
+        source: RedisError,
+    },
+    /// Redis was reached but failed to read or set the store's shard count.
+    Store {
+        /// The store.
+        target: Target,
+        /// What Redis answered.
+        source: RedisError,
+    },
+    /// The store has another shard count than the one asked for. A store
+    /// keeps the count it was made with, and every node of a service must
+    /// use it: a task's id names its shard.
+    ShardsDiffer {
+        /// The store.
+        target: Target,
+        /// The store's count.
+        store: u16,
+        /// The count asked for.
+        asked: u16,
+    },
+    /// The thread that fires the shards' timers could not start.
+    TimerThread(std::io::Error),
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::InvalidOption(message) => f.write_str(message),
+            ConnectError::Unreachable { target, .. } => write!(f, "cannot reach redis at {target}"),
+            ConnectError::Store { target, .. } => write!(f, "cannot read the shard count of the store at {target}"),
+            ConnectError::ShardsDiffer { target, store, asked } => write!(
+                f,
+                "the store at {target} has {store} shards, not {asked}: every node of a service uses the store's \
+                 count"
+            ),
+            ConnectError::TimerThread(_) => f.write_str("cannot start the thread of the shards' timers"),
+        }
+    }
+}
+
+impl Error for ConnectError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            ConnectError::Unreachable { source, .. } | ConnectError::Store { source, .. } => Some(source),
+            ConnectError::TimerThread(source) => Some(source),
+            ConnectError::InvalidOption(_) | ConnectError::ShardsDiffer { .. } => None,
+        }
+    }
+}
+
+/// A request met a Redis that failed: the error is kept as the cause. A
+/// script refused by Redis (an error reply) changed nothing: its checks come
+/// before its first write. A reply that never came (a timeout, a connection
+/// lost) leaves the change unknown, and the message says so: at least once, a
+/// client tries again.
+pub(crate) fn storage(error: RedisError) -> QueueError {
+    let what = if error.is_timeout() || error.is_connection_dropped() || error.is_io_error() {
+        "redis did not answer, so the change may or may not have been made"
+    } else {
+        "redis"
+    };
+    QueueError::Storage(Failure::new(what, error))
+}
+
+/// An answer from Redis that makes no sense: a script's reply of the wrong
+/// shape, a record that does not decode.
+pub(crate) fn unexpected(what: impl Into<String>) -> QueueError {
+    QueueError::Storage(Failure::msg(format!("redis: {}", what.into())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_storage_error_keeps_redis_s_error_as_its_cause() {
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let error = storage(refused);
+        assert!(error.to_string().contains("may or may not have been made"), "{error}");
+        assert!(error.source().is_some());
+        let script = storage(RedisError::from((redis::ErrorKind::Client, "NOSCRIPT")));
+        assert!(script.to_string().starts_with("storage failed: redis: "), "{script}");
+        assert!(script.source().is_some());
+    }
+}

@@ -1,0 +1,123 @@
+//! How a Redis backend is set up, and the constants that bound its work.
+
+use hourglass_queue::limits::{Limits, CLAIM_MAX};
+
+use crate::conn::Target;
+use crate::error::ConnectError;
+use crate::keys::SHARDS_MAX;
+
+/// Shards when the store has none yet.
+pub const SHARDS_DEFAULT: u16 = 16;
+/// A node's lease on a shard: a node that stops renewing (dead, stopped or cut
+/// off) has its shards taken over within this, plus one renewal period.
+pub const SHARD_LEASE_MS_DEFAULT: u64 = 2_000;
+/// The shortest shard lease: a renewal every [`RENEWALS_PER_LEASE`]th of it
+/// is a round trip to Redis each 100 ms.
+pub const SHARD_LEASE_MS_MIN: u64 = 400;
+/// The longest shard lease: a dead node's shards wait this long for another.
+pub const SHARD_LEASE_MS_MAX: u64 = 60_000;
+/// A node renews its shard leases and looks at who is alive this many times a
+/// lease.
+pub const RENEWALS_PER_LEASE: u64 = 4;
+/// The owner of a shard reads its deadlines again at least this often, in
+/// case a hint of an earlier one was lost. A safety net, not what delivers:
+/// see [`RedisBackend::fired`](crate::RedisBackend::fired).
+pub const SWEEP_MS: u64 = 1_000;
+/// A waiting claim looks for due tasks at least this often, in case a hint
+/// was lost.
+pub const CLAIM_RECHECK_MS: u64 = 1_000;
+/// Most due tasks or expired leases of one queue one fire script moves; more
+/// are moved by the next, at once.
+pub const FIRE_BATCH_MAX: usize = 1_000;
+/// Most queues one fire script looks at; the next takes the rest, at once.
+pub const FIRE_QUEUES_MAX: usize = 64;
+/// A claim of several tasks asks at least this many of each shard it asks
+/// (it asks fewer shards rather than fewer tasks of each): each shard asked
+/// is one script, and the acks of its tasks another.
+pub const CLAIM_SHARE_MIN: usize = 16;
+
+/// Due tasks a claim script looks at, at most, past those it hands out (dead
+/// ones it meets past their expiry).
+pub(crate) const CLAIM_SCAN_MAX: usize = 2 * CLAIM_MAX;
+/// Ids whose queue a node remembers (for acks, nacks and the like, which name
+/// only the id): past it the memory is cleared, and a miss costs one more
+/// round trip.
+pub(crate) const QUEUE_OF_MAX: usize = 100_000;
+/// The totals' count of tasks is the sum of the queues' counts if those were
+/// read this recently (the dashboard reads both each second), else each
+/// shard's.
+pub(crate) const COUNTED_FRESH_FOR: std::time::Duration = std::time::Duration::from_millis(900);
+
+const _: () = assert!(SHARDS_DEFAULT >= 1 && SHARDS_DEFAULT <= SHARDS_MAX);
+const _: () = assert!(SHARD_LEASE_MS_MIN <= SHARD_LEASE_MS_DEFAULT && SHARD_LEASE_MS_DEFAULT <= SHARD_LEASE_MS_MAX);
+const _: () = assert!(SHARD_LEASE_MS_MIN / RENEWALS_PER_LEASE >= 100, "a renewal at most every 100 ms");
+const _: () = assert!(CLAIM_SHARE_MIN <= CLAIM_MAX);
+
+/// How a Redis backend is set up.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// Which Redis.
+    pub target: Target,
+    /// Every key starts with it, so that services can share a Redis.
+    pub prefix: String,
+    /// Shards to create if the store has none; a store keeps its count.
+    pub shards: u16,
+    /// A node's lease on its shards.
+    pub shard_lease_ms: u64,
+    /// Bounds on requests; `tasks_max` is shared evenly by the shards.
+    pub limits: Limits,
+}
+
+impl RedisOptions {
+    /// The defaults, on `target`.
+    pub fn new(target: Target) -> RedisOptions {
+        RedisOptions {
+            target,
+            prefix: "hg".into(),
+            shards: SHARDS_DEFAULT,
+            shard_lease_ms: SHARD_LEASE_MS_DEFAULT,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Every option within its bounds.
+    pub(crate) fn check(&self) -> Result<(), ConnectError> {
+        if !(1..=SHARDS_MAX).contains(&self.shards) {
+            return Err(ConnectError::InvalidOption(format!(
+                "a store has 1 ..= {SHARDS_MAX} shards, not {}",
+                self.shards
+            )));
+        }
+        if !(SHARD_LEASE_MS_MIN..=SHARD_LEASE_MS_MAX).contains(&self.shard_lease_ms) {
+            return Err(ConnectError::InvalidOption(format!(
+                "a shard lease is {SHARD_LEASE_MS_MIN} ..= {SHARD_LEASE_MS_MAX} ms, not {}",
+                self.shard_lease_ms
+            )));
+        }
+        if self.prefix.is_empty() || self.prefix.contains(['{', '}']) {
+            return Err(ConnectError::InvalidOption(format!(
+                "a key prefix is not empty and has no {{ or }}, unlike {:?}",
+                self.prefix
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_out_of_range_are_refused_with_their_bounds() {
+        let ok = RedisOptions::new(Target::One("redis://127.0.0.1:1".into()));
+        assert!(ok.check().is_ok());
+        let refused = |options: RedisOptions| options.check().unwrap_err().to_string();
+        assert_eq!(refused(RedisOptions { shards: 0, ..ok.clone() }), "a store has 1 ..= 1024 shards, not 0");
+        assert_eq!(
+            refused(RedisOptions { shard_lease_ms: 399, ..ok.clone() }),
+            "a shard lease is 400 ..= 60000 ms, not 399"
+        );
+        assert!(refused(RedisOptions { prefix: "{a}".into(), ..ok }).contains("no { or }"));
+    }
+}

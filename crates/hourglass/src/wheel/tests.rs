@@ -1,0 +1,122 @@
+//! The wheel's own tests; `tests/wheel_model.rs` checks it against a `BTreeMap`.
+
+use super::*;
+
+fn drain_expired<T>(wheel: &mut Wheel<T>) -> Vec<T> {
+    std::iter::from_fn(|| wheel.pop_expired().map(|e| e.value)).collect()
+}
+
+#[test]
+fn nothing_expires_early_and_ties_keep_insertion_order() {
+    let mut wheel = Wheel::new();
+    for (i, deadline) in [70u64, 5, 70, 4096, 5].into_iter().enumerate() {
+        wheel.insert(deadline, i).unwrap();
+    }
+    assert_eq!(wheel.advance(4), 0);
+    assert_eq!(wheel.advance(5), 2);
+    assert_eq!(drain_expired(&mut wheel), [1, 4]);
+    assert_eq!(wheel.advance(69), 0);
+    assert_eq!(wheel.advance(70), 2);
+    assert_eq!(drain_expired(&mut wheel), [0, 2]);
+    assert_eq!(wheel.advance(1_000_000), 1);
+    assert_eq!(drain_expired(&mut wheel), [3]);
+    assert!(wheel.is_empty());
+}
+
+#[test]
+fn lazy_reset_keeps_reset_order_among_ties() {
+    let mut wheel = Wheel::new();
+    let a = wheel.insert(100, 'a').unwrap(); // level 1, the slot starting at 64
+    assert!(wheel.reset(a, 200)); // lazy: stays there until tick 64
+    let _b = wheel.insert(200, 'b').unwrap(); // files into the slot starting at 192
+    wheel.advance(64); // re-files `a` behind `b`
+    wheel.advance(199);
+    assert_eq!(wheel.expired_len(), 0);
+    wheel.advance(200);
+    assert_eq!(drain_expired(&mut wheel), ['a', 'b']);
+}
+
+#[test]
+fn past_deadlines_expire_without_advancing() {
+    let mut wheel = Wheel::new();
+    wheel.advance(10);
+    wheel.insert(3, 'x').unwrap();
+    wheel.insert(10, 'y').unwrap();
+    assert_eq!(wheel.next_expiration(), Some(10));
+    assert_eq!(drain_expired(&mut wheel), ['x', 'y']);
+}
+
+#[test]
+fn stale_keys_are_refused() {
+    let mut wheel = Wheel::new();
+    let a = wheel.insert(5, 1).unwrap();
+    assert_eq!(wheel.remove(a), Some(1));
+    assert_eq!(wheel.remove(a), None);
+    let b = wheel.insert(5, 2).unwrap();
+    assert!(!wheel.reset(a, 9));
+    assert_eq!(wheel.get(a), None);
+    wheel.advance(5);
+    let expired = wheel.pop_expired().unwrap();
+    assert_eq!(expired.key, b);
+    assert!(!wheel.contains(b));
+    assert_eq!(wheel.remove(Key::from_raw(u64::MAX)), None);
+}
+
+#[test]
+fn huge_deadlines_work() {
+    let mut wheel = Wheel::new();
+    wheel.insert(u64::MAX, "end").unwrap();
+    wheel.insert(u64::MAX - 1, "almost").unwrap();
+    assert_eq!(wheel.advance(u64::MAX - 2), 0);
+    assert!(wheel.next_expiration().unwrap() < u64::MAX);
+    assert_eq!(wheel.advance(u64::MAX), 2);
+    assert_eq!(drain_expired(&mut wheel), ["almost", "end"]);
+}
+
+#[test]
+fn next_expiration_skips_empty_slots_and_is_exact_without_churn() {
+    let mut wheel = Wheel::new();
+    assert_eq!(wheel.next_expiration(), None);
+    wheel.insert(1_000_003, ()).unwrap();
+    wheel.insert(5_000_000, ()).unwrap();
+    assert_eq!(wheel.next_expiration(), Some(1_000_003));
+    wheel.advance(1_000_002);
+    assert_eq!(wheel.next_expiration(), Some(1_000_003));
+    assert_eq!(wheel.advance(1_000_003), 1);
+}
+
+#[test]
+fn reset_earlier_moves_the_entry() {
+    let mut wheel = Wheel::new();
+    let key = wheel.insert(1 << 30, 'x').unwrap();
+    assert!(wheel.reset(key, 7));
+    assert_eq!(wheel.next_expiration(), Some(7));
+    assert_eq!(wheel.advance(7), 1);
+}
+
+#[test]
+fn reset_of_an_expired_entry_makes_it_pending_again() {
+    let mut wheel = Wheel::new();
+    let key = wheel.insert(2, 'x').unwrap();
+    wheel.advance(2);
+    assert_eq!(wheel.peek_expired(), Some(key));
+    assert!(wheel.reset(key, 9));
+    assert_eq!(wheel.expired_len(), 0);
+    assert_eq!(wheel.advance(9), 1);
+    assert_eq!(wheel.pop_expired().unwrap().key, key);
+}
+
+#[test]
+fn drain_takes_everything() {
+    let mut wheel = Wheel::new();
+    for i in 0..100u64 {
+        wheel.insert(i * 1000, i).unwrap();
+    }
+    wheel.advance(5000);
+    let mut values: Vec<u64> = wheel.drain().map(|(_, v)| v).collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..100).collect::<Vec<_>>());
+    assert!(wheel.is_empty());
+    assert_eq!(wheel.expired_len(), 0);
+    assert_eq!(wheel.next_expiration(), None);
+}
