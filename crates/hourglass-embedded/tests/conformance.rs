@@ -20,6 +20,6 @@ async fn conformance_embedded() {
     // The kit's waits are its own; the whole run has a deadline of its own.
     let run = tokio::time::timeout(KIT_DEADLINE, hourglass_queue::kit::run(engine.clone(), "embedded")).await;
     engine.close();
-    deadline::join("the timer thread", timers);
+    deadline::stop("the timer thread", timers);
     run.unwrap_or_else(|_| panic!("the conformance kit did not finish within {KIT_DEADLINE:?}"));
 }

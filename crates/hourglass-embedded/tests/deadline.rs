@@ -34,15 +34,17 @@ pub async fn until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// Joins `thread`; the test fails, naming `what`, if it is still running
-/// after [`DEADLINE`].
-pub fn join<T>(what: &str, thread: std::thread::JoinHandle<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    while !thread.is_finished() {
-        assert!(Instant::now() < deadline, "{what}: still running after {DEADLINE:?}");
-        std::thread::sleep(Duration::from_millis(1));
+/// Stops `thread` and waits for it; the test fails, naming `what`, if it is
+/// still running after [`DEADLINE`].
+pub fn stop(what: &str, thread: hourglass::TimerThread) {
+    let (stopped, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = stopped.send(thread.stop());
+    });
+    match done.recv_timeout(DEADLINE) {
+        Ok(stopped) => stopped.unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        Err(_) => panic!("{what}: still running after {DEADLINE:?}"),
     }
-    thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// The test fails, naming `what`, if `task` answers within [`GRACE`]: for a

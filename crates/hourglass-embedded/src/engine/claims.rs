@@ -47,8 +47,6 @@ impl Engine {
         };
         let mut reads = Reads::new();
         let (mut claimed, updates) = state.claim(queue, claim.max(), now_us, claim.lease_ms(), &mut reads);
-        // The timer thread sleeps to its next deadline: woken only for an earlier one.
-        let earlier = claimed.iter().any(|claimed| state.wakes_timers(claimed.lease_until_ms));
         // Sent under the lock, in order.
         self.committer.record(updates);
         state.debug_check();
@@ -56,8 +54,9 @@ impl Engine {
         // delivered again when the lease runs out.
         let snapshot = reads.snapshot(&*self.store);
         drop(state);
-        if earlier {
-            self.shared.wake_timers();
+        // The timer thread sleeps to its next deadline: woken only for an earlier one.
+        if let Some(first_ms) = claimed.iter().map(|claimed| claimed.lease_until_ms).min() {
+            self.shared.wake_timers_for(first_ms);
         }
         snapshot?;
         reads.read(|at, payload| claimed[at].payload = payload)?;
@@ -68,21 +67,18 @@ impl Engine {
     /// lease of its own (beanstalkd's `reserve-job`).
     pub(crate) async fn take_task(&self, id: u64, lease_ms: u64) -> Result<Claimed, QueueError> {
         validate::lease(lease_ms)?;
-        let (mut claimed, reads, earlier) = self
+        let (mut claimed, reads) = self
             .on_task(Access::Write, id, |state, id| {
                 let mut reads = Reads::new();
                 let (claimed, record) = state.take(id, self.clock.now_ms(), lease_ms, &mut reads)?;
-                // The timer thread sleeps to its next deadline: woken only for an earlier one.
-                let earlier = state.wakes_timers(claimed.lease_until_ms);
                 reads.snapshot(&*self.store)?;
                 // Recorded without waiting, like any claim.
                 self.committer.record(vec![record]);
-                Ok(((claimed, reads, earlier), None))
+                Ok(((claimed, reads), None))
             })
             .await?;
-        if earlier {
-            self.shared.wake_timers();
-        }
+        // The timer thread sleeps to its next deadline: woken only for an earlier one.
+        self.shared.wake_timers_for(claimed.lease_until_ms);
         reads.read(|_, payload| claimed.payload = payload)?;
         Ok(claimed)
     }

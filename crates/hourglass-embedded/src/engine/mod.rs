@@ -61,7 +61,7 @@ mod timers;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hourglass::WallClock;
+use hourglass::{TimerThread, WallClock};
 
 use crate::store::{Committer, Fsync, Store};
 use hourglass_queue::Limits;
@@ -120,7 +120,7 @@ impl Engine {
     /// Returns the next time (Unix ms) anything may happen, if any. The timer
     /// thread calls it; tests may call it to step time by hand.
     pub fn poll_timers(&self) -> Option<u64> {
-        self.poll()
+        self.poll(None)
     }
 
     /// Waits until every change sent to the store so far is settled: what the
@@ -134,12 +134,13 @@ impl Engine {
 
     /// Starts the timer thread: it sleeps on the engine's clock until the
     /// wheel's next expiration, or until an earlier one is added, and files
-    /// what came due. It stops at [`close`](Backend::close).
+    /// what came due. It stops at [`close`](Backend::close), or when the
+    /// returned [`TimerThread`] is stopped or dropped (which waits for it).
     ///
     /// # Errors
-    /// If the thread cannot be started.
-    pub fn start_timers(self: &Arc<Self>) -> std::io::Result<std::thread::JoinHandle<()>> {
-        timers::start(self.clone())
+    /// If the thread cannot be started, or was started already.
+    pub fn start_timers(self: &Arc<Self>) -> std::io::Result<TimerThread> {
+        self.spawn_timer_thread()
     }
 }
 
@@ -258,7 +259,7 @@ impl Backend for Engine {
 
     fn close(&self) {
         self.closed.close();
-        self.shared.wake_timers();
+        self.shared.timers.close();
         self.shared.state.lock().wake_all_claims();
     }
 }

@@ -2,10 +2,9 @@
 //! its one lock, the wake-up of requests waiting for a settlement, and the
 //! wake-up of the timer thread; and the writer's side of a settlement.
 
-use std::sync::{Arc, OnceLock};
-use std::thread::Thread;
+use std::sync::Arc;
 
-use hourglass::WallClock;
+use hourglass::{TimerHandle, WallClock};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -19,19 +18,21 @@ pub(crate) struct Shared {
     /// Notified after every settlement: requests waiting for a pending task
     /// look again.
     pub(crate) settled: Notify,
-    /// The timer thread, woken when a deadline earlier than its sleep appears.
-    pub(crate) timer_thread: OnceLock<Thread>,
+    /// The timer thread's handle (deadlines in Unix µs, its clock's unit):
+    /// woken for a deadline earlier than it sleeps until, or to look again
+    /// after a settlement.
+    pub(crate) timers: TimerHandle,
 }
 
 impl Shared {
     pub(crate) fn new(state: State) -> Shared {
-        Shared { state: Mutex::new(state), settled: Notify::new(), timer_thread: OnceLock::new() }
+        Shared { state: Mutex::new(state), settled: Notify::new(), timers: TimerHandle::new() }
     }
 
-    pub(crate) fn wake_timers(&self) {
-        if let Some(thread) = self.timer_thread.get() {
-            thread.unpark();
-        }
+    /// Wakes the timer thread if a timer at `at_ms` (Unix ms), just set under
+    /// the lock, is earlier than it sleeps until.
+    pub(crate) fn wake_timers_for(&self, at_ms: u64) {
+        self.timers.wake_if_earlier(at_ms.saturating_mul(1_000));
     }
 }
 
@@ -56,7 +57,7 @@ impl Settler<Settlement> for EngineSettler {
         }
         self.shared.settled.notify_waiters();
         if timers {
-            self.shared.wake_timers();
+            self.shared.timers.wake();
         }
     }
 }

@@ -1,9 +1,13 @@
-//! The timer thread: sleeps on the engine's [`WallClock`](hourglass::WallClock)
-//! until the wheel's next expiration, to the microsecond, or until woken by an
-//! earlier deadline; then files what came due, expires leases and fires
-//! schedules ([`Engine::poll_timers`]).
+//! The timer thread: the core crate's [`TimerThread`] on the engine's
+//! [`WallClock`](hourglass::WallClock), sleeping until the wheel's next
+//! expiration, to the microsecond, or until woken by an earlier deadline;
+//! each turn files what came due, expires leases and fires schedules
+//! ([`Engine::poll_timers`]), and records, under the lock, the deadline it
+//! sleeps to (so that a claim adding a later one need not wake it).
 
 use std::sync::Arc;
+
+use hourglass::{Next, TimerHandle, TimerThread};
 
 use hourglass_queue::limits::CLOCK_STEP_BACK_REBASE_MS;
 use hourglass_queue::TaskState;
@@ -13,9 +17,23 @@ use super::state::schedules::Firing;
 use super::Engine;
 
 impl Engine {
+    /// Starts the timer thread; it stops when the engine is closed.
+    pub(crate) fn spawn_timer_thread(self: &Arc<Self>) -> std::io::Result<TimerThread> {
+        let engine = self.clone();
+        let turn = move |handle: &TimerHandle| {
+            if engine.closed.is_closed() {
+                return Next::Stop;
+            }
+            Next::until(engine.poll(Some(handle)).map(|ms| ms.saturating_mul(1_000)))
+        };
+        TimerThread::spawn("hourglass-timers", &self.shared.timers, self.clock.clone(), turn)
+    }
+
     /// Moves the wheel to now: files tasks that came due, expires leases,
-    /// fires schedules. Returns the next time (Unix ms) anything may happen.
-    pub(crate) fn poll(&self) -> Option<u64> {
+    /// fires schedules. Returns the next time (Unix ms) anything may happen;
+    /// the timer thread's turn (`sleeps`) records it, under the lock, as the
+    /// deadline it sleeps until.
+    pub(crate) fn poll(&self, sleeps: Option<&TimerHandle>) -> Option<u64> {
         let now_ms = self.clock.now_ms();
         let mut state = self.shared.state.lock();
         let behind_ms = state.timers_ahead_ms(now_ms);
@@ -62,19 +80,10 @@ impl Engine {
             }
         }
         state.debug_check();
-        state.sleep_until_next(waiting_out)
-    }
-}
-
-/// Starts the timer thread of `engine`: it polls, then sleeps on the clock to
-/// what the poll returned, until [`close`](hourglass_queue::Backend::close).
-pub(crate) fn start(engine: Arc<Engine>) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new().name("hourglass-timers".into()).spawn(move || {
-        // Registered before the first look at the wheel, so no wake-up is lost.
-        let _ = engine.shared.timer_thread.set(std::thread::current());
-        while !engine.closed.is_closed() {
-            let next_ms = engine.poll();
-            engine.clock.park_until_us(next_ms.map(|ms| ms.saturating_mul(1_000)));
+        let next_ms = state.next_deadline_ms(waiting_out);
+        if let Some(handle) = sleeps {
+            handle.will_sleep_until(next_ms.map(|ms| ms.saturating_mul(1_000)));
         }
-    })
+        next_ms
+    }
 }

@@ -22,7 +22,7 @@ struct Harness {
     dir: tempfile::TempDir,
     clock: Arc<ManualWallClock>,
     engine: Arc<Engine>,
-    timers: std::thread::JoinHandle<()>,
+    timers: hourglass::TimerThread,
 }
 
 fn open(dir: &Path, clock: &Arc<ManualWallClock>, limits: Limits) -> Arc<Engine> {
@@ -47,7 +47,7 @@ impl Harness {
     fn restart(self) -> Harness {
         let Harness { dir, clock, engine, timers } = self;
         engine.close();
-        deadline::join("the timer thread", timers);
+        deadline::stop("the timer thread", timers);
         drop(engine);
         let engine = open(dir.path(), &clock, Limits::default());
         let timers = engine.start_timers().expect("start the timer thread");

@@ -41,7 +41,7 @@ async fn a_damaged_data_file_refuses_to_open_with_a_clear_error() {
         h.engine.enqueue("q", later(1_000)).await.unwrap();
     }
     h.engine.close();
-    deadline::join("the timer thread", h.timers);
+    deadline::stop("the timer thread", h.timers);
     let file = h.dir.path().join("tasks.redb");
     drop(h.engine);
     let mut bytes = std::fs::read(&file).unwrap();
@@ -92,7 +92,7 @@ async fn a_damaged_record_is_refused_never_trusted() {
     let large = h.engine.enqueue("q", task(&payload, RunAt::Delay(0))).await.unwrap().id;
     let Harness { dir, engine, timers, .. } = h;
     engine.close();
-    deadline::join("the timer thread", timers);
+    deadline::stop("the timer thread", timers);
     drop(engine);
 
     // A payload kept apart is checked when it is handed out.

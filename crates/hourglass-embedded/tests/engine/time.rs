@@ -5,6 +5,7 @@ use hourglass_queue::prelude::*;
 use hourglass_queue::{NewTask, RunAt, Status};
 
 use super::{task, Harness, T0_MS};
+use crate::deadline;
 
 fn expiring(delay_ms: u64, expires_after_ms: u64) -> NewTask {
     NewTask { expires: Some(RunAt::Delay(expires_after_ms)), ..task("{}", RunAt::Delay(delay_ms)) }
@@ -94,4 +95,22 @@ async fn a_small_step_back_is_waited_out_and_a_step_forward_fires_what_it_passed
     h.clock.set_us((T0_MS + 1_000 + 86_400_000) * 1_000);
     h.engine.poll_timers();
     assert_eq!(claim_due(&h).await, [tomorrow]);
+}
+
+/// No poll by hand: the timer thread, asleep until a task due in a minute,
+/// is woken by a claim whose lease ends earlier, and expires it on time.
+#[tokio::test]
+async fn the_timer_thread_is_woken_for_a_lease_that_ends_before_its_sleep() {
+    let h = Harness::new();
+    h.engine.enqueue("q", task("later", RunAt::Delay(60_000))).await.unwrap();
+    let id = h.engine.enqueue("q", task("now", RunAt::Delay(0))).await.unwrap().id;
+    assert_eq!(h.engine.claim("q", 1, 1_000, 0).await.unwrap()[0].id, id);
+    h.clock.advance_ms(1_000);
+    let expired = async {
+        while h.engine.get(id).await.unwrap().status == Status::Leased {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    };
+    deadline::within("the lease's expiry by the timer thread", expired).await;
+    assert_eq!(h.engine.totals().await.lease_expired, 1);
 }

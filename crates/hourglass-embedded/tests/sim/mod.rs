@@ -104,7 +104,7 @@ fn run_seed(seed: u64) {
     }));
     store.crash(false);
     engine.close();
-    deadline::join("the timer thread", timers);
+    deadline::stop("the timer thread", timers);
     drop(world.engine.clone());
     let world = Arc::try_unwrap(world).ok().expect("the only reference");
     drop(world.engine);

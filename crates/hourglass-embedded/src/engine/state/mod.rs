@@ -108,10 +108,6 @@ pub(crate) struct State {
     disk_bytes: u64,
     totals: Totals,
     schedules: ScheduleTable,
-    /// The time (Unix ms) the timer thread sleeps to, as its last look at
-    /// the wheel found it (`u64::MAX`: none): a timer added for later needs
-    /// no wake-up.
-    timers_wake_ms: u64,
 }
 
 impl State {
@@ -136,7 +132,6 @@ impl State {
             disk_bytes: 0,
             totals: Totals::default(),
             schedules: ScheduleTable::default(),
-            timers_wake_ms: 0,
         }
     }
 

@@ -1,7 +1,6 @@
 //! Time under the lock: the wheel moved to now (tasks that came due filed
 //! ready, expired leases and expiries hidden until their next form is
-//! durable), rebuilt when the wall clock steps back, and the deadline the
-//! timer thread sleeps to.
+//! durable), rebuilt when the wall clock steps back, and the next deadline.
 
 use std::num::NonZeroU64;
 
@@ -88,22 +87,12 @@ impl State {
 
     /// The next time (Unix ms) anything may happen: a timer's or a
     /// schedule's; the wheel's own time while a step back is `waiting_out`.
-    /// Recorded as what the timer thread sleeps to, under the lock, so that a
-    /// claim that adds a later deadline need not wake it.
-    pub(crate) fn sleep_until_next(&mut self, waiting_out: bool) -> Option<u64> {
+    pub(crate) fn next_deadline_ms(&self, waiting_out: bool) -> Option<u64> {
         let schedule_ms = self.schedules.next_due();
         let wheel_ms = if waiting_out { Some(self.wheel.elapsed()) } else { self.wheel.next_expiration() };
-        let next_ms = match (wheel_ms, schedule_ms) {
+        match (wheel_ms, schedule_ms) {
             (Some(wheel_ms), Some(schedule_ms)) => Some(wheel_ms.min(schedule_ms)),
             (wheel_ms, schedule_ms) => wheel_ms.or(schedule_ms),
-        };
-        self.timers_wake_ms = next_ms.unwrap_or(u64::MAX);
-        next_ms
-    }
-
-    /// Whether a timer at `at_ms` is earlier than the timer thread's sleep:
-    /// it must be woken for it.
-    pub(crate) fn wakes_timers(&self, at_ms: u64) -> bool {
-        at_ms < self.timers_wake_ms
+        }
     }
 }
