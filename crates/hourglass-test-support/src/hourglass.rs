@@ -124,12 +124,20 @@ impl Hourglass {
     /// [`STOP_WITHIN`].
     pub fn terminate(&mut self) -> ExitStatus {
         self.signal("TERM");
-        let mut process = self.process.take().expect("running");
+        self.exited()
+    }
+
+    /// Its exit status once it exits (after a signal, say); panics if it
+    /// has not within [`STOP_WITHIN`].
+    pub fn exited(&mut self) -> ExitStatus {
+        let child = &mut self.process.as_mut().expect("running").child;
         let mut exit = None;
-        within(STOP_WITHIN, "hourglass exits after SIGTERM", || {
-            exit = process.child.try_wait().expect("the server's status");
+        // Still ours if it does not exit: dropping us kills it.
+        within(STOP_WITHIN, "hourglass exits", || {
+            exit = child.try_wait().expect("the server's status");
             exit.is_some()
         });
+        self.process = None;
         exit.expect("exited")
     }
 

@@ -8,7 +8,7 @@ pub mod hourglass;
 pub mod redis;
 mod wait;
 
-pub use wait::{holds_within, within, within_async};
+pub use wait::{holds_within, holds_within_async, within, within_async};
 
 use std::net::TcpListener;
 use std::process::{Command, Stdio};

@@ -52,10 +52,20 @@ pub fn holds_within(deadline: Duration, mut condition: impl FnMut() -> bool) -> 
 /// .await;
 /// # }
 /// ```
-pub async fn within_async(deadline: Duration, what: &str, mut condition: impl AsyncFnMut() -> bool) {
+pub async fn within_async(deadline: Duration, what: &str, condition: impl AsyncFnMut() -> bool) {
+    assert!(holds_within_async(deadline, condition).await, "{what}: not within {deadline:?}");
+}
+
+/// [`holds_within`] for a condition that awaits.
+pub async fn holds_within_async(deadline: Duration, mut condition: impl AsyncFnMut() -> bool) -> bool {
     let started = Instant::now();
-    while !condition().await {
-        assert!(started.elapsed() < deadline, "{what}: not within {deadline:?}");
+    loop {
+        if condition().await {
+            return true;
+        }
+        if started.elapsed() >= deadline {
+            return false;
+        }
         tokio::time::sleep(POLL_EVERY).await;
     }
 }
