@@ -233,15 +233,14 @@ fn answers_http(address: &str) -> bool {
 }
 
 /// Lines of `stdout`, read on a thread of their own (so that reading them has
-/// a deadline), until it closes.
+/// a deadline) until it closes: once nobody listens, they are read and
+/// dropped, so that the server never writes to a closed pipe.
 fn read_lines(stdout: impl Read + Send + 'static) -> Receiver<String> {
     let (send, lines) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { return };
-            if send.send(line).is_err() {
-                return;
-            }
+            let _ = send.send(line);
         }
     });
     lines
