@@ -29,7 +29,7 @@ cargo build --release -q -p hourglass-load
 start() { # binary, extra serve flags
   local bin=$1; shift
   rm -rf "$work/data"
-  "$bin" serve --listen "$addr" --data "$work/data" "$@" 2>/dev/null &
+  "$bin" serve --listen "$addr" --data "$work/data" "$@" >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 200); do curl -sf "http://$addr/healthz" >/dev/null && return; sleep 0.05; done
   echo "the server did not start" >&2; exit 1
