@@ -12,19 +12,19 @@
 //! time per occurrence (firing, writing, claiming and acking together).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use hourglass_embedded::{Engine, Options, RedbStore};
 use hourglass_queue::prelude::*;
-use hourglass_queue::{Misfire, NewSchedule, Overlap, Rule, SystemWallClock};
+use hourglass_queue::{Misfire, NewSchedule, Overlap, Rule, SystemWallClock, WallClock};
 use parking_lot::Mutex;
 
 const QUEUE: &str = "ticks";
 const CONSUMERS: usize = 2;
 
 fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_micros() as u64
+    SystemWallClock.now_us()
 }
 
 /// User and system CPU time of this process so far.
