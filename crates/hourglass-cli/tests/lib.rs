@@ -4,4 +4,5 @@ mod beanstalk;
 mod crash;
 mod nodes;
 mod people;
+mod python_client;
 mod schedules;
