@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import httpx
 import pytest
 
 from hourglass_client import AsyncClient, NotFound, StaleLease, State, Unreachable
@@ -35,12 +36,19 @@ def test_enqueue_claim_ack(server: Server) -> None:
 
 def test_a_waiting_claim_is_woken_by_an_enqueue(server: Server) -> None:
     async def scenario() -> float:
-        async with AsyncClient(server.url) as client:
+        sent = asyncio.Event()
+
+        async def on_request(request: httpx.Request) -> None:
+            if request.url.path.endswith("/claim"):
+                sent.set()
+
+        hooked = httpx.AsyncClient(event_hooks={"request": [on_request]})
+        async with hooked, AsyncClient(server.url, http=hooked) as client:
             claim = asyncio.create_task(client.claim("wake", wait_ms=20_000))
-            await asyncio.sleep(0.2)  # the claim is out and waiting (it would wait 20 s)
+            await asyncio.wait_for(sent.wait(), 10)
             enqueued = time.monotonic()
             await client.enqueue("wake", "now")
-            [task] = await claim
+            [task] = await asyncio.wait_for(claim, 10)
             assert task.payload == "now"
             return time.monotonic() - enqueued
 

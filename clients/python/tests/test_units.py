@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import httpx
 import pytest
@@ -135,3 +136,27 @@ def test_slots_bound_what_is_claimed() -> None:
             slots.give(5)
 
     asyncio.run(scenario())
+
+
+def test_handler_threads_are_bounded_daemons() -> None:
+    from hourglass_client._threads import HandlerThreads
+
+    seen: set[str] = set()
+
+    def work(n: int) -> int:
+        thread = threading.current_thread()
+        assert thread.daemon
+        seen.add(thread.name)
+        if n == 7:
+            raise ValueError("seven")
+        return n * n
+
+    async def scenario() -> None:
+        threads = HandlerThreads(3)
+        results = await asyncio.gather(*(threads.call(work, n) for n in range(10)), return_exceptions=True)
+        threads.shutdown()
+        assert [r for i, r in enumerate(results) if i != 7] == [n * n for n in range(10) if n != 7]
+        assert isinstance(results[7], ValueError)
+
+    asyncio.run(scenario())
+    assert 1 <= len(seen) <= 3

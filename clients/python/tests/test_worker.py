@@ -7,11 +7,16 @@ nothing."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -277,8 +282,10 @@ def test_several_queues_and_an_async_handler(server: Server, client: Client) -> 
         async with AsyncClient(server.url) as shared:
             worker = AsyncWorker(shared, ["a", "b", "c"], handle, concurrency=6, wait_ms=500)
             run = asyncio.create_task(worker.run())
+            deadline = time.monotonic() + 30
             while worker.report.acked < 60:
                 assert not run.done(), run
+                assert time.monotonic() < deadline, f"not all 60 acked within 30 s: {worker.report}"
                 await asyncio.sleep(0.01)
             worker.stop()
             report = await asyncio.wait_for(run, 30)
@@ -313,3 +320,47 @@ def test_settings_are_checked() -> None:
         Worker("http://127.0.0.1:1", [])
     with pytest.raises(TypeError):
         Worker("http://127.0.0.1:1", "q").run()
+
+
+STUCK_WORKER = """
+import logging, sys, threading
+from hourglass_client import Worker
+
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+worker = Worker(sys.argv[1], "stuck", shutdown_timeout_ms=60_000, wait_ms=1_000)
+
+@worker.handler
+def stuck(task):
+    logging.info("handler started")
+    threading.Event().wait(120)
+
+logging.info("report: %s", worker.run())
+"""
+
+
+def test_sigint_stops_it_and_a_second_sigint_abandons_the_wait(server: Server, client: Client,
+                                                               tmp_path: Path) -> None:
+    client.enqueue("stuck", "forever")
+    script, log = tmp_path / "stuck.py", tmp_path / "stuck.log"
+    script.write_text(STUCK_WORKER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    with open(log, "wb") as output:
+        process = subprocess.Popen([sys.executable, str(script), server.url], stdout=output,
+                                   stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for(lambda: "handler started" in log.read_text(), 30, "the handler started")
+        process.send_signal(signal.SIGINT)
+        wait_for(lambda: "SIGINT: stopping" in log.read_text(), 10, "the first SIGINT heard")
+        assert process.poll() is None, "it returned while its handler ran (shutdown deadline 60 s)"
+        second = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=30)
+        took = time.monotonic() - second
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    text = log.read_text()
+    print(f"exited {took:.2f} s after the second SIGINT, its handler still running:\n{text[-400:]}")
+    assert code == 0 and took < 10, text
+    assert "abandoning the running handlers" in text and "abandoned 1" in text, text

@@ -25,7 +25,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ._acks import Acker
@@ -33,6 +32,7 @@ from ._backoff import Backoff
 from ._delivery import Delivery, Outcome, nack_reason
 from ._leases import LeaseKeeper
 from ._slots import Slots
+from ._threads import HandlerThreads
 from .async_client import AsyncClient
 from .errors import HourglassError
 from .models import ClaimedTask
@@ -83,7 +83,7 @@ class WorkerRun:
         self.acker = Acker(client, counts)
         self.deliveries: set[asyncio.Task[None]] = set()
         self.on_loop = inspect.iscoroutinefunction(handler)
-        self.threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="hourglass-handler")
+        self.threads = HandlerThreads(config.concurrency)
 
     async def __call__(self) -> None:
         """Claims and handles until :attr:`stopping` is set, then stops
@@ -123,7 +123,7 @@ class WorkerRun:
         await self.acker.stop(max(deadline - time.monotonic(), ACK_GRACE_S))
         await self.leases.stop()
         # Threads still running an abandoned handler finish it; nothing waits.
-        self.threads.shutdown(wait=False, cancel_futures=True)
+        self.threads.shutdown()
 
     async def _claim(self, queue: str) -> None:
         """Claims from ``queue`` as slots free up, until cancelled."""
@@ -208,7 +208,7 @@ class WorkerRun:
         if self.on_loop:
             result = self.handler(task)
         else:
-            result = await asyncio.get_running_loop().run_in_executor(self.threads, self.handler, task)
+            result = await self.threads.call(self.handler, task)
         if inspect.isawaitable(result):
             await result
 

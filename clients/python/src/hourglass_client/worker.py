@@ -21,8 +21,8 @@ at most ``concurrency`` at a time:
 Handlers that are coroutine functions run on the worker's event loop; any
 other callable runs in a thread pool of ``concurrency`` threads. A handler
 still running at the shutdown deadline is abandoned: an async one is
-cancelled; a thread cannot be, so it runs to its end while its task's
-lease runs out, and the interpreter waits for it before it exits.
+cancelled; a thread cannot be, so it runs on, unwaited (the threads are
+daemons: the program may exit), while its task's lease runs out.
 
 :class:`Worker` is for programs without an event loop: :meth:`Worker.run`
 blocks. :class:`AsyncWorker` is the same worker for asyncio programs.
