@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Two builds of the server side by side, in one sitting, to show what an
 # engine change costs. Each round runs every workload of the suite against the
-# old build, then the new one, on a fresh data directory; the same client (the
-# new build's `hourglass bench`) drives both. Prints every run, then the
-# median of each and the ratio. Suites:
+# old build, then the new one, on a fresh data directory; the same client
+# drives both: this tree's load generator, target/release/hourglass-load
+# (built here first). Prints every run, then the median of each and the
+# ratio. OLD_HOURGLASS and NEW_HOURGLASS are `hourglass` binaries (servers).
+# Suites:
 # - engine (default): the service workloads of BENCHMARKS.md section 2;
 # - payloads: claim-and-ack throughput and lateness with 64 B, 1 KiB and
 #   64 KiB payloads (BENCHMARKS.md, "Payloads on disk").
@@ -12,25 +14,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-old=${1:?usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]}
-new=${2:?usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]}
+usage="usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS] [SUITE] (servers; the load is target/release/hourglass-load)"
+old=${1:?$usage}
+new=${2:?$usage}
+load=target/release/hourglass-load
 rounds=${3:-5}
 suite=${4:-engine}
 addr=127.0.0.1:7498
 work=$(mktemp -d)
 results="$work/results.tsv"
 trap '[ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+cargo build --release -q -p hourglass-load
 
 start() { # binary, extra serve flags
   local bin=$1; shift
   rm -rf "$work/data"
-  "$bin" serve --listen "$addr" --data "$work/data" "$@" 2>/dev/null &
+  "$bin" serve --listen "$addr" --data "$work/data" "$@" >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 200); do curl -sf "http://$addr/healthz" >/dev/null && return; sleep 0.05; done
   echo "the server did not start" >&2; exit 1
 }
 stop() { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; pid=; }
-bench() { "$new" bench --server "http://$addr" "$@"; }
+bench() { "$load" --server "http://$addr" "$@"; }
 record() { # build, workload, value
   printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"
 }

@@ -9,15 +9,22 @@
 #   cache dropped first (cold) and not (warm).
 #
 #   bench/memory.sh OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]   # default 3 restarts
+#
+# OLD_HOURGLASS and NEW_HOURGLASS are `hourglass` binaries (servers); the
+# tasks are enqueued by this tree's target/release/hourglass-load (built here
+# first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-old=${1:?usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]}
-new=${2:?usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS]}
+usage="usage: $0 OLD_HOURGLASS NEW_HOURGLASS [ROUNDS] (servers; the load is target/release/hourglass-load)"
+old=${1:?$usage}
+new=${2:?$usage}
+load=target/release/hourglass-load
 rounds=${3:-3}
 addr=127.0.0.1:7497
 work=$(mktemp -d)
 trap '[ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+cargo build --release -q -p hourglass-load
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 now_ms() { date +%s%3N; }
@@ -61,7 +68,7 @@ for bytes in 64 4096; do
     start "$bin" "$work/data"
     # A batch's body is bounded by the payload limit (1 MiB): 200 tasks of 4 KiB.
     batch=1000; [ "$bytes" -gt 512 ] && batch=200
-    "$new" bench --server "http://$addr" --workload enqueue --producers 8 --batch "$batch" --tasks 1000000 --payload-bytes "$bytes" >/dev/null
+    "$load" --server "http://$addr" --workload enqueue --producers 8 --batch "$batch" --tasks 1000000 --payload-bytes "$bytes" >/dev/null
     stop
     file=$(stat -c %s "$work/data/tasks.redb")
     # Cold: the page cache dropped first, as after a reboot. Warm: a restart

@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HG=target/release/hourglass
+LOAD=target/release/hourglass-load
 BEANSTALKD_PORT=11399
 HOURGLASS_ADDR=127.0.0.1:7499
 # hourglass's beanstalkd front: the same protocol client loads both servers.
@@ -18,7 +19,7 @@ work=$(mktemp -d)
 trap 'pkill -f "beanstalkd -l 127.0.0.1 -p $BEANSTALKD_PORT" 2>/dev/null || true; [ -n "${hg_pid:-}" ] && kill "$hg_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 command -v beanstalkd >/dev/null || { echo "beanstalkd is not installed (apt-get install beanstalkd)" >&2; exit 1; }
-cargo build --release -q -p hourglass-cli
+cargo build --release -q -p hourglass-cli -p hourglass-load
 
 stop_beanstalkd() { # and wait until its port is free again
   pkill -f "beanstalkd -l 127.0.0.1 -p $BEANSTALKD_PORT" 2>/dev/null || true
@@ -39,9 +40,9 @@ start_hourglass() { # extra serve flags
   for _ in $(seq 100); do curl -sf "http://$HOURGLASS_ADDR/healthz" >/dev/null && return; sleep 0.05; done
   echo "hourglass did not start" >&2; exit 1
 }
-bench() { "$HG" bench --server "http://$HOURGLASS_ADDR" --beanstalkd "127.0.0.1:$BEANSTALKD_PORT" "$@"; }
+bench() { "$LOAD" --server "http://$HOURGLASS_ADDR" --beanstalkd "127.0.0.1:$BEANSTALKD_PORT" "$@"; }
 # The beanstalk protocol client against hourglass's front.
-front() { "$HG" bench --target beanstalkd --beanstalkd "$HOURGLASS_BEANSTALK" "$@"; }
+front() { "$LOAD" --target beanstalkd --beanstalkd "$HOURGLASS_BEANSTALK" "$@"; }
 
 if [ "${1:-}" = "churn" ]; then
   # Disk after churning 1 M delayed jobs ten times (each round: 1 M puts an

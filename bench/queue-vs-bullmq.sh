@@ -13,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HG=target/release/hourglass
+LOAD=target/release/hourglass-load
 PORT=${PORT:-6479}
 FSYNC=${FSYNC:-always}
 ROUNDS=${ROUNDS:-3}
@@ -29,7 +30,7 @@ trap cleanup EXIT
 for tool in redis-server redis-cli node npm; do
   command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 1; }
 done
-cargo build --release -q -p hourglass-cli
+cargo build --release -q -p hourglass-cli -p hourglass-load
 (cd bench/bullmq && [ -d node_modules ] || npm ci --no-audit --no-fund >/dev/null)
 
 fresh_redis() {
@@ -58,7 +59,7 @@ start_nodes() {
 }
 info() { redis-cli -p "$PORT" info "$1" | tr -d '\r' | sed -n "s/^$2://p"; }
 # Consumers ack each claim's tasks in one request (POST /v1/acks).
-hg() { "$HG" bench --server "http://${NODES[0]}" --also "http://${NODES[1]}" --also "http://${NODES[2]}" --acks batch "$@"; }
+hg() { "$LOAD" --server "http://${NODES[0]}" --also "http://${NODES[1]}" --also "http://${NODES[2]}" --acks batch "$@"; }
 bull() { (cd bench/bullmq && REDIS_PORT=$PORT node bench.mjs "$@"); }
 # Redis commands a task over a run of $1 tasks: the command that follows, counted.
 per_task() {

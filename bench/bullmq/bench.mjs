@@ -1,6 +1,6 @@
-// BullMQ under the workloads of `hourglass bench`, on a Redis given by
+// BullMQ under the workloads of `hourglass-load`, on a Redis given by
 // REDIS_PORT (bench/queue-vs-bullmq.sh starts one of its own). One line of
-// results per run, in the words `hourglass bench` uses, so the two read side
+// results per run, in the words `hourglass-load` uses, so the two read side
 // by side.
 //
 //   node bench.mjs enqueue  TASKS PRODUCERS

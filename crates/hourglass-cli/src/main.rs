@@ -1,18 +1,26 @@
-//! `hourglass`: serve the durable delay queue, talk to it, put load on it.
+//! `hourglass`: serve the durable delay queue, and talk to it.
 //!
-//! Glue only: the engine lives in `hourglass-queue`, the HTTP API in
-//! `hourglass-server`.
+//! Glue only: the engine lives in `hourglass-embedded` (or Redis, in
+//! `hourglass-redis`), the HTTP API in `hourglass-server`, and the commands
+//! talk to it through `hourglass-client`. The load generator is a binary of
+//! its own, `hourglass-load` (`bench/load`).
 
-mod bench;
 mod client;
 mod render;
+mod schedule;
 mod serve;
 mod tail;
 
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use serde_json::{json, Value};
+use hourglass_client::wire::{ClaimRequest, NewTask, OverviewQueue, Totals};
+use hourglass_queue::{SystemWallClock, WallClock};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use client::{connect, Explain};
+use schedule::ScheduleCommand;
 
 /// jemalloc instead of glibc's malloc: under many small requests the server
 /// spent about 14 % of its samples in glibc's malloc and free. Measured side
@@ -21,8 +29,6 @@ use serde_json::{json, Value};
 /// 25 to 33 % more.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-use client::Client;
 
 /// The address `serve` listens on by default: loopback, and a port no common
 /// service uses.
@@ -148,81 +154,6 @@ enum Command {
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// Put load on a server (and, to compare, on beanstalkd) and report
-    /// throughput and lateness.
-    Bench(bench::BenchArgs),
-}
-
-#[derive(Subcommand, Debug)]
-enum ScheduleCommand {
-    /// Create or replace a schedule.
-    Put {
-        /// The schedule's name.
-        name: String,
-        /// The queue its tasks go to.
-        #[arg(long)]
-        queue: String,
-        /// A cron expression: 5 fields, 6 with seconds first, or @daily and the like.
-        #[arg(long, conflicts_with = "every", required_unless_present = "every")]
-        cron: Option<String>,
-        /// The time zone the cron expression is read in (IANA name).
-        #[arg(long = "tz", default_value = "UTC", requires = "cron")]
-        time_zone: String,
-        /// A fixed period instead of a cron expression.
-        #[arg(long, value_parser = humantime::parse_duration)]
-        every: Option<Duration>,
-        /// The payload of every task, as JSON.
-        #[arg(long, default_value = "null")]
-        payload: String,
-        /// Occurrences missed while the server was down: skip, once or all.
-        #[arg(long, default_value = "skip")]
-        misfire: String,
-        /// An occurrence while the previous task is alive: allow or forbid.
-        #[arg(long, default_value = "allow")]
-        overlap: String,
-        /// Deliveries allowed for each task.
-        #[arg(long)]
-        max_attempts: Option<u32>,
-        /// A deadline for each run: not started within this long of its
-        /// time, it is skipped (or its task dies, reason `expired`).
-        #[arg(long, value_parser = humantime::parse_duration)]
-        expires_in: Option<Duration>,
-        #[command(flatten)]
-        server: ServerArgs,
-    },
-    /// List the schedules with their next runs.
-    List {
-        #[command(flatten)]
-        server: ServerArgs,
-    },
-    /// Show a schedule and its next five runs.
-    Show {
-        /// The schedule's name.
-        name: String,
-        #[command(flatten)]
-        server: ServerArgs,
-    },
-    /// Pause a schedule: it enqueues nothing until resumed.
-    Pause {
-        /// The schedule's name.
-        name: String,
-        #[command(flatten)]
-        server: ServerArgs,
-    },
-    /// Resume a paused schedule; what it missed goes to its misfire policy.
-    Resume {
-        /// The schedule's name.
-        name: String,
-        #[command(flatten)]
-        server: ServerArgs,
-    },
-    /// Delete a schedule (tasks it enqueued stay).
-    Delete {
-        /// The schedule's name.
-        name: String,
-        #[command(flatten)]
-        server: ServerArgs,
-    },
 }
 
 /// Where the server is.
@@ -242,67 +173,26 @@ fn millis(duration: Duration) -> u64 {
 
 /// This machine's clock, Unix ms: for times shown relative to now.
 fn now_ms() -> u64 {
-    u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
+    SystemWallClock.now_ms()
 }
 
-fn print(value: &Value) {
-    println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()));
+/// Prints `value` as indented JSON.
+fn print(value: &impl Serialize) -> anyhow::Result<()> {
+    println!("{}", render::pretty(value)?);
+    Ok(())
 }
 
-/// A JSON argument, or an error that names it.
-fn json_arg(text: &str) -> anyhow::Result<Value> {
+/// A payload given on the command line: JSON, sent as it was typed.
+fn payload(text: &str) -> anyhow::Result<Box<RawValue>> {
     serde_json::from_str(text).map_err(|e| anyhow::anyhow!("--payload is not JSON: {e}"))
 }
 
-async fn schedule(command: ScheduleCommand) -> anyhow::Result<()> {
-    match command {
-        ScheduleCommand::Put {
-            name,
-            queue,
-            cron,
-            time_zone,
-            every,
-            payload,
-            misfire,
-            overlap,
-            max_attempts,
-            expires_in,
-            server,
-        } => {
-            let mut body =
-                json!({ "queue": queue, "payload": json_arg(&payload)?, "misfire": misfire, "overlap": overlap });
-            match (cron, every) {
-                (Some(cron), _) => {
-                    body["cron"] = json!(cron);
-                    body["time_zone"] = json!(time_zone);
-                }
-                (None, Some(every)) => body["every_ms"] = json!(millis(every)),
-                (None, None) => unreachable!("clap requires --cron or --every"),
-            }
-            if let Some(max_attempts) = max_attempts {
-                body["max_attempts"] = json!(max_attempts);
-            }
-            if let Some(expires_in) = expires_in {
-                body["expires_after_ms"] = json!(millis(expires_in));
-            }
-            print(&Client::new(&server)?.put(&format!("/v1/schedules/{name}"), &body).await?);
-        }
-        ScheduleCommand::List { server } => print(&Client::new(&server)?.get("/v1/schedules").await?),
-        ScheduleCommand::Show { name, server } => {
-            print(&Client::new(&server)?.get(&format!("/v1/schedules/{name}")).await?);
-        }
-        ScheduleCommand::Pause { name, server } => {
-            print(&Client::new(&server)?.post(&format!("/v1/schedules/{name}/pause"), &json!({})).await?);
-        }
-        ScheduleCommand::Resume { name, server } => {
-            print(&Client::new(&server)?.post(&format!("/v1/schedules/{name}/resume"), &json!({})).await?);
-        }
-        ScheduleCommand::Delete { name, server } => {
-            Client::new(&server)?.delete(&format!("/v1/schedules/{name}")).await?;
-            println!("deleted schedule {name}");
-        }
-    }
-    Ok(())
+/// What `stats --json` prints: the overview's queues (or the one asked for)
+/// and the totals.
+#[derive(Serialize)]
+struct Stats {
+    queues: Vec<OverviewQueue>,
+    totals: Totals,
 }
 
 fn main() -> std::process::ExitCode {
@@ -325,85 +215,80 @@ fn main() -> std::process::ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve::serve(args).await,
-        Command::Add { queue, delay, payload, key, max_attempts, every, expires_in, server } => {
-            let payload = json_arg(&payload)?;
-            let mut body = json!({ "payload": payload, "delay_ms": millis(delay) });
-            if let Some(key) = key {
-                body["key"] = json!(key);
-            }
-            if let Some(max_attempts) = max_attempts {
-                body["max_attempts"] = json!(max_attempts);
-            }
-            if let Some(every) = every {
-                body["every_ms"] = json!(millis(every));
-            }
-            if let Some(expires_in) = expires_in {
-                body["expires_after_ms"] = json!(millis(delay + expires_in));
-            }
-            print(&Client::new(&server)?.post(&format!("/v1/queues/{queue}/tasks"), &body).await?);
-            Ok(())
+        Command::Add { queue, delay, payload: text, key, max_attempts, every, expires_in, server } => {
+            let task = NewTask {
+                delay_ms: Some(millis(delay)),
+                key,
+                max_attempts,
+                every_ms: every.map(millis),
+                expires_after_ms: expires_in.map(|expires_in| millis(delay + expires_in)),
+                ..NewTask::new(payload(&text)?)
+            };
+            let client = connect(&server);
+            print(&client.enqueue(&queue, &task).await.explain(&client)?.value)
         }
-        Command::Schedule(command) => schedule(command).await,
+        Command::Schedule(command) => schedule::run(command).await,
         Command::Cancel { id, server } => {
-            Client::new(&server)?.delete(&format!("/v1/tasks/{id}")).await?;
+            let client = connect(&server);
+            client.cancel(id).await.explain(&client)?;
             println!("cancelled {id}");
             Ok(())
         }
         Command::Show { id, json, server } => {
-            let task = Client::new(&server)?.get(&format!("/v1/tasks/{id}")).await?;
+            let client = connect(&server);
+            let task = client.get(id).await.explain(&client)?;
             if json {
-                print(&task);
+                print(&task)
             } else {
-                print!("{}", render::task(&task, now_ms()));
+                print!("{}", render::task(&task, now_ms())?);
+                Ok(())
             }
-            Ok(())
         }
         Command::Stats { queue, json, server } => {
-            let mut overview = Client::new(&server)?.get("/v1/overview?fresh=true").await?;
+            let client = connect(&server);
+            let mut overview = client.overview(true).await.explain(&client)?;
             if let Some(queue) = &queue {
-                let queues = overview["queues"].as_array_mut().map(std::mem::take).unwrap_or_default();
-                let one: Vec<Value> = queues.into_iter().filter(|q| q["name"] == json!(queue)).collect();
-                if one.is_empty() {
+                overview.queues.retain(|q| q.queue.name == *queue);
+                if overview.queues.is_empty() {
                     anyhow::bail!("no queue {queue:?} on this server: `hourglass stats` lists them");
                 }
-                overview["queues"] = json!(one);
             }
             if json {
-                print(&json!({ "queues": overview["queues"], "totals": overview["totals"] }));
+                print(&Stats { queues: overview.queues, totals: overview.totals })
             } else {
                 print!("{}", render::queues(&overview));
+                Ok(())
             }
-            Ok(())
         }
-        Command::Tail { queue, every, server } => tail::follow(&Client::new(&server)?, &queue, every).await,
+        Command::Tail { queue, every, server } => tail::follow(&connect(&server), &queue, every).await,
         Command::Pause { queue, server } => {
-            Client::new(&server)?.post(&format!("/v1/queues/{queue}/pause"), &json!({})).await?;
+            let client = connect(&server);
+            client.pause_queue(&queue).await.explain(&client)?;
             println!("paused {queue}: claims hand out nothing until `hourglass resume {queue}`");
             Ok(())
         }
         Command::Resume { queue, server } => {
-            Client::new(&server)?.post(&format!("/v1/queues/{queue}/resume"), &json!({})).await?;
+            let client = connect(&server);
+            client.resume_queue(&queue).await.explain(&client)?;
             println!("resumed {queue}");
             Ok(())
         }
         Command::DeleteDead { queue, server } => {
-            let done = Client::new(&server)?.delete(&format!("/v1/queues/{queue}/dead")).await?;
-            println!("deleted {} dead tasks of {queue}", render::count(&done["deleted"]));
+            let client = connect(&server);
+            let done = client.delete_dead(&queue).await.explain(&client)?;
+            println!("deleted {} dead tasks of {queue}", render::count(done.deleted));
             Ok(())
         }
         Command::Claim { queue, max, lease, wait, ack, server } => {
-            let client = Client::new(&server)?;
-            let body = json!({ "max": max, "lease_ms": millis(lease), "wait_ms": millis(wait) });
-            let claimed = client.post(&format!("/v1/queues/{queue}/claim"), &body).await?;
-            for task in claimed["tasks"].as_array().into_iter().flatten() {
-                print(task);
+            let client = connect(&server);
+            let claim = ClaimRequest { max: Some(max), lease_ms: Some(millis(lease)), wait_ms: Some(millis(wait)) };
+            for task in client.claim(&queue, &claim).await.explain(&client)?.tasks {
+                print(&task)?;
                 if ack {
-                    let id = task["id"].as_u64().unwrap_or_default();
-                    client.post(&format!("/v1/tasks/{id}/ack"), &json!({ "lease": task["lease"] })).await?;
+                    client.ack(task.id, task.lease).await.explain(&client)?;
                 }
             }
             Ok(())
         }
-        Command::Bench(args) => bench::run(args).await,
     }
 }

@@ -4,7 +4,20 @@
 
 use std::fmt::Write;
 
-use serde_json::Value;
+use hourglass_client::wire::{Overview, Task};
+use serde::Serialize;
+
+/// `value` as indented JSON, payloads included (a payload passes through the
+/// client as the text the server sent).
+pub fn pretty(value: &impl Serialize) -> serde_json::Result<String> {
+    let compact = serde_json::to_string(value)?;
+    let mut out = Vec::new();
+    serde_transcode::transcode(
+        &mut serde_json::Deserializer::from_str(&compact),
+        &mut serde_json::Serializer::pretty(&mut out),
+    )?;
+    Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+}
 
 /// Text of a table: a header row, then rows, columns padded to their widest
 /// cell; numbers (cells that start with a digit) are right-aligned.
@@ -38,12 +51,11 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// A count, with thousands separated: `1,234,567`.
-pub fn count(value: &Value) -> String {
-    let Some(n) = value.as_u64() else { return "-".into() };
+pub fn count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);
@@ -84,49 +96,52 @@ pub fn relative(at_ms: u64, now_ms: u64) -> String {
 
 /// A Unix time in ms as an RFC 3339 instant, in UTC, to the millisecond.
 pub fn instant(at_ms: u64) -> String {
-    i64::try_from(at_ms)
-        .ok()
-        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
-        .map_or_else(|| at_ms.to_string(), |t| format!("{t:.3}"))
+    timestamp(at_ms).map_or_else(|| at_ms.to_string(), |t| format!("{t:.3}"))
+}
+
+/// A Unix time in ms as this machine's local time of day, to the
+/// millisecond: `14:03:07.250`.
+pub fn time_of_day(at_ms: u64) -> String {
+    timestamp(at_ms).map_or_else(
+        || at_ms.to_string(),
+        |t| t.to_zoned(jiff::tz::TimeZone::system()).strftime("%H:%M:%S%.3f").to_string(),
+    )
+}
+
+fn timestamp(at_ms: u64) -> Option<jiff::Timestamp> {
+    jiff::Timestamp::from_millisecond(i64::try_from(at_ms).ok()?).ok()
 }
 
 /// A time with how far it is from now: `2026-11-30T12:00:00.000Z (in 5m)`.
-pub fn when(at_ms: &Value, now_ms: u64) -> Option<String> {
-    let at_ms = at_ms.as_u64()?;
-    Some(format!("{} ({})", instant(at_ms), relative(at_ms, now_ms)))
+pub fn when(at_ms: u64, now_ms: u64) -> String {
+    format!("{} ({})", instant(at_ms), relative(at_ms, now_ms))
 }
 
 /// The server's queues and totals (`/v1/overview`) as a table.
-pub fn queues(overview: &Value) -> String {
-    let now_ms = overview["now_ms"].as_u64().unwrap_or_default();
-    let queues = overview["queues"].as_array().map(Vec::as_slice).unwrap_or_default();
-    if queues.is_empty() {
+pub fn queues(overview: &Overview) -> String {
+    if overview.queues.is_empty() {
         return "no queues yet: add a task with `hourglass add QUEUE`\n".into();
     }
-    let rows: Vec<Vec<String>> = queues
+    let rows: Vec<Vec<String>> = overview
+        .queues
         .iter()
         .map(|q| {
-            let late = |p: &str| {
-                if q["lateness"]["samples"].as_u64().unwrap_or(0) == 0 {
-                    "-".into()
-                } else {
-                    millis(q["lateness"][p].as_f64().unwrap_or(0.0))
-                }
-            };
-            let rate = |name: &str| format!("{:.1}", q["rates"][name].as_f64().unwrap_or(0.0));
+            let (queue, rates) = (&q.queue, &q.rates);
+            let late = |p: f64| if queue.lateness.samples == 0 { "-".into() } else { millis(p) };
+            let rate = |per_s: f64| format!("{per_s:.1}");
             vec![
-                q["name"].as_str().unwrap_or("?").to_owned(),
-                if q["paused"].as_bool() == Some(true) { "paused".into() } else { "running".into() },
-                count(&q["scheduled"]),
-                count(&q["due"]),
-                count(&q["leased"]),
-                count(&q["dead"]),
-                q["oldest_due_ms"].as_u64().map_or_else(|| "-".into(), |at| relative(at, now_ms)),
-                late("p50"),
-                late("p99"),
-                rate("enqueued"),
-                rate("delivered"),
-                rate("acked"),
+                queue.name.clone(),
+                if queue.paused { "paused".into() } else { "running".into() },
+                count(queue.scheduled),
+                count(queue.due),
+                count(queue.leased),
+                count(queue.dead),
+                queue.oldest_due_ms.map_or_else(|| "-".into(), |at| relative(at, overview.now_ms)),
+                late(queue.lateness.p50),
+                late(queue.lateness.p99),
+                rate(rates.enqueued),
+                rate(rates.delivered),
+                rate(rates.acked),
             ]
         })
         .collect();
@@ -144,59 +159,47 @@ pub fn queues(overview: &Value) -> String {
         "OUT/S",
         "ACK/S",
     ];
-    let t = &overview["totals"];
+    let t = &overview.totals;
     let mut out = table(&header, &rows);
     let _ = writeln!(
         out,
         "\n{} tasks, {} schedules; since start: {} enqueued, {} delivered, {} acked, {} dead",
-        count(&t["tasks"]),
-        count(&t["schedules"]),
-        count(&t["enqueued"]),
-        count(&t["delivered"]),
-        count(&t["acked"]),
-        count(&t["died"]),
+        count(t.tasks),
+        count(t.schedules),
+        count(t.enqueued),
+        count(t.delivered),
+        count(t.acked),
+        count(t.died),
     );
     out
 }
 
 /// A task (`GET /v1/tasks/{id}`) as aligned fields, then its payload.
-pub fn task(task: &Value, now_ms: u64) -> String {
-    let mut fields: Vec<(&str, String)> = vec![
-        ("id", count(&task["id"]).replace(',', "")),
-        ("queue", task["queue"].as_str().unwrap_or("?").to_owned()),
-        ("state", task["state"].as_str().unwrap_or("?").to_owned()),
-    ];
-    if let Some(reason) = task["dead_reason"].as_str() {
-        fields.push(("dead reason", reason.to_owned()));
-    }
-    if let Some(error) = task["last_error"].as_str() {
-        fields.push(("last error", error.to_owned()));
-    }
-    fields.extend(when(&task["run_at_ms"], now_ms).map(|due| ("due", due)));
-    fields.push(("attempts", format!("{} of {}", task["attempt"], task["max_attempts"])));
-    if let Some(key) = task["key"].as_str() {
-        fields.push(("key", key.to_owned()));
-    }
-    if let Some(every_ms) = task["every_ms"].as_u64() {
-        fields.push(("repeats every", millis(every_ms as f64)));
-    }
-    fields.extend(when(&task["lease_until_ms"], now_ms).map(|at| ("lease until", at)));
-    fields.extend(when(&task["expires_at_ms"], now_ms).map(|at| ("expires", at)));
-    fields.extend(when(&task["created_ms"], now_ms).map(|at| ("created", at)));
+pub fn task(task: &Task, now_ms: u64) -> serde_json::Result<String> {
+    let mut fields: Vec<(&str, String)> =
+        vec![("id", task.id.to_string()), ("queue", task.queue.clone()), ("state", task.state.to_string())];
+    fields.extend(task.dead_reason.map(|reason| ("dead reason", reason.to_string())));
+    fields.extend(task.last_error.clone().map(|error| ("last error", error)));
+    fields.push(("due", when(task.run_at_ms, now_ms)));
+    fields.push(("attempts", format!("{} of {}", task.attempt, task.max_attempts)));
+    fields.extend(task.key.clone().map(|key| ("key", key)));
+    fields.extend(task.every_ms.map(|every_ms| ("repeats every", millis(every_ms as f64))));
+    fields.extend(task.lease_until_ms.map(|at| ("lease until", when(at, now_ms))));
+    fields.extend(task.expires_at_ms.map(|at| ("expires", when(at, now_ms))));
+    fields.push(("created", when(task.created_ms, now_ms)));
     let width = fields.iter().map(|(name, _)| name.len()).max().unwrap_or(0) + 1;
     let mut out = String::new();
     for (name, value) in fields {
         let _ = writeln!(out, "{:<width$} {value}", format!("{name}:"));
     }
-    let payload = serde_json::to_string_pretty(&task["payload"]).unwrap_or_else(|_| task["payload"].to_string());
-    let _ = writeln!(out, "payload:\n{payload}");
-    out
+    let _ = writeln!(out, "payload:\n{}", pretty(&task.payload)?);
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use hourglass_client::wire::{Lateness, OverviewQueue, Queue, Rates, Totals};
 
     #[test]
     fn a_table_pads_columns_and_right_aligns_numbers() {
@@ -206,9 +209,8 @@ mod tests {
 
     #[test]
     fn counts_times_and_durations_read_as_people_write_them() {
-        assert_eq!(count(&json!(1_234_567)), "1,234,567");
-        assert_eq!(count(&json!(12)), "12");
-        assert_eq!(count(&json!(null)), "-");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(count(12), "12");
         assert_eq!(millis(0.4231), "0.42ms");
         assert_eq!(millis(12.34), "12.3ms");
         assert_eq!(millis(2_500.0), "2.50s");
@@ -220,14 +222,29 @@ mod tests {
     }
 
     #[test]
+    fn json_is_indented_payload_and_all() {
+        let task: Task = serde_json::from_str(
+            r#"{"id":1,"queue":"q","state":"due","payload":{"b":[1,{}],"a":"x"},"run_at_ms":5,"attempt":0,
+                "max_attempts":3,"priority":0,"created_ms":5}"#,
+        )
+        .unwrap();
+        let text = pretty(&task).unwrap();
+        assert!(text.starts_with("{\n  \"id\": 1,\n  \"queue\": \"q\",\n  \"state\": \"due\",\n"), "{text}");
+        assert!(text.contains("  \"payload\": {\n    \"b\": [\n      1,\n      {}\n    ],\n    \"a\": \"x\"\n  },\n"));
+    }
+
+    #[test]
     fn a_task_prints_every_field_it_has_and_its_payload() {
         let now_ms = 1_800_000_000_000;
-        let task = json!({
-            "id": 42, "queue": "emails", "state": "dead", "dead_reason": "attempts", "last_error": "SMTP 550",
-            "run_at_ms": now_ms - 60_000, "attempt": 5, "max_attempts": 5, "key": "order-7",
-            "created_ms": now_ms - 120_000, "payload": { "to": "a@example.com" }
-        });
-        let text = super::task(&task, now_ms);
+        let task: Task = serde_json::from_str(&format!(
+            r#"{{"id": 42, "queue": "emails", "state": "dead", "dead_reason": "attempts", "last_error": "SMTP 550",
+                "run_at_ms": {}, "attempt": 5, "max_attempts": 5, "priority": 0, "key": "order-7",
+                "created_ms": {}, "payload": {{ "to": "a@example.com" }}}}"#,
+            now_ms - 60_000,
+            now_ms - 120_000
+        ))
+        .unwrap();
+        let text = super::task(&task, now_ms).unwrap();
         assert!(text.contains("id:          42\n"), "{text}");
         assert!(text.contains("dead reason: attempts\n"), "{text}");
         assert!(text.contains("last error:  SMTP 550\n"), "{text}");
@@ -239,13 +256,30 @@ mod tests {
 
     #[test]
     fn the_queues_table_has_a_row_per_queue_and_the_totals() {
-        let overview = json!({
-            "now_ms": 10_000,
-            "queues": [{ "name": "emails", "paused": true, "scheduled": 1200, "due": 3, "leased": 1, "dead": 0,
-                         "oldest_due_ms": 4_000, "lateness": { "samples": 10, "p50": 0.5, "p99": 2.25 },
-                         "rates": { "enqueued": 12.0, "delivered": 11.5, "acked": 11.0 } }],
-            "totals": { "tasks": 1204, "schedules": 1, "enqueued": 5000, "delivered": 3796, "acked": 3795, "died": 0 }
-        });
+        let queue = Queue {
+            name: "emails".into(),
+            scheduled: 1200,
+            due: 3,
+            leased: 1,
+            dead: 0,
+            oldest_due_ms: Some(4_000),
+            lateness: Lateness { samples: 10, p50: 0.5, p99: 2.25, max: 3.0 },
+            paused: true,
+            enqueued: 5000,
+            delivered: 3796,
+            acked: 3795,
+        };
+        let totals =
+            Totals { tasks: 1204, schedules: 1, enqueued: 5000, delivered: 3796, acked: 3795, ..Totals::default() };
+        let rates = Rates { enqueued: 12.0, delivered: 11.5, acked: 11.0 };
+        let overview = Overview {
+            now_ms: 10_000,
+            read_only_ui: false,
+            queues: vec![OverviewQueue { queue, rates }],
+            totals,
+            history: Vec::new(),
+            sample_every_s: 1,
+        };
         let text = queues(&overview);
         let mut lines = text.lines();
         assert!(lines.next().unwrap().starts_with("QUEUE   STATE   SCHEDULED"), "{text}");
@@ -254,6 +288,7 @@ mod tests {
             assert!(row.contains(cell), "{cell} in {row}");
         }
         assert!(text.contains("1,204 tasks, 1 schedules; since start: 5,000 enqueued"), "{text}");
-        assert_eq!(queues(&json!({ "queues": [] })), "no queues yet: add a task with `hourglass add QUEUE`\n");
+        let empty = Overview { queues: Vec::new(), ..overview };
+        assert_eq!(queues(&empty), "no queues yet: add a task with `hourglass add QUEUE`\n");
     }
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Context;
 use bytesize::ByteSize;
 use clap::{Args, ValueEnum};
-use hourglass_embedded::{Engine, Fsync, Options, RedbStore};
+use hourglass_embedded::{Engine, Fsync, Options, RedbStore, TimerThread};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{Limits, SystemWallClock};
 use hourglass_redis::{RedisBackend, RedisOptions, Target};
@@ -219,7 +219,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 /// The backend this process serves, to be stopped as it needs.
 enum Running {
-    Embedded { engine: Arc<Engine>, timers: std::thread::JoinHandle<()> },
+    Embedded { engine: Arc<Engine>, timers: TimerThread },
     Redis(Arc<RedisBackend>),
 }
 
@@ -241,10 +241,7 @@ impl Running {
 
 /// Opens the embedded store in --data and starts its timer thread; says how
 /// durable a 2xx is.
-fn open_embedded(
-    args: &ServeArgs,
-    limits: Limits,
-) -> anyhow::Result<(Arc<Engine>, String, std::thread::JoinHandle<()>)> {
+fn open_embedded(args: &ServeArgs, limits: Limits) -> anyhow::Result<(Arc<Engine>, String, TimerThread)> {
     let started = Instant::now();
     let store = if args.check_store { RedbStore::open_checked(&args.data) } else { RedbStore::open(&args.data) }
         .with_context(|| format!("cannot open the store in {}", args.data.display()))?;

@@ -8,36 +8,28 @@
 //! client fails the test; elsewhere the test says so and passes.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::crash::{free_port, serve_printing};
-use hourglass_test_support::required;
+use hourglass_test_support::beanstalkd::Beanstalkd;
+use hourglass_test_support::hourglass::Hourglass;
+use hourglass_test_support::{required, within};
 
-/// `hourglass serve --beanstalk 127.0.0.1:0` on `data`; returns it and the
-/// beanstalk port it printed.
-fn start_hourglass(data: &Path, extra: &[&str]) -> (Child, u16) {
-    let mut args: Vec<&OsStr> =
-        vec!["--beanstalk".as_ref(), "127.0.0.1:0".as_ref(), "--data".as_ref(), data.as_os_str()];
-    args.extend(extra.iter().map(OsStr::new));
-    let (child, address) = serve_printing(&args, "beanstalk");
-    (child, address.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port"))
-}
+use crate::serve;
 
-fn start_beanstalkd(dir: &Path) -> (Child, u16) {
-    let port = free_port();
-    let child = Command::new("beanstalkd")
-        .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-b"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start beanstalkd");
-    (child, port)
+/// A reply that takes longer has met a server that is gone.
+const REPLY_WITHIN: Duration = Duration::from_secs(10);
+/// How long producers put before a kill at most: they stop at the kill.
+const PUTTING_FOR_MAX: Duration = Duration::from_secs(60);
+
+/// `hourglass serve --beanstalk 127.0.0.1:0` on `data`.
+fn start_hourglass(data: &Path) -> Hourglass {
+    serve().data(data).beanstalk().start()
 }
 
 /// A protocol client that reads whole replies.
@@ -46,18 +38,11 @@ struct Client {
 }
 
 impl Client {
+    /// Connects to a server that is up (started and waited for).
     fn connect(port: u16) -> Client {
-        let started = Instant::now();
-        loop {
-            match TcpStream::connect(("127.0.0.1", port)) {
-                Ok(stream) => {
-                    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                    return Client { stream: BufReader::new(stream) };
-                }
-                Err(_) if started.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(10)),
-                Err(error) => panic!("cannot connect to port {port}: {error}"),
-            }
-        }
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connect to port {port}: {e}"));
+        stream.set_read_timeout(Some(REPLY_WITHIN)).unwrap();
+        Client { stream: BufReader::new(stream) }
     }
 
     /// Sends `bytes`, then reads one reply: its line, and its body if it has one.
@@ -261,17 +246,13 @@ fn replay(hourglass: u16, beanstalkd: u16) -> (usize, Vec<String>) {
 
 #[test]
 fn every_reply_matches_beanstalkd_1_12() {
-    if !required("beanstalkd", &["-v"]) {
-        return;
-    }
-    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (mut hourglass, ours) = start_hourglass(dirs.0.path(), &[]);
-    let (mut beanstalkd, theirs) = start_beanstalkd(dirs.1.path());
+    let Some(beanstalkd) = Beanstalkd::start() else { return };
+    let data = tempfile::tempdir().unwrap();
+    let hourglass = start_hourglass(data.path());
+    let (ours, theirs) = (hourglass.beanstalk_port(), beanstalkd.port);
     let (compared, differences) = replay(ours, theirs);
     // `stats` last, once both have seen the same commands.
     let stats = (Client::connect(ours).send(b"stats\r\n"), Client::connect(theirs).send(b"stats\r\n"));
-    let _ = (hourglass.kill(), beanstalkd.kill());
-    let _ = (hourglass.wait(), beanstalkd.wait());
     println!("{compared} replies compared with beanstalkd's, {} differ", differences.len());
     let keys =
         |reply: &str| reply.lines().filter_map(|l| l.split_once(": ").map(|(k, _)| k.to_owned())).collect::<Vec<_>>();
@@ -285,55 +266,72 @@ fn python_clients_from_pypi_run_their_scenario() {
         return;
     }
     let data = tempfile::tempdir().unwrap();
-    let (mut server, port) = start_hourglass(data.path(), &[]);
-    Client::connect(port);
+    let server = start_hourglass(data.path());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/beanstalk_clients.py");
-    let output = Command::new("python3").arg(script).arg(port.to_string()).output().expect("run python3");
-    let _ = server.kill();
-    let _ = server.wait();
+    let output =
+        Command::new("python3").arg(script).arg(server.beanstalk_port().to_string()).output().expect("run python3");
+    drop(server);
     println!("{}", String::from_utf8_lossy(&output.stdout));
     assert!(output.status.success(), "the clients' scenario failed:\n{}", String::from_utf8_lossy(&output.stderr));
 }
 
+/// Jobs put before a kill, with the bodies they were put with.
+type Inserted = Vec<(u64, String)>;
+
+/// Four producers putting on `port` until the server is gone; their jobs
+/// answered INSERTED, and how many puts they sent. `answered` counts the
+/// INSERTED replies as they come.
+fn put_until_gone(
+    port: u16,
+    round: usize,
+    answered: &Arc<AtomicUsize>,
+) -> Vec<std::thread::JoinHandle<(Inserted, usize)>> {
+    (0..4)
+        .map(|producer| {
+            let answered = answered.clone();
+            std::thread::spawn(move || {
+                let mut client = Client::connect(port);
+                let (mut done, mut n) = (Vec::new(), 0);
+                let stop = Instant::now() + PUTTING_FOR_MAX;
+                while Instant::now() < stop {
+                    let body = format!("round {round} producer {producer} job {n}");
+                    n += 1;
+                    let reply = client.send(format!("put 10 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
+                    match reply.trim_end().strip_prefix("INSERTED ") {
+                        Some(id) => done.push((id.parse::<u64>().unwrap(), body)),
+                        None => break,
+                    }
+                    answered.fetch_add(1, Ordering::Relaxed);
+                }
+                (done, n)
+            })
+        })
+        .collect()
+}
+
 #[test]
 fn every_put_answered_inserted_survives_kill_9() {
+    /// Puts answered in a round before its kill: the kill comes mid-stream.
+    const ANSWERED_BEFORE_KILL: usize = 200;
     let data = tempfile::tempdir().unwrap();
-    let mut inserted: Vec<(u64, String)> = Vec::new();
+    let mut server = start_hourglass(data.path());
+    let mut inserted: Inserted = Vec::new();
     let mut puts = 0;
     for round in 0..3 {
-        let (mut server, port) = start_hourglass(data.path(), &[]);
-        let stop = Instant::now() + Duration::from_millis(400);
-        let producers: Vec<_> = (0..4)
-            .map(|producer| {
-                std::thread::spawn(move || {
-                    let mut client = Client::connect(port);
-                    let mut done = Vec::new();
-                    let mut n = 0;
-                    while Instant::now() < stop {
-                        let body = format!("round {round} producer {producer} job {n}");
-                        n += 1;
-                        let reply = client.send(format!("put 10 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
-                        match reply.trim_end().strip_prefix("INSERTED ") {
-                            Some(id) => done.push((id.parse::<u64>().unwrap(), body)),
-                            None => break,
-                        }
-                    }
-                    (done, n)
-                })
-            })
-            .collect();
+        let answered = Arc::new(AtomicUsize::new(0));
+        let producers = put_until_gone(server.beanstalk_port(), round, &answered);
+        let what = format!("{ANSWERED_BEFORE_KILL} puts answered in round {round}");
+        within(REPLY_WITHIN, &what, || answered.load(Ordering::Relaxed) >= ANSWERED_BEFORE_KILL);
         // Killed while the producers are still putting.
-        std::thread::sleep(Duration::from_millis(200));
-        server.kill().unwrap();
-        server.wait().unwrap();
+        server.kill();
         for producer in producers {
             let (done, sent) = producer.join().unwrap();
             puts += sent;
             inserted.extend(done);
         }
+        server.restart();
     }
-    let (mut server, port) = start_hourglass(data.path(), &[]);
-    let mut client = Client::connect(port);
+    let mut client = Client::connect(server.beanstalk_port());
     let lost: Vec<u64> = inserted
         .iter()
         .filter(|(id, body)| {
@@ -341,8 +339,7 @@ fn every_put_answered_inserted_survives_kill_9() {
         })
         .map(|(id, _)| *id)
         .collect();
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     println!("{puts} puts sent across three kill -9s, {} answered INSERTED, {} lost", inserted.len(), lost.len());
     assert!(!inserted.is_empty(), "some puts were answered before the kills");
     assert!(lost.is_empty(), "jobs answered INSERTED are gone after kill -9: {lost:?}");

@@ -8,20 +8,26 @@
 //! figures are printed.
 
 use std::collections::HashSet;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hourglass_client::wire::ClaimRequest;
+use hourglass_client::Client;
+use hourglass_test_support::holds_within_async;
 use rand::Rng;
-use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
 use tokio::sync::Mutex;
+
+use crate::{client, serve, Seq};
 
 const ROUNDS: usize = 6;
 const PRODUCERS: usize = 4;
 const CONSUMERS: usize = 2;
-/// How long the server must take at most to answer after a start.
-const READY_WITHIN: Duration = Duration::from_secs(20);
+/// A request that takes longer has met a server that is gone.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the last server may take to hand out what it holds.
+const DRAIN_WITHIN: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct Ledger {
@@ -36,85 +42,29 @@ struct Ledger {
     violations: Vec<String>,
 }
 
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-pub(crate) fn start(data: &std::path::Path, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_hourglass"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data"])
-        .arg(data)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the server")
-}
-
-/// `hourglass serve --listen 127.0.0.1:0` with `args`; returns it and the
-/// address it printed on the line that starts with `label` (`http`,
-/// `beanstalk`).
-pub(crate) fn serve_printing(args: &[&std::ffi::OsStr], label: &str) -> (Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hourglass"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start hourglass");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
-    let prefix = format!("{label} ");
-    let address = loop {
-        let line = lines.next().expect("hourglass printed its addresses").expect("a line");
-        if let Some(address) = line.strip_prefix(&prefix) {
-            break address.to_owned();
-        }
-    };
-    (child, address)
-}
-
-pub(crate) async fn wait_ready(http: &reqwest::Client, base: &str) {
-    let started = Instant::now();
-    while started.elapsed() < READY_WITHIN {
-        if http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the server did not answer within {READY_WITHIN:?}");
-}
-
-async fn produce(http: reqwest::Client, base: String, ledger: Arc<Mutex<Ledger>>, first: u64, stop: Instant) {
+async fn produce(client: Client, ledger: Arc<Mutex<Ledger>>, first: u64, stop: Instant) {
     let mut seq = first;
     while Instant::now() < stop {
         ledger.lock().await.sent.insert(seq);
         let delay_ms = rand::rng().random_range(0..50);
-        let body = json!({ "payload": { "seq": seq }, "delay_ms": delay_ms });
-        let response = http.post(format!("{base}/v1/queues/crash/tasks")).json(&body).send().await;
-        match response {
-            Ok(r) if r.status().is_success() => {
-                ledger.lock().await.enqueued.insert(seq);
-            }
-            Ok(_) | Err(_) => return, // the server is gone: this round is over
+        if client.enqueue("crash", &Seq::task(seq, delay_ms)).await.is_err() {
+            return; // the server is gone: this round is over
         }
+        ledger.lock().await.enqueued.insert(seq);
         seq += PRODUCERS as u64;
     }
 }
 
 /// Claims and acks until `stop`, or until the server is gone; returns whether
 /// the last claim came back empty.
-async fn consume(http: &reqwest::Client, base: &str, ledger: &Mutex<Ledger>, stop: Instant) -> bool {
+async fn consume(client: &Client, ledger: &Mutex<Ledger>, stop: Instant) -> bool {
     let mut empty = false;
+    let claim = ClaimRequest { max: Some(16), wait_ms: Some(50), lease_ms: Some(60_000) };
     while Instant::now() < stop {
-        let claim = json!({ "max": 16, "wait_ms": 50, "lease_ms": 60_000 });
-        let Ok(response) = http.post(format!("{base}/v1/queues/crash/claim")).json(&claim).send().await else {
-            return empty;
-        };
-        let Ok(claimed) = response.json::<Value>().await else { return empty };
-        let tasks = claimed["tasks"].as_array().cloned().unwrap_or_default();
-        empty = tasks.is_empty();
-        for task in tasks {
-            let seq = task["payload"]["seq"].as_u64().expect("a seq");
+        let Ok(claimed) = client.claim("crash", &claim).await else { return empty };
+        empty = claimed.tasks.is_empty();
+        for task in claimed.tasks {
+            let seq = Seq::of(&task.payload);
             {
                 let mut ledger = ledger.lock().await;
                 ledger.deliveries += 1;
@@ -126,14 +76,10 @@ async fn consume(http: &reqwest::Client, base: &str, ledger: &Mutex<Ledger>, sto
                 }
                 ledger.delivered.insert(seq);
             }
-            let id = task["id"].as_u64().unwrap();
-            let ack = json!({ "lease": task["lease"] });
-            match http.post(format!("{base}/v1/tasks/{id}/ack")).json(&ack).send().await {
-                Ok(r) if r.status().is_success() => {
-                    ledger.lock().await.acked.insert(seq);
-                }
-                _ => return false,
+            if client.ack(task.id, task.lease).await.is_err() {
+                return false;
             }
+            ledger.lock().await.acked.insert(seq);
         }
     }
     empty
@@ -142,29 +88,29 @@ async fn consume(http: &reqwest::Client, base: &str, ledger: &Mutex<Ledger>, sto
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let mut server = serve().data(dir.path()).start();
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let mut next_seq = 0;
     for round in 0..ROUNDS {
-        let port = free_port();
-        let base = format!("http://127.0.0.1:{port}");
-        let mut server = start(dir.path(), port);
-        wait_ready(&http, &base).await;
+        if round > 0 {
+            server.restart();
+        }
+        let client = client(&server, REQUEST_TIMEOUT);
+        // The kill comes at a random moment: that is the test.
         let run_for = Duration::from_millis(rand::rng().random_range(100..600));
         let stop = Instant::now() + run_for + Duration::from_secs(5);
         let mut load = Vec::new();
         for p in 0..PRODUCERS {
-            load.push(tokio::spawn(produce(http.clone(), base.clone(), ledger.clone(), next_seq + p as u64, stop)));
+            load.push(tokio::spawn(produce(client.clone(), ledger.clone(), next_seq + p as u64, stop)));
         }
         for _ in 0..CONSUMERS {
-            let (http, base, ledger) = (http.clone(), base.clone(), ledger.clone());
+            let (client, ledger) = (client.clone(), ledger.clone());
             load.push(tokio::spawn(async move {
-                consume(&http, &base, &ledger, stop).await;
+                consume(&client, &ledger, stop).await;
             }));
         }
         tokio::time::sleep(run_for).await;
-        server.kill().expect("SIGKILL the server");
-        server.wait().unwrap();
+        server.kill();
         for task in load {
             task.await.unwrap();
         }
@@ -178,18 +124,15 @@ async fn kill_9_under_load_loses_no_acknowledged_write() {
     }
 
     // One last start: everything acknowledged and not yet acked must come out.
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut server = start(dir.path(), port);
     let restarted = Instant::now();
-    wait_ready(&http, &base).await;
+    server.restart();
     let ready_in = restarted.elapsed();
-    let drain_until = Instant::now() + Duration::from_secs(30);
-    while !consume(&http, &base, &ledger, Instant::now() + Duration::from_millis(500)).await
-        && Instant::now() < drain_until
-    {}
-    server.kill().unwrap();
-    server.wait().unwrap();
+    let client = client(&server, REQUEST_TIMEOUT);
+    let drained = holds_within_async(DRAIN_WITHIN, async || {
+        consume(&client, &ledger, Instant::now() + Duration::from_millis(500)).await
+    })
+    .await;
+    server.kill();
 
     let ledger = ledger.lock().await;
     let lost: Vec<_> = ledger.enqueued.difference(&ledger.delivered).take(10).collect();
@@ -203,47 +146,64 @@ async fn kill_9_under_load_loses_no_acknowledged_write() {
     );
     assert!(ledger.violations.is_empty(), "{:?}", &ledger.violations[..ledger.violations.len().min(10)]);
     assert!(lost.is_empty(), "acknowledged enqueues never delivered: {lost:?}");
+    assert!(drained, "the last server still handed out tasks after {DRAIN_WITHIN:?}");
     assert!(ledger.enqueued.len() > 100, "the load was too light to mean anything");
+}
+
+/// A claim that waits 30 s for a task, known to be in the server's hands
+/// when this returns: sent with `Expect: 100-continue`, whose `100 Continue`
+/// the server sends only once the claim's handler reads the body.
+async fn claim_in_flight(addr: &str, queue: &str) -> BufReader<TcpStream> {
+    let body = serde_json::to_vec(&ClaimRequest { wait_ms: Some(30_000), ..ClaimRequest::default() }).unwrap();
+    let mut stream = BufReader::new(TcpStream::connect(addr).await.expect("connect"));
+    let head = format!(
+        "POST /v1/queues/{queue}/claim HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+        body.len()
+    );
+    stream.get_mut().write_all(head.as_bytes()).await.unwrap();
+    let reply = status_line(&mut stream).await;
+    assert!(reply.starts_with("HTTP/1.1 100 "), "the server asks for the claim's body: {reply:?}");
+    stream.get_mut().write_all(&body).await.unwrap();
+    stream
+}
+
+/// The next reply's status line (and the rest of its head, skipped).
+async fn status_line(stream: &mut BufReader<TcpStream>) -> String {
+    let read = async {
+        let mut status = String::new();
+        stream.read_line(&mut status).await.unwrap();
+        let mut line = String::new();
+        while stream.read_line(&mut line).await.unwrap() > 2 {
+            line.clear();
+        }
+        status.trim_end().to_owned()
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, read).await.expect("a reply within the request timeout")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_cleanly_with_exit_0_and_keeps_acknowledged_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut server = start(dir.path(), port);
-    wait_ready(&http, &base).await;
+    let mut server = serve().data(dir.path()).start();
+    let client = client(&server, REQUEST_TIMEOUT);
     let mut ids = Vec::new();
     for seq in 0..20 {
-        let body = json!({ "payload": { "seq": seq }, "delay_ms": 3_600_000 });
-        let created: Value =
-            http.post(format!("{base}/v1/queues/term/tasks")).json(&body).send().await.unwrap().json().await.unwrap();
-        ids.push(created["id"].as_u64().unwrap());
+        ids.push(client.enqueue("term", &Seq::task(seq, 3_600_000)).await.unwrap().value.id);
     }
     // A consumer is waiting when the signal comes: it must get its answer, not a reset.
-    let waiting = tokio::spawn({
-        let (http, base) = (http.clone(), base.clone());
-        async move { http.post(format!("{base}/v1/queues/empty/claim")).json(&json!({ "wait_ms": 30_000 })).send().await }
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut waiting = claim_in_flight(server.addr(), "empty").await;
     let signalled = Instant::now();
-    let status = Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
-    assert!(status.success());
-    let answer = waiting.await.unwrap().expect("the waiting claim was answered");
-    assert!(answer.status().is_success());
-    let exit = tokio::task::spawn_blocking(move || server.wait().unwrap()).await.unwrap();
+    server.signal("TERM");
+    let answer = status_line(&mut waiting).await;
+    assert!(answer.starts_with("HTTP/1.1 200 "), "the waiting claim was answered: {answer:?}");
+    let exit = tokio::task::block_in_place(|| server.exited());
     println!("sigterm: exited {exit:?} {:?} after the signal", signalled.elapsed());
     assert!(exit.success(), "exit status {exit:?}");
 
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut server = start(dir.path(), port);
-    wait_ready(&http, &base).await;
+    server.restart();
+    let client = crate::client(&server, REQUEST_TIMEOUT);
     for id in ids {
-        let response = http.get(format!("{base}/v1/tasks/{id}")).send().await.unwrap();
-        assert!(response.status().is_success(), "task {id} lost after a clean stop");
+        assert!(client.get(id).await.is_ok(), "task {id} lost after a clean stop");
     }
-    server.kill().unwrap();
-    server.wait().unwrap();
 }

@@ -1,4 +1,6 @@
 //! Integration tests of the `hourglass` binary, compiled into one binary.
+//! Servers are started and waited for by the test support's
+//! [`Serve`](hourglass_test_support::hourglass::Serve).
 
 mod beanstalk;
 mod crash;
@@ -6,3 +8,41 @@ mod nodes;
 mod people;
 mod python_client;
 mod schedules;
+
+use std::time::Duration;
+
+use hourglass_client::wire::NewTask;
+use hourglass_client::Client;
+use hourglass_test_support::hourglass::{Hourglass, Serve};
+use serde::{Deserialize, Serialize};
+use serde_json::value::{to_raw_value, RawValue};
+
+/// `hourglass serve`: this crate's binary.
+fn serve() -> Serve {
+    Serve::new(env!("CARGO_BIN_EXE_hourglass"))
+}
+
+/// A client of `server` whose requests give up after `timeout`: a server
+/// that stops answering ends the request, never the test's patience.
+fn client(server: &Hourglass, timeout: Duration) -> Client {
+    let http = reqwest::Client::builder().timeout(timeout).build().expect("an HTTP client");
+    Client::with_http(http, server.url(), None)
+}
+
+/// The payload: which enqueue this is.
+#[derive(Serialize, Deserialize)]
+struct Seq {
+    seq: u64,
+}
+
+impl Seq {
+    /// A task carrying `seq`, due after `delay_ms`.
+    fn task(seq: u64, delay_ms: u64) -> NewTask {
+        NewTask { delay_ms: Some(delay_ms), ..NewTask::new(to_raw_value(&Seq { seq }).expect("a payload")) }
+    }
+
+    /// The `seq` a delivered payload carries.
+    fn of(payload: &RawValue) -> u64 {
+        serde_json::from_str::<Seq>(payload.get()).expect("a payload with a seq").seq
+    }
+}

@@ -12,17 +12,18 @@
 //! figures are printed.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsStr;
-use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hourglass_client::wire::ClaimRequest;
+use hourglass_client::Client;
+use hourglass_test_support::holds_within_async;
+use hourglass_test_support::hourglass::Hourglass;
+use hourglass_test_support::redis::Server;
 use rand::Rng;
-use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::crash::{serve_printing, wait_ready};
-use hourglass_test_support::redis::Server;
+use crate::{serve, Seq};
 
 const NODES: usize = 3;
 /// Short, so that rounds are short: a stopped or killed node's shards move
@@ -31,19 +32,18 @@ const SHARD_LEASE_MS: u64 = 1_000;
 /// Consumers' leases: a task held by a node that stopped comes back after it.
 const LEASE_MS: u64 = 3_000;
 const PRODUCERS: u64 = 3;
+/// A request that takes longer has met a node that is gone or stopped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the nodes may take to hand out what they hold, at the end.
+const DRAIN_WITHIN: Duration = Duration::from_secs(60);
 
-/// `hourglass serve --store URL`; returns it and its base URL.
-fn start_node(store: &str) -> (Child, String) {
-    let lease = SHARD_LEASE_MS.to_string();
-    let args: Vec<&OsStr> = ["--store", store, "--shard-lease-ms", &lease].map(OsStr::new).to_vec();
-    let (child, address) = serve_printing(&args, "http");
-    (child, format!("http://{address}"))
+/// `hourglass serve --store URL`.
+fn start_node(store: &str) -> Hourglass {
+    serve().args(["--store", store, "--shard-lease-ms", &SHARD_LEASE_MS.to_string()]).start()
 }
 
-fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
-    assert!(status.success(), "kill {signal}");
-}
+/// Each node's client, replaced when the node is.
+type Clients = Arc<Vec<Mutex<Client>>>;
 
 #[derive(Default)]
 struct Ledger {
@@ -58,23 +58,14 @@ struct Ledger {
     violations: Vec<String>,
 }
 
-async fn produce(
-    http: reqwest::Client,
-    bases: Arc<Vec<Mutex<String>>>,
-    ledger: Arc<Mutex<Ledger>>,
-    first: u64,
-    stop: Instant,
-) {
+async fn produce(clients: Clients, ledger: Arc<Mutex<Ledger>>, first: u64, stop: Instant) {
     let mut seq = first;
     while Instant::now() < stop {
-        let base = bases[(seq / PRODUCERS) as usize % bases.len()].lock().await.clone();
+        let client = clients[(seq / PRODUCERS) as usize % clients.len()].lock().await.clone();
         ledger.lock().await.sent.insert(seq);
         let delay_ms = rand::rng().random_range(0..300);
-        let body = json!({ "payload": { "seq": seq }, "delay_ms": delay_ms });
-        if let Ok(r) = http.post(format!("{base}/v1/queues/nodes/tasks")).json(&body).send().await {
-            if r.status().is_success() {
-                ledger.lock().await.enqueued.insert(seq);
-            }
+        if client.enqueue("nodes", &Seq::task(seq, delay_ms)).await.is_ok() {
+            ledger.lock().await.enqueued.insert(seq);
         }
         seq += PRODUCERS;
     }
@@ -82,26 +73,15 @@ async fn produce(
 
 /// Claims and acks on node `at` until `stop`; returns whether its last
 /// claim came back empty.
-async fn consume(
-    http: &reqwest::Client,
-    bases: &[Mutex<String>],
-    at: usize,
-    ledger: &Mutex<Ledger>,
-    stop: Instant,
-) -> bool {
+async fn consume(clients: &[Mutex<Client>], at: usize, ledger: &Mutex<Ledger>, stop: Instant) -> bool {
     let mut empty = false;
+    let claim = ClaimRequest { max: Some(16), wait_ms: Some(200), lease_ms: Some(LEASE_MS) };
     while Instant::now() < stop {
-        let base = bases[at].lock().await.clone();
-        let claim = json!({ "max": 16, "wait_ms": 200, "lease_ms": LEASE_MS });
-        let Ok(response) = http.post(format!("{base}/v1/queues/nodes/claim")).json(&claim).send().await else {
-            continue;
-        };
-        let Ok(claimed) = response.json::<Value>().await else { continue };
-        let tasks = claimed["tasks"].as_array().cloned().unwrap_or_default();
-        empty = tasks.is_empty();
-        for task in tasks {
-            let seq = task["payload"]["seq"].as_u64().expect("a seq");
-            let attempt = task["attempt"].as_u64().unwrap() as u32;
+        let client = clients[at].lock().await.clone();
+        let Ok(claimed) = client.claim("nodes", &claim).await else { continue };
+        empty = claimed.tasks.is_empty();
+        for task in claimed.tasks {
+            let seq = Seq::of(&task.payload);
             {
                 let mut l = ledger.lock().await;
                 l.deliveries += 1;
@@ -112,18 +92,15 @@ async fn consume(
                     l.violations.push(format!("delivered {seq} again after its ack was acknowledged"));
                 }
                 let (highest, times) = l.delivered.get(&seq).copied().unwrap_or((0, 0));
-                if times > 0 && attempt <= highest {
-                    let message = format!("{seq} delivered again at attempt {attempt}, not through an expired lease");
+                if times > 0 && task.attempt <= highest {
+                    let message =
+                        format!("{seq} delivered again at attempt {}, not through an expired lease", task.attempt);
                     l.violations.push(message);
                 }
-                l.delivered.insert(seq, (highest.max(attempt), times + 1));
+                l.delivered.insert(seq, (highest.max(task.attempt), times + 1));
             }
-            let id = task["id"].as_u64().unwrap();
-            let ack = json!({ "lease": task["lease"] });
-            if let Ok(r) = http.post(format!("{base}/v1/tasks/{id}/ack")).json(&ack).send().await {
-                if r.status().is_success() {
-                    ledger.lock().await.acked.insert(seq);
-                }
+            if client.ack(task.id, task.lease).await.is_ok() {
+                ledger.lock().await.acked.insert(seq);
             }
         }
     }
@@ -134,16 +111,9 @@ async fn consume(
 async fn three_nodes_lose_nothing_through_kills_stops_and_a_redis_restart() {
     let Some(mut redis) = Server::start() else { return };
     let store = redis.url();
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
-    let mut nodes = Vec::new();
-    let mut bases = Vec::new();
-    for _ in 0..NODES {
-        let (child, base) = start_node(&store);
-        wait_ready(&http, &base).await;
-        nodes.push(child);
-        bases.push(Mutex::new(base));
-    }
-    let bases = Arc::new(bases);
+    let mut nodes: Vec<Hourglass> = (0..NODES).map(|_| start_node(&store)).collect();
+    let clients: Clients =
+        Arc::new(nodes.iter().map(|node| Mutex::new(crate::client(node, REQUEST_TIMEOUT))).collect());
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let rounds = ["kill -9 a node", "SIGSTOP a node past its lease", "kill -9 redis", "kill -9 a node"];
     for (round, what) in rounds.iter().enumerate() {
@@ -151,31 +121,29 @@ async fn three_nodes_lose_nothing_through_kills_stops_and_a_redis_restart() {
         let mut load = Vec::new();
         for p in 0..PRODUCERS {
             let first = round as u64 * 1_000_000_000 + p;
-            load.push(tokio::spawn(produce(http.clone(), bases.clone(), ledger.clone(), first, stop)));
+            load.push(tokio::spawn(produce(clients.clone(), ledger.clone(), first, stop)));
         }
         for at in 0..NODES {
-            let (http, bases, ledger) = (http.clone(), bases.clone(), ledger.clone());
+            let (clients, ledger) = (clients.clone(), ledger.clone());
             load.push(tokio::spawn(async move {
-                consume(&http, &bases, at, &ledger, stop).await;
+                consume(&clients, at, &ledger, stop).await;
             }));
         }
+        // The load runs a while before the round's blow.
         tokio::time::sleep(Duration::from_millis(800)).await;
         let victim = rand::rng().random_range(0..NODES);
         match *what {
             "kill -9 a node" => {
-                nodes[victim].kill().unwrap();
-                nodes[victim].wait().unwrap();
-                let (child, base) = start_node(&store);
-                wait_ready(&http, &base).await;
-                nodes[victim] = child;
-                *bases[victim].lock().await = base;
+                // A new process, on a port of its own: the others run on meanwhile.
+                tokio::task::block_in_place(|| nodes[victim].restart());
+                *clients[victim].lock().await = crate::client(&nodes[victim], REQUEST_TIMEOUT);
             }
             "SIGSTOP a node past its lease" => {
-                signal(&nodes[victim], "-STOP");
+                nodes[victim].signal("STOP");
                 tokio::time::sleep(Duration::from_millis(3 * SHARD_LEASE_MS)).await;
-                signal(&nodes[victim], "-CONT");
+                nodes[victim].signal("CONT");
             }
-            _ => redis.kill_and_restart(),
+            _ => tokio::task::block_in_place(|| redis.kill_and_restart()),
         }
         for task in load {
             task.await.unwrap();
@@ -188,20 +156,17 @@ async fn three_nodes_lose_nothing_through_kills_stops_and_a_redis_restart() {
         );
     }
     // Drain through every node: what was acknowledged and not acked comes out.
-    let drain_until = Instant::now() + Duration::from_secs(60);
-    loop {
+    let drained = holds_within_async(DRAIN_WITHIN, async || {
         let mut all_empty = true;
         for at in 0..NODES {
-            all_empty &= consume(&http, &bases, at, &ledger, Instant::now() + Duration::from_millis(300)).await;
+            all_empty &= consume(&clients, at, &ledger, Instant::now() + Duration::from_millis(300)).await;
         }
         let l = ledger.lock().await;
-        if (all_empty && l.enqueued.iter().all(|seq| l.delivered.contains_key(seq))) || Instant::now() > drain_until {
-            break;
-        }
-    }
+        all_empty && l.enqueued.iter().all(|seq| l.delivered.contains_key(seq))
+    })
+    .await;
     for node in &mut nodes {
-        node.kill().unwrap();
-        node.wait().unwrap();
+        node.kill();
     }
     let l = ledger.lock().await;
     let lost: Vec<_> = l.enqueued.iter().filter(|seq| !l.delivered.contains_key(seq)).take(10).collect();
@@ -216,5 +181,6 @@ async fn three_nodes_lose_nothing_through_kills_stops_and_a_redis_restart() {
     );
     assert!(l.violations.is_empty(), "{:?}", &l.violations[..l.violations.len().min(10)]);
     assert!(lost.is_empty(), "acknowledged enqueues never delivered: {lost:?}");
+    assert!(drained, "the nodes still handed out tasks after {DRAIN_WITHIN:?}");
     assert!(l.enqueued.len() > 100, "the load was too light to mean anything");
 }

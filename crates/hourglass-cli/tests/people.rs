@@ -1,16 +1,20 @@
 //! The commands people type, against the real server: `stats` as a table and
-//! as JSON, `show`, `pause`, `resume`, `delete-dead`, and what an error says.
+//! as JSON, `show`, `pause`, `resume`, `delete-dead`, and what an error says;
+//! and a queue whose name holds a `/`.
 
 use std::process::{Command, Output};
+use std::time::Duration;
 
-use serde_json::{json, Value};
+use hourglass_client::wire::{ClaimRequest, ClaimedTask, Enqueued, OverviewQueue};
+use serde::Deserialize;
 
-use crate::crash::{free_port, start, wait_ready};
+use crate::{client, serve};
 
 fn hourglass(base: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hourglass"))
         .args(args)
         .env("HOURGLASS_SERVER", base)
+        .env_remove("HOURGLASS_TOKEN")
         .output()
         .expect("run hourglass")
 }
@@ -22,29 +26,24 @@ fn ok(base: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// What `stats --json` prints, as far as the test reads it.
+#[derive(Deserialize)]
+struct Stats {
+    queues: Vec<OverviewQueue>,
+}
+
 #[tokio::test]
 async fn the_commands_people_type_print_for_people() {
     let data = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let mut server = start(data.path(), port);
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    wait_ready(&http, &base).await;
+    let mut server = serve().data(data.path()).start();
+    let base = server.url();
+    let client = client(&server, Duration::from_secs(10));
 
     ok(&base, &["add", "emails", "--in", "1h", "--payload", r#"{"to":"a@example.com"}"#, "--key", "signup-1"]);
     ok(&base, &["add", "payments", "--payload", r#"{"order":7}"#, "--max-attempts", "1"]);
-    let claimed: Value = http
-        .post(format!("{base}/v1/queues/payments/claim"))
-        .json(&json!({ "max": 1 }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let task = &claimed["tasks"][0];
-    let nack = json!({ "lease": task["lease"], "reason": "card declined" });
-    http.post(format!("{base}/v1/tasks/{}/nack", task["id"])).json(&nack).send().await.unwrap();
+    let claim = ClaimRequest { max: Some(1), ..ClaimRequest::default() };
+    let task = client.claim("payments", &claim).await.unwrap().tasks.remove(0);
+    client.nack(task.id, task.lease, None, Some("card declined".into())).await.unwrap();
 
     let table = ok(&base, &["stats"]);
     println!("hourglass stats:\n{table}");
@@ -55,10 +54,11 @@ async fn the_commands_people_type_print_for_people() {
     assert!(emails.starts_with("emails") && emails.contains("running"), "{emails}");
     assert_eq!(payments.split_whitespace().take(6).collect::<Vec<_>>(), ["payments", "running", "0", "0", "0", "1"]);
     assert!(table.contains("2 tasks, 0 schedules; since start: 2 enqueued, 1 delivered"), "{table}");
-    let json: Value = serde_json::from_str(&ok(&base, &["stats", "payments", "--json"])).unwrap();
-    assert_eq!((json["queues"][0]["name"].as_str(), json["queues"][0]["dead"].as_u64()), (Some("payments"), Some(1)));
+    let json: Stats = serde_json::from_str(&ok(&base, &["stats", "payments", "--json"])).unwrap();
+    let payments = &json.queues[0].queue;
+    assert_eq!((payments.name.as_str(), payments.dead), ("payments", 1));
 
-    let shown = ok(&base, &["show", &task["id"].to_string()]);
+    let shown = ok(&base, &["show", &task.id.to_string()]);
     println!("hourglass show:\n{shown}");
     for line in ["queue:       payments\n", "state:       dead\n", "last error:  card declined\n", "\"order\": 7"] {
         assert!(shown.contains(line), "{line:?} in\n{shown}");
@@ -74,9 +74,32 @@ async fn the_commands_people_type_print_for_people() {
     assert!(!missing.status.success());
     let message = String::from_utf8_lossy(&missing.stderr);
     assert!(message.contains("no queue \"nope\"") && message.contains("hourglass stats"), "{message}");
-    let _ = server.kill();
-    let _ = server.wait();
+    let unknown = hourglass(&base, &["show", "999999"]);
+    let message = String::from_utf8_lossy(&unknown.stderr);
+    assert!(message.starts_with("error: 404 not_found: "), "the server's code and message: {message}");
+    server.kill();
     let gone = hourglass(&base, &["stats"]);
     let message = String::from_utf8_lossy(&gone.stderr);
     assert!(message.contains("is `hourglass serve` running there?"), "{message}");
+}
+
+#[tokio::test]
+async fn a_queue_named_with_a_slash_is_one_queue() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve().data(data.path()).start();
+    let base = server.url();
+
+    let added: Enqueued = serde_json::from_str(&ok(&base, &["add", "a/b", "--payload", r#"{"n":1}"#])).unwrap();
+    assert!(ok(&base, &["show", &added.id.to_string()]).contains("queue:    a/b\n"));
+    let row = ok(&base, &["stats", "a/b"]);
+    assert!(row.lines().nth(1).unwrap().starts_with("a/b "), "{row}");
+    assert!(ok(&base, &["pause", "a/b"]).starts_with("paused a/b"));
+    assert!(ok(&base, &["stats", "a/b"]).contains("paused"));
+    ok(&base, &["resume", "a/b"]);
+    let claimed: ClaimedTask = serde_json::from_str(&ok(&base, &["claim", "a/b", "--ack"])).unwrap();
+    assert_eq!((claimed.id, claimed.queue.as_str()), (added.id, "a/b"));
+    assert_eq!(ok(&base, &["delete-dead", "a/b"]), "deleted 0 dead tasks of a/b\n");
+    // Not the queue `a` nor the queue `b`.
+    let missing = hourglass(&base, &["stats", "a"]);
+    assert!(!missing.status.success(), "{}", String::from_utf8_lossy(&missing.stdout));
 }

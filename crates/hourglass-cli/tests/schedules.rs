@@ -4,45 +4,41 @@
 //! enqueues one twice. Real time: bounds are generous, figures printed.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use hourglass_client::wire::{ClaimRequest, Misfire, NewSchedule};
+use hourglass_client::Client;
+use hourglass_queue::{SystemWallClock, WallClock};
+use serde_json::value::RawValue;
 
-use super::crash::{free_port, start, wait_ready};
+use crate::{client, serve};
 
 const EVERY_MS: u64 = 100;
-
-fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
-}
+/// How long the server stays down: occurrences are missed meanwhile.
+const DOWN_FOR: Duration = Duration::from_millis(500);
 
 /// Claims and acks `ticks` until `until`; records each occurrence's task id,
 /// and for a first delivery its occurrence and how late it was handed out
 /// (µs). Returns whether the server answered throughout.
 async fn consume(
-    http: &reqwest::Client,
-    base: &str,
+    client: &Client,
     until: Instant,
     seen: &mut BTreeMap<u64, u64>,
     lateness_us: &mut Vec<(u64, u64)>,
 ) -> bool {
+    let claim = ClaimRequest { max: Some(16), wait_ms: Some(200), lease_ms: Some(60_000) };
     while Instant::now() < until {
-        let claim = json!({ "max": 16, "wait_ms": 200, "lease_ms": 60_000 });
-        let Ok(response) = http.post(format!("{base}/v1/queues/ticks/claim")).json(&claim).send().await else {
-            return false;
-        };
-        let Ok(claimed) = response.json::<Value>().await else { return false };
-        let received_us = now_us();
-        for task in claimed["tasks"].as_array().cloned().unwrap_or_default() {
-            let (id, run_at_ms) = (task["id"].as_u64().unwrap(), task["run_at_ms"].as_u64().unwrap());
+        let Ok(claimed) = client.claim("ticks", &claim).await else { return false };
+        let received_us = SystemWallClock.now_us();
+        for task in claimed.tasks {
+            let (id, run_at_ms) = (task.id, task.run_at_ms);
             if let Some(&other) = seen.get(&run_at_ms) {
                 assert_eq!(other, id, "the occurrence at {run_at_ms} was enqueued as task {other} and task {id}");
-            } else if task["attempt"] == 1 {
+            } else if task.attempt == 1 {
                 lateness_us.push((run_at_ms, received_us.saturating_sub(run_at_ms * 1_000)));
             }
             seen.insert(run_at_ms, id);
-            let ack = json!({ "lease": task["lease"] });
-            if http.post(format!("{base}/v1/tasks/{id}/ack")).json(&ack).send().await.is_err() {
+            if client.ack(id, task.lease).await.is_err() {
                 return false;
             }
         }
@@ -53,27 +49,24 @@ async fn consume(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_fires_on_time_and_a_kill_9_loses_and_doubles_no_occurrence() {
     let data = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    let mut server = start(data.path(), port);
-    wait_ready(&http, &base).await;
-    let schedule = json!({ "queue": "ticks", "every_ms": EVERY_MS, "payload": {"tick": true}, "misfire": "all" });
-    let response = http.put(format!("{base}/v1/schedules/ticks")).json(&schedule).send().await.unwrap();
-    assert_eq!(response.status(), 201);
+    let mut server = serve().data(data.path()).start();
+    let timeout = Duration::from_secs(10);
+    let client = client(&server, timeout);
+    let payload = RawValue::from_string(r#"{"tick":true}"#.to_owned()).unwrap();
+    let schedule = NewSchedule::every("ticks", EVERY_MS, payload).misfire(Misfire::All);
+    assert!(client.put_schedule("ticks", &schedule).await.unwrap().created);
 
     let (mut seen, mut lateness_us) = (BTreeMap::new(), Vec::new());
-    assert!(consume(&http, &base, Instant::now() + Duration::from_millis(1_500), &mut seen, &mut lateness_us).await);
-    server.kill().unwrap();
-    server.wait().unwrap();
-    let killed_ms = now_us() / 1_000;
-    tokio::time::sleep(Duration::from_millis(500)).await; // down: occurrences are missed
-    let mut server = start(data.path(), port);
-    wait_ready(&http, &base).await;
-    let restarted_ms = now_us() / 1_000;
-    assert!(consume(&http, &base, Instant::now() + Duration::from_millis(1_500), &mut seen, &mut lateness_us).await);
-    server.kill().unwrap();
-    server.wait().unwrap();
+    assert!(consume(&client, Instant::now() + Duration::from_millis(1_500), &mut seen, &mut lateness_us).await);
+    server.kill();
+    let killed_ms = SystemWallClock.now_ms();
+    // Down for a while, on purpose: the occurrences meanwhile are missed.
+    tokio::time::sleep(DOWN_FOR).await;
+    server.restart();
+    let restarted_ms = SystemWallClock.now_ms();
+    let client = crate::client(&server, timeout);
+    assert!(consume(&client, Instant::now() + Duration::from_millis(1_500), &mut seen, &mut lateness_us).await);
+    server.kill();
 
     // Every occurrence from the first to the last seen, once each: none lost.
     let (first, last) = (*seen.keys().next().unwrap(), *seen.keys().last().unwrap());

@@ -26,5 +26,7 @@
 mod engine;
 mod store;
 
-pub use engine::{Engine, Options};
+pub use engine::{Engine, OpenError, Options};
+/// The timer thread [`Engine::start_timers`] starts: the core crate's.
+pub use hourglass::TimerThread;
 pub use store::{Fsync, Loaded, Mutation, PausedQueue, RedbStore, Snapshot, Store, StoreError};

@@ -12,6 +12,8 @@ use hourglass_queue::limits::{task_memory_bytes, PAYLOAD_INLINE_MAX, TASK_OVERHE
 use hourglass_queue::prelude::*;
 use hourglass_queue::{Limits, ListRequest, ManualWallClock, Nack, NewTask, QueueError, RunAt, Schedule, Status, Task};
 
+use crate::deadline::{self, still_waiting, until, within};
+
 const T0_MS: u64 = 1_800_000_000_000;
 
 fn open_with(store: impl Store, limits: Limits) -> Arc<Engine> {
@@ -174,7 +176,8 @@ impl Store for FillableDisk {
     }
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         if self.full.load(Ordering::SeqCst) {
-            return Err(StoreError::Full("No space left on device (os error 28)".into()));
+            let enospc = std::io::Error::from_raw_os_error(28);
+            return Err(StoreError::Full(hourglass_queue::Failure::new("cannot write the batch", enospc)));
         }
         self.inner.apply(batch, durable)
     }
@@ -195,6 +198,10 @@ async fn a_full_disk_is_a_clear_error_and_loses_nothing() {
     disk.full.store(true, Ordering::SeqCst);
     let error = engine.enqueue("q", due_now(payload(2, 4096))).await.unwrap_err();
     assert_eq!(error.code(), "disk_full", "{error}");
+    // The cause is kept: the store's error, and below it the disk's.
+    let store = std::error::Error::source(&error).expect("a full disk keeps the store's error");
+    let cause = store.source().expect("the store's error keeps the disk's").to_string();
+    assert_eq!(cause, std::io::Error::from_raw_os_error(28).to_string());
     let error = engine.cancel(kept).await.unwrap_err();
     assert_eq!(error.code(), "disk_full", "{error}");
     assert_eq!(*engine.get(kept).await.unwrap().payload, payload(1, 4096), "the cancel that failed changed nothing");
@@ -211,12 +218,9 @@ impl Tmpfs {
     /// `Err` with the reason if it cannot be mounted (not root, say).
     fn mount(at: PathBuf, bytes: u64) -> Result<Tmpfs, String> {
         std::fs::create_dir_all(&at).map_err(|error| error.to_string())?;
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}")])
-            .arg("tmpfs")
-            .arg(&at)
-            .status()
-            .map_err(|error| format!("cannot run mount: {error}"))?;
+        let mut mount = Command::new("mount");
+        mount.args(["-t", "tmpfs", "-o", &format!("size={bytes}")]).arg("tmpfs").arg(&at);
+        let status = deadline::run("mount", &mut mount)?;
         if status.success() {
             Ok(Tmpfs(at))
         } else {
@@ -227,7 +231,7 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = deadline::run("umount", Command::new("umount").arg("-l").arg(&self.0));
     }
 }
 
@@ -317,29 +321,24 @@ async fn payload_bytes_waiting_for_the_writer_are_bounded() {
     let store = crate::sim::CrashStore::new(7, 0.0);
     let limits = Limits { payload_bytes_max: QUEUED_PAYLOAD_BYTES_MAX + 1024, ..Limits::default() };
     let engine = open_with(store.clone(), limits);
-    store.close_gate();
+    let gate = store.close_gate();
     let big = tokio::spawn({
         let engine = engine.clone();
         async move { engine.enqueue("q", due_now(payload(1, QUEUED_PAYLOAD_BYTES_MAX + 1))).await }
     });
-    while !store.held_at_gate() {
-        tokio::task::yield_now().await;
-    }
+    until("the big write is held at the gate", || store.held_at_gate()).await;
     let held = engine.totals().await.memory_bytes;
-    let small = tokio::spawn({
+    let mut small = tokio::spawn({
         let engine = engine.clone();
         async move { engine.enqueue("q", due_now(payload(2, 100))).await }
     });
-    for _ in 0..10_000 {
-        tokio::task::yield_now().await;
-    }
-    // Looked at with the gate closed, asserted once it is open: a failing
-    // assertion must not leave the writer stuck at the gate.
+    // Asserted with the gate closed: a failing assertion drops the gate as
+    // it unwinds, and the writer is let go.
+    still_waiting("a write while the writer's queue is full", &mut small).await;
     let inserted = engine.totals().await.memory_bytes - held;
-    let finished = small.is_finished();
-    store.open_gate();
-    big.await.unwrap().unwrap();
-    small.await.unwrap().unwrap();
-    assert_eq!((inserted, finished), (0, false), "the second write waited for room, not yet inserted");
+    assert_eq!(inserted, 0, "the second write waited for room, not yet inserted");
+    gate.open();
+    within("the big write", big).await.unwrap().unwrap();
+    within("the small write", small).await.unwrap().unwrap();
     assert_eq!(engine.totals().await.tasks, 2);
 }

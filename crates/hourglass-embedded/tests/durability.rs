@@ -7,6 +7,7 @@ use hourglass_embedded::{Engine, Options};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{ManualWallClock, NewTask, QueueError, RunAt, Status};
 
+use crate::deadline::{still_waiting, until, within};
 use crate::sim::CrashStore;
 
 const T0_MS: u64 = 1_800_000_000_000;
@@ -20,52 +21,33 @@ fn keyed(n: u32) -> NewTask {
     NewTask { key: Some("order-42".into()), ..NewTask::new(format!("{n}"), RunAt::Delay(0)) }
 }
 
-/// Looks again until `condition` holds: the engine's writer is another
-/// thread, which a loaded machine may not run for a while. A count of yields
-/// was not enough: 100,000 of them passed in release, on two busy cores,
-/// before the writer reached the store's gate (and the writer, held there,
-/// then kept the test from ending). So the bound is time, and generous.
-async fn until(mut condition: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
-        if condition() {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
-    panic!("the condition did not hold within 60 s");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_key_waits_for_the_first_enqueue_and_a_failed_one_leaves_no_trace() {
     let store = CrashStore::new(1, 0.0);
     let engine = open(&store);
-    store.close_gate();
+    let gate = store.close_gate();
     let first = tokio::spawn({
         let engine = engine.clone();
         async move { engine.enqueue("q", keyed(1)).await }
     });
     // The first enqueue is being written (held at the gate): its key is
     // taken, and nothing of it is visible, not even in the counts.
-    until(|| store.held_at_gate()).await;
+    until("the first enqueue is held at the gate", || store.held_at_gate()).await;
     assert_eq!(engine.totals().await.tasks, 0);
-    let second = tokio::spawn({
+    let mut second = tokio::spawn({
         let engine = engine.clone();
         async move { engine.enqueue("q", keyed(2)).await }
     });
-    for _ in 0..1_000 {
-        tokio::task::yield_now().await;
-    }
-    assert!(!second.is_finished(), "a repeated key answered before the first enqueue was durable");
+    still_waiting("an enqueue of a key whose first enqueue is not durable", &mut second).await;
     assert!(engine.claim("q", 10, 1_000, 0).await.unwrap().is_empty(), "nothing is claimable yet");
     // The write fails: the first enqueue is refused and leaves no trace; the
     // second, which waited, makes a task of its own.
     store.fail_with_probability(1.0);
-    store.open_gate();
-    assert!(matches!(first.await.unwrap(), Err(QueueError::Storage(_))));
-    until(|| second.is_finished()).await;
+    gate.open();
+    assert!(matches!(within("the first enqueue", first).await.unwrap(), Err(QueueError::Storage(_))));
+    until("the second enqueue answers", || second.is_finished()).await;
     store.fail_with_probability(0.0);
-    let second = second.await.unwrap();
+    let second = within("the second enqueue", second).await.unwrap();
     // The second enqueue either met the failing store too, or ran after it
     // was mended: either way no answer names the failed task.
     match second {
@@ -84,27 +66,25 @@ async fn a_reschedule_is_seen_only_once_durable() {
     let store = CrashStore::new(2, 0.0);
     let engine = open(&store);
     let id = engine.enqueue("q", NewTask::new("1", RunAt::Delay(60_000))).await.unwrap().id;
-    store.close_gate();
-    let moving = tokio::spawn({
+    let gate = store.close_gate();
+    let mut moving = tokio::spawn({
         let engine = engine.clone();
         async move { engine.reschedule(id, RunAt::Delay(0)).await }
     });
-    let reader = tokio::spawn({
+    // Held at the gate, the reschedule has hidden the task: a read started
+    // now must wait for it, and then sees it whole. (Started before, a read
+    // could answer with the old due time, which is no failure of the engine.)
+    until("the reschedule is held at the gate", || store.held_at_gate()).await;
+    let mut reader = tokio::spawn({
         let engine = engine.clone();
-        async move {
-            // Waits while the reschedule is on its way, then sees it whole.
-            tokio::task::yield_now().await;
-            engine.get(id).await
-        }
+        async move { engine.get(id).await }
     });
-    for _ in 0..1_000 {
-        tokio::task::yield_now().await;
-    }
-    assert!(!moving.is_finished() && !reader.is_finished(), "nothing answers before the write is durable");
+    still_waiting("a read of a task whose reschedule is not durable", &mut reader).await;
+    still_waiting("a reschedule that is not durable", &mut moving).await;
     assert!(engine.claim("q", 1, 1_000, 0).await.unwrap().is_empty(), "not claimable before it is durable");
-    store.open_gate();
-    assert_eq!(moving.await.unwrap().unwrap().task.run_at_ms, T0_MS);
-    let seen = reader.await.unwrap().unwrap();
+    gate.open();
+    assert_eq!(within("the reschedule", moving).await.unwrap().unwrap().task.run_at_ms, T0_MS);
+    let seen = within("the read", reader).await.unwrap().unwrap();
     assert_eq!((seen.task.run_at_ms, seen.status), (T0_MS, Status::Due));
     assert_eq!(engine.claim("q", 1, 1_000, 0).await.unwrap().len(), 1);
 }
@@ -128,4 +108,23 @@ async fn failed_writes_change_nothing() {
     engine.cancel(id).await.unwrap();
     assert_eq!(engine.get(id).await, Err(QueueError::NotFound(id)));
     engine.check_invariants().unwrap();
+}
+
+/// The incident of a hung suite: a test failing while a write was held at
+/// the gate left the writer held, and the engine's drop (in the runtime's
+/// shutdown) waited for it forever. The gate opens as the failing test
+/// unwinds, so the failure is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[should_panic(expected = "failing while a write is held")]
+async fn a_test_failing_while_a_write_is_held_fails_and_does_not_hang() {
+    let store = CrashStore::new(4, 0.0);
+    let engine = open(&store);
+    let id = engine.enqueue("q", NewTask::new("1", RunAt::Delay(60_000))).await.unwrap().id;
+    let _gate = store.close_gate();
+    let _moving = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.reschedule(id, RunAt::Delay(0)).await }
+    });
+    until("the reschedule is held at the gate", || store.held_at_gate()).await;
+    panic!("failing while a write is held");
 }

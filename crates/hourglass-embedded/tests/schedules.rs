@@ -9,6 +9,8 @@ use hourglass_embedded::{Engine, Fsync, Options, RedbStore};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{occurrence_key, Limits, ManualWallClock, Misfire, NewSchedule, Overlap, QueueError, Rule};
 
+use crate::deadline;
+
 /// A minute boundary (UTC): 2027-01-15T08:00:00Z.
 const T0_MS: u64 = 1_800_000_000_000;
 const MINUTE: u64 = 60_000;
@@ -37,7 +39,7 @@ impl Node {
     async fn advance(&self, ms: u64) {
         self.clock.advance_ms(ms);
         self.engine.poll_timers();
-        self.engine.flushed().await;
+        deadline::within("the writer's settlements", self.engine.flushed()).await;
     }
 
     /// The server stops, `down_ms` pass, and it starts again.

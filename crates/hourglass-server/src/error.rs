@@ -12,8 +12,6 @@ use axum::response::{IntoResponse, Response};
 use hourglass_queue::QueueError;
 use hourglass_wire::{ErrorBody, ErrorDetail, ParseError};
 
-use crate::extract::Json;
-
 /// An error on its way to the client, keeping what caused it as its
 /// [`source`](Error::source): the backend's [`QueueError`], the text that
 /// did not parse, or axum's rejection of the request.
@@ -159,7 +157,7 @@ impl From<QueryRejection> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.log();
-        (self.status, Json(ErrorBody::new(self.code, self.message))).into_response()
+        (self.status, axum::Json(ErrorBody::new(self.code, self.message))).into_response()
     }
 }
 

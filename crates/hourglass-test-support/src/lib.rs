@@ -3,7 +3,12 @@
 //! own, and waits that end at a deadline, so that a failing test fails
 //! quickly and never hangs.
 
+pub mod beanstalkd;
+pub mod hourglass;
 pub mod redis;
+mod wait;
+
+pub use wait::{holds_within, holds_within_async, within, within_async};
 
 use std::net::TcpListener;
 use std::process::{Command, Stdio};

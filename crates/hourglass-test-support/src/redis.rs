@@ -5,9 +5,9 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::{free_port, required};
+use crate::{free_port, required, within};
 
 /// How long a server may take to answer once started.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -58,11 +58,8 @@ impl Server {
     }
 
     fn wait_until_up(&self) {
-        let started = Instant::now();
-        while cli(self.port, &["PING"]).trim() != "PONG" {
-            assert!(started.elapsed() < START_TIMEOUT, "redis-server on port {} did not start", self.port);
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let what = format!("redis-server on port {} answers PING", self.port);
+        within(START_TIMEOUT, &what, || cli(self.port, &["PING"]).trim() == "PONG");
     }
 }
 
@@ -121,11 +118,9 @@ impl Cluster {
         create.extend(["--cluster-replicas", "0", "--cluster-yes"]);
         let out = masters[0].cli(&create);
         assert!(out.contains("[OK]"), "redis-cli --cluster create failed:\n{out}");
-        let started = Instant::now();
-        while !masters.iter().all(|m| m.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")) {
-            assert!(started.elapsed() < START_TIMEOUT, "the cluster did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        within(START_TIMEOUT, "the cluster's state is ok on every master", || {
+            masters.iter().all(|m| m.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        });
         Some(Cluster { masters })
     }
 

@@ -12,8 +12,6 @@
 use crate::store::{Snapshot, Store};
 use hourglass_queue::QueueError;
 
-use super::slot::Slot;
-
 /// The payloads an answer still has to read.
 pub(crate) struct Reads {
     /// (position in the answer, task id).
@@ -26,11 +24,11 @@ impl Reads {
         Reads { wanted: Vec::new(), snapshot: None }
     }
 
-    /// The payload of task `id` (in `slot`) for item `at` of an answer: a
-    /// copy if it is kept in memory, else empty until [`read`](Reads::read).
-    pub(crate) fn payload(&mut self, slot: &Slot, id: u64, at: usize) -> Box<str> {
-        match &slot.payload {
-            Some(payload) => payload.clone(),
+    /// The payload of task `id` for item `at` of an answer: a copy of `held`
+    /// if it is kept in memory, else empty until [`read`](Reads::read).
+    pub(crate) fn payload(&mut self, held: Option<&str>, id: u64, at: usize) -> Box<str> {
+        match held {
+            Some(payload) => payload.into(),
             None => {
                 self.wanted.push((at, id));
                 Box::default()

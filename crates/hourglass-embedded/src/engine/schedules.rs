@@ -1,326 +1,142 @@
-//! The engine's schedules: each one as stored, whether a change of it is on
-//! its way to the store, and a timeline of their next occurrences; and the
-//! firing of an occurrence, which enqueues its tasks and moves the schedule
-//! on in one write.
-//!
-//! A schedule follows the tasks' rules: a change (a put, a delete, a firing)
-//! marks it *pending* and takes it off the timeline; requests that would
-//! change it wait; reads see the version stored; the change takes effect
-//! when the writer settles it. So nobody sees a schedule, or an occurrence's
-//! task, that is not durable, and one occurrence is never enqueued twice.
+//! Requests on schedules: put, pause, read, list, delete. A change follows
+//! the tasks' rules: the schedule is pending while its change is written,
+//! requests that would change it wait, and the change takes effect once the
+//! writer settles it (see `schedule_table.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound::{Excluded, Unbounded};
-
-use super::settle::Settlement;
-use super::slot::Phase;
-use super::state::State;
-use crate::store::Mutation;
-use hourglass_queue::limits::{Limits, SCHEDULE_RETRY_MS};
+use hourglass_queue::limits::{SCHEDULES_MAX, SCHEDULE_LIST_MAX};
+use hourglass_queue::validate;
 use hourglass_queue::QueueError;
-use hourglass_queue::{occurrence_key, Due, Overlap, Schedule, Timetable};
-use hourglass_queue::{Task, TaskState};
+use hourglass_queue::{NewSchedule, ScheduleInfo, SchedulePage};
 
-/// A schedule as stored, read.
-#[derive(Debug, Clone)]
-pub(crate) struct Armed {
-    pub(crate) schedule: Schedule,
-    pub(crate) timetable: Timetable,
-}
+use super::requests::{Access, Attempt};
+use super::schedule_table::Armed;
+use super::settlement::Settlement;
+use super::state::State;
+use super::Engine;
+use crate::store::Mutation;
 
-struct Entry {
-    /// As stored; `None` while its first put is being written.
-    current: Option<Armed>,
-    /// A change is on its way to the store.
-    pending: bool,
-    /// Where it is on the timeline, if it is.
-    armed_at: Option<u64>,
-}
-
-/// Every schedule, by name.
-#[derive(Default)]
-pub(crate) struct Schedules {
-    entries: BTreeMap<Box<str>, Entry>,
-    timeline: BTreeSet<(u64, Box<str>)>,
-    /// What the memory budget counts for the stored schedules: [`bytes_of`].
-    memory_bytes: u64,
-}
-
-/// What a stored schedule is charged in memory: the bytes of its text.
-pub(crate) fn bytes_of(schedule: &Schedule) -> u64 {
-    let rule = match &schedule.rule {
-        hourglass_queue::Rule::Cron { expression, time_zone } => expression.len() + time_zone.len(),
-        hourglass_queue::Rule::Every { .. } => 0,
-    };
-    (schedule.name.len() + schedule.queue.len() + schedule.payload.len() + rule) as u64
-}
-
-impl Schedules {
-    /// Schedules stored, or being put for the first time.
-    pub(crate) fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Schedules stored (a first put still being written is not).
-    pub(crate) fn stored(&self) -> usize {
-        self.entries.values().filter(|entry| entry.current.is_some()).count()
-    }
-
-    pub(crate) fn memory_bytes(&self) -> u64 {
-        self.memory_bytes
-    }
-
-    /// A schedule loaded from the store at a start.
-    pub(crate) fn load(&mut self, armed: Armed) {
-        let name = armed.schedule.name.clone();
-        self.memory_bytes += bytes_of(&armed.schedule);
-        self.entries.insert(name.clone(), Entry { current: Some(armed), pending: false, armed_at: None });
-        self.arm(&name, None);
-    }
-
-    /// The stored version, pending or not.
-    pub(crate) fn get(&self, name: &str) -> Option<&Armed> {
-        self.entries.get(name).and_then(|entry| entry.current.as_ref())
-    }
-
-    /// Whether a change of the schedule is on its way; `None` if there is no
-    /// such schedule, stored or being put.
-    pub(crate) fn pending(&self, name: &str) -> Option<bool> {
-        self.entries.get(name).map(|entry| entry.pending)
-    }
-
-    /// Up to `limit` stored schedules after `after`, by name, and whether more follow.
-    pub(crate) fn page(&self, after: Option<&str>, limit: usize) -> (Vec<Armed>, bool) {
-        let range = match after {
-            Some(after) => self.entries.range::<str, _>((Excluded(after), Unbounded)),
-            None => self.entries.range::<str, _>(..),
+impl Engine {
+    /// Puts schedule `name` (new or replaced); whether it is new.
+    pub(crate) async fn put(&self, name: &str, new: NewSchedule) -> Result<(ScheduleInfo, bool), QueueError> {
+        let now_ms = self.clock.now_ms();
+        // Reading a cron rule and finding that it fires can take milliseconds
+        // (an expression that never fires is searched to the year 5000): off
+        // the runtime's threads.
+        let (name_owned, payload_bytes_max) = (name.to_owned(), self.limits.payload_bytes_max);
+        let checked = tokio::task::spawn_blocking(move || {
+            hourglass_queue::check_schedule(&name_owned, new, payload_bytes_max, now_ms)
+        })
+        .await;
+        let (schedule, timetable) = match checked {
+            Ok(checked) => checked?,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(_) => return Err(QueueError::ShuttingDown),
         };
-        let mut stored = range.filter_map(|(_, entry)| entry.current.clone());
-        let page: Vec<Armed> = stored.by_ref().take(limit).collect();
-        let more = stored.next().is_some();
-        (page, more)
-    }
-
-    /// When the earliest armed schedule is due.
-    pub(crate) fn next_due(&self) -> Option<u64> {
-        self.timeline.first().map(|&(at, _)| at)
-    }
-
-    /// Marks the schedule pending (making an entry for a new one) and takes
-    /// it off the timeline.
-    pub(crate) fn hide(&mut self, name: &str) {
-        if let Some(at) = self.entries.get(name).and_then(|entry| entry.armed_at) {
-            self.timeline.remove(&(at, name.into()));
-        }
-        if !self.entries.contains_key(name) {
-            self.entries.insert(name.into(), Entry { current: None, pending: false, armed_at: None });
-        }
-        let entry = self.entries.get_mut(name).expect("made above");
-        debug_assert!(!entry.pending, "schedule {name} hidden twice");
-        entry.pending = true;
-        entry.armed_at = None;
-    }
-
-    /// Settles a pending schedule: it becomes `stored` (or is gone for
-    /// `None`) and is armed at its next occurrence, or at `retry_at` if given.
-    pub(crate) fn reveal(&mut self, name: &str, stored: Option<Armed>, retry_at: Option<u64>) {
-        let entry = self.entries.get_mut(name).expect("revealing a known schedule");
-        debug_assert!(entry.pending, "schedule {name} revealed but not hidden");
-        let before = entry.current.as_ref().map_or(0, |armed| bytes_of(&armed.schedule));
-        let after = stored.as_ref().map_or(0, |armed| bytes_of(&armed.schedule));
-        self.memory_bytes = self.memory_bytes - before + after;
-        entry.pending = false;
-        entry.current = stored;
-        if entry.current.is_none() {
-            self.entries.remove(name);
-            return;
-        }
-        self.arm(name, retry_at);
-    }
-
-    /// Settles a firing of a pending schedule: it moved to `next_ms`, having
-    /// enqueued `last`, and is armed there.
-    pub(crate) fn fired(&mut self, name: &str, next_ms: Option<u64>, last: Option<(u64, u64)>) {
-        let entry = self.entries.get_mut(name).expect("a fired schedule is known");
-        let armed = entry.current.as_mut().expect("a fired schedule is stored");
-        (armed.schedule.next_ms, armed.schedule.last) = (next_ms, last);
-        self.restore(name, None);
-    }
-
-    /// Settles a pending schedule as it was: arms it again (at `retry_at`, if
-    /// given), or forgets it if it was never stored.
-    pub(crate) fn restore(&mut self, name: &str, retry_at: Option<u64>) {
-        let entry = self.entries.get_mut(name).expect("restoring a known schedule");
-        debug_assert!(entry.pending, "schedule {name} restored but not hidden");
-        entry.pending = false;
-        if entry.current.is_none() {
-            self.entries.remove(name);
-            return;
-        }
-        self.arm(name, retry_at);
-    }
-
-    fn arm(&mut self, name: &str, at: Option<u64>) {
-        let entry = self.entries.get_mut(name).expect("arming a known schedule");
-        let current = entry.current.as_ref().filter(|armed| !armed.schedule.paused);
-        let next = current.and_then(|armed| armed.schedule.next_ms);
-        entry.armed_at = next.and(at).or(next);
-        if let Some(at) = entry.armed_at {
-            self.timeline.insert((at, name.into()));
-        }
-    }
-
-    /// Takes the schedules due at `now_ms` off the timeline, pending.
-    fn take_due(&mut self, now_ms: u64) -> Vec<Box<str>> {
-        let mut due = Vec::new();
-        while let Some((at, name)) = self.timeline.first().cloned() {
-            if at > now_ms {
-                break;
-            }
-            self.hide(&name);
-            due.push(name);
-        }
-        due
-    }
-
-    /// Verifies the table's invariants: the timeline holds exactly the armed
-    /// schedules that are not pending, and the bytes counted are the stored ones'.
-    pub(crate) fn check(&self) -> Result<(), String> {
-        let mut armed = 0;
-        let mut bytes = 0;
-        for (name, entry) in &self.entries {
-            bytes += entry.current.as_ref().map_or(0, |armed| bytes_of(&armed.schedule));
-            if entry.current.as_ref().is_some_and(|armed| armed.schedule.name != *name) {
-                return Err(format!("schedule {name} is stored under another name"));
-            }
-            match (entry.pending, entry.armed_at) {
-                (true, Some(_)) => return Err(format!("schedule {name} is pending but armed")),
-                (false, None)
-                    if entry.current.as_ref().is_some_and(|a| a.schedule.next_ms.is_some() && !a.schedule.paused) =>
-                {
-                    return Err(format!("schedule {name} has a next occurrence but is not armed"));
+        let put = Armed { schedule, timetable };
+        let (armed, created) = self
+            .when_settled(Access::Write, |state| {
+                if let Err(closed) = self.closed.check() {
+                    return Attempt::Done(Err(closed));
                 }
-                (_, Some(_)) if entry.current.as_ref().is_some_and(|a| a.schedule.paused) => {
-                    return Err(format!("schedule {name} is paused but armed"));
+                match state.schedule_pending(name) {
+                    Some(true) => return Attempt::Wait,
+                    None if state.schedule_count() >= SCHEDULES_MAX => {
+                        return Attempt::Done(Err(QueueError::TooManySchedules { max: SCHEDULES_MAX }));
+                    }
+                    _ => {}
                 }
-                (_, Some(at)) => {
-                    armed += 1;
-                    if !self.timeline.contains(&(at, name.clone())) {
-                        return Err(format!("schedule {name} is armed at {at} but not on the timeline"));
+                let old = state.schedule(name);
+                let created = old.is_none();
+                let mut armed = put.clone();
+                // The overlap policy looks at the task of the latest occurrence,
+                // whichever version made it; a paused schedule stays paused.
+                armed.schedule.last = old.and_then(|old| old.schedule.last);
+                armed.schedule.paused = old.is_some_and(|old| old.schedule.paused);
+                // The new version counts from when the request came in; the
+                // old one may have fired since (while this one was checked,
+                // or waited for the writer). An occurrence it ran is not run
+                // again: the new version's first is after it. (Its anchor,
+                // `since_ms`, stays: a period counts from it.)
+                if let Some((ran_ms, _)) = armed.schedule.last {
+                    if armed.schedule.next_ms.is_some_and(|next_ms| next_ms <= ran_ms) {
+                        armed.schedule.next_ms = armed.timetable.next_after(ran_ms);
                     }
                 }
-                _ => {}
+                if let Err(over) = state.schedule_fits(&armed.schedule, &self.limits) {
+                    return Attempt::Done(Err(over));
+                }
+                self.send_schedule(state, armed, created)
+            })
+            .await?;
+        Ok((info_of(armed), created))
+    }
+
+    /// Pauses or resumes schedule `name`.
+    pub(crate) async fn pause(&self, name: &str, paused: bool) -> Result<ScheduleInfo, QueueError> {
+        validate::schedule_name(name)?;
+        let (armed, ()) = self
+            .when_settled(Access::Write, |state| {
+                match state.schedule_pending(name) {
+                    None => return Attempt::Done(Err(QueueError::ScheduleNotFound(name.to_owned()))),
+                    Some(true) => return Attempt::Wait,
+                    Some(false) => {}
+                }
+                let current = state.schedule(name).expect("a settled schedule is stored");
+                if current.schedule.paused == paused {
+                    return Attempt::Done(Ok((current.clone(), ())));
+                }
+                let mut armed = current.clone();
+                armed.schedule.paused = paused;
+                self.send_schedule(state, armed, ())
+            })
+            .await?;
+        Ok(info_of(armed))
+    }
+
+    /// Under the lock: `armed` stored in place of its name's version, once
+    /// durable; answered with it and `also`.
+    fn send_schedule<A>(&self, state: &mut State, armed: Armed, also: A) -> Attempt<(Armed, A)> {
+        state.hide_schedule(&armed.schedule.name);
+        let mutation = Mutation::PutSchedule(armed.schedule.clone());
+        let sent = self.send(state, vec![mutation], Settlement::PutSchedule(armed.clone()));
+        Attempt::sent(sent, (armed, also))
+    }
+
+    /// Schedule `name` as stored.
+    pub(crate) fn read_schedule(&self, name: &str) -> Result<ScheduleInfo, QueueError> {
+        validate::schedule_name(name)?;
+        let armed = self.shared.state.lock().schedule(name).cloned();
+        armed.map(info_of).ok_or_else(|| QueueError::ScheduleNotFound(name.to_owned()))
+    }
+
+    /// Up to `limit` schedules after `after`, by name.
+    pub(crate) fn list_schedules(&self, after: Option<&str>, limit: usize) -> Result<SchedulePage, QueueError> {
+        validate::range("limit", limit as u64, 1, SCHEDULE_LIST_MAX as u64)?;
+        let (page, more) = self.shared.state.lock().schedules_page(after, limit);
+        let next = more.then(|| page.last().map(|armed| armed.schedule.name.clone())).flatten();
+        // Occurrences are worked out after the lock: a page may hold a thousand.
+        Ok(SchedulePage { schedules: page.into_iter().map(info_of).collect(), next })
+    }
+
+    /// Deletes schedule `name`.
+    pub(crate) async fn delete(&self, name: &str) -> Result<(), QueueError> {
+        validate::schedule_name(name)?;
+        self.when_settled(Access::Write, |state| {
+            match state.schedule_pending(name) {
+                None => return Attempt::Done(Err(QueueError::ScheduleNotFound(name.to_owned()))),
+                Some(true) => return Attempt::Wait,
+                Some(false) => {}
             }
-            if entry.current.is_none() && !entry.pending {
-                return Err(format!("schedule {name} is neither stored nor being put"));
-            }
-        }
-        if armed != self.timeline.len() {
-            return Err(format!("{} timeline entries for {armed} armed schedules", self.timeline.len()));
-        }
-        if bytes != self.memory_bytes {
-            return Err(format!("schedules hold {bytes} bytes, counted {}", self.memory_bytes));
-        }
-        Ok(())
+            state.hide_schedule(name);
+            let mutation = Mutation::DeleteSchedule(name.into());
+            Attempt::sent(self.send(state, vec![mutation], Settlement::DeleteSchedule(name.into())), ())
+        })
+        .await
     }
 }
 
-/// What became of a due schedule: a write to send, or a refusal to try again
-/// after.
-pub(crate) enum Firing {
-    Write(Vec<Mutation>, Settlement),
-    Refused { name: Box<str>, error: QueueError },
-}
-
-impl State {
-    /// Fires every schedule whose occurrence has come: each enqueues what its
-    /// misfire and overlap policies ask for, and moves to its next occurrence,
-    /// in one write, to be sent under this lock.
-    pub(crate) fn fire_schedules(&mut self, now_ms: u64, limits: &Limits) -> Vec<Firing> {
-        let due = self.schedules.take_due(now_ms);
-        due.into_iter().map(|name| self.fire(name, now_ms, limits)).collect()
-    }
-
-    fn fire(&mut self, name: Box<str>, now_ms: u64, limits: &Limits) -> Firing {
-        let armed = self.schedules.get(&name).expect("a due schedule is stored");
-        let first = armed.schedule.next_ms.expect("an armed schedule has a next occurrence");
-        let Due { mut runs, mut skipped, next_ms } = armed.timetable.due(first, now_ms, armed.schedule.misfire);
-        // The timetable stays where it is: only the schedule's text is copied.
-        let schedule = armed.schedule.clone();
-        if schedule.overlap == Overlap::Forbid {
-            let previous_alive = schedule.last.is_some_and(|(_, id)| {
-                self.tasks.get(&id).is_some_and(|slot| slot.pending || slot.phase != Phase::Dead)
-            });
-            let keep = if previous_alive { 0 } else { runs.len().min(1) };
-            skipped += (runs.len() - keep) as u64;
-            runs.drain(..runs.len() - keep);
-        }
-        if let Some(deadline_ms) = schedule.expires_after_ms {
-            // Too late to start: skipped, not enqueued to die.
-            let before = runs.len();
-            runs.retain(|&occurrence_ms| occurrence_ms.saturating_add(deadline_ms) > now_ms);
-            skipped += (before - runs.len()) as u64;
-        }
-        let queue_id = match self.queue_id(&schedule.queue) {
-            Ok(queue_id) => queue_id,
-            Err(error) => return Firing::Refused { name, error },
-        };
-        let queue = self.queues[queue_id as usize].name.clone();
-        let (memory_before, disk_before) = (self.memory_bytes, self.disk_bytes);
-        let mut mutations = Vec::with_capacity(runs.len() + 2);
-        let mut ids = Vec::with_capacity(runs.len());
-        let mut last = schedule.last;
-        for occurrence_ms in runs {
-            let key = occurrence_key(&name, occurrence_ms);
-            if let Some(&id) = self.queues[queue_id as usize].keys.get(key.as_str()) {
-                // Enqueued already (by a client with the same key): it stands for the occurrence.
-                last = Some((occurrence_ms, id));
-                continue;
-            }
-            let task = Task {
-                id: self.next_id,
-                queue: queue.clone(),
-                run_at_ms: occurrence_ms,
-                attempt: 0,
-                max_attempts: schedule.max_attempts,
-                priority: hourglass_queue::limits::PRIORITY_DEFAULT,
-                lease_ms: None,
-                key: Some(key.into()),
-                every_ms: None,
-                expires_at_ms: schedule.expires_after_ms.map(|deadline_ms| occurrence_ms.saturating_add(deadline_ms)),
-                expired: false,
-                last_error: None,
-                state: TaskState::Scheduled,
-                created_ms: now_ms,
-            };
-            let payload = schedule.payload.clone();
-            let bytes = payload.len();
-            let held = hourglass_queue::limits::payload_inline(bytes).then(|| payload.clone());
-            self.insert(&task, held, bytes, queue_id);
-            last = Some((occurrence_ms, task.id));
-            ids.push(task.id);
-            mutations.push(Mutation::Insert { task, payload });
-        }
-        let refusal = if self.tasks.len() > limits.tasks_max {
-            Some(QueueError::TooManyTasks { max: limits.tasks_max })
-        } else {
-            self.within_budgets(limits, memory_before, disk_before).err()
-        };
-        if let Some(error) = refusal {
-            for id in ids {
-                self.forget(id);
-            }
-            return Firing::Refused { name, error };
-        }
-        mutations.push(Mutation::PutSchedule(Schedule { next_ms, last, ..schedule }));
-        if !ids.is_empty() {
-            mutations.push(Mutation::NextId(self.next_id));
-        }
-        Firing::Write(mutations, Settlement::Fire { name, next_ms, last, ids, skipped })
-    }
-
-    /// A schedule whose occurrence could not be enqueued: tried again later.
-    pub(crate) fn retry_schedule(&mut self, name: &str, now_ms: u64) {
-        self.schedules.restore(name, Some(now_ms + SCHEDULE_RETRY_MS));
-    }
+/// A schedule as a read shows it, with its next occurrences.
+fn info_of(armed: Armed) -> ScheduleInfo {
+    let upcoming_ms = armed.timetable.upcoming(armed.schedule.next_ms);
+    ScheduleInfo { schedule: armed.schedule, upcoming_ms }
 }

@@ -1,101 +1,176 @@
-//! Where the engine keeps its tasks: compact slots in [`hourglass::Pages`], found
-//! by id through an index of 16-byte entries.
-//!
-//! A `HashMap<u64, Slot>` stored every slot in its table, which is up to half
-//! empty after each doubling: at 5 M tasks that came to about 122 bytes a task.
-//! Here only the index doubles; the slots themselves grow one page at a time.
-//! Ids are made by the engine, not by clients, so the index hashes them with
-//! the fast, non-keyed Fx hash (SipHash was 3 % of a batch enqueue's profile).
+//! Requests on tasks, claims apart (`claims.rs`): enqueue, read, list, and
+//! the changes a client waits for (reschedule, retry, ack, nack, extend,
+//! cancel), each through the request plumbing of `requests.rs`.
 
-use std::ops::Index;
+use hourglass_queue::retry::next_run_ms;
+use hourglass_queue::validate;
+use hourglass_queue::QueueError;
+use hourglass_queue::{Enqueued, Lease, ListRequest, Nack, NewTask, Page, RunAt, TaskInfo, TaskState};
 
-use hourglass::{Pages, PAGE_LEN};
-use rustc_hash::FxHashMap;
+use super::reads::Reads;
+use super::requests::{read_one, Access, Attempt};
+use super::settlement::{Settlement, Why};
+use super::state::enqueue::Admission;
+use super::state::{fail_attempt, State};
+use super::Engine;
+use crate::store::Mutation;
 
-/// Tasks by id.
-pub(crate) struct Tasks<S> {
-    index: FxHashMap<u64, u32>,
-    pages: Pages<Option<S>>,
-    /// Vacant slots, reused first.
-    free: Vec<u32>,
-}
-
-impl<S> Tasks<S> {
-    pub(crate) fn new() -> Self {
-        Tasks { index: FxHashMap::default(), pages: Pages::new(), free: Vec::new() }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    pub(crate) fn get(&self, id: &u64) -> Option<&S> {
-        self.pages[*self.index.get(id)?].as_ref()
-    }
-
-    pub(crate) fn get_mut(&mut self, id: &u64) -> Option<&mut S> {
-        let at = *self.index.get(id)?;
-        self.pages[at].as_mut()
-    }
-
-    /// Stores `slot` under `id`, replacing any slot it had.
-    pub(crate) fn insert(&mut self, id: u64, slot: S) {
-        if let Some(&at) = self.index.get(&id) {
-            self.pages[at] = Some(slot);
-            return;
-        }
-        let at = match self.free.pop() {
-            Some(at) => at,
-            None => {
-                let at = self.pages.grow(|| None);
-                self.free.extend((at + 1..at + PAGE_LEN as u32).rev());
-                at
+impl Engine {
+    /// Adds `batch` to `queue`, every task or none, in one durable write.
+    pub(crate) async fn enqueue_tasks(&self, queue: &str, batch: Vec<NewTask>) -> Result<Vec<Enqueued>, QueueError> {
+        validate::queue_name(queue)?;
+        let now_ms = self.clock.now_ms();
+        let mut checked = validate::batch(batch, self.limits.payload_bytes_max, now_ms)?;
+        self.when_settled(Access::Write, |state| {
+            if let Err(closed) = self.closed.check() {
+                return Attempt::Done(Err(closed));
             }
-        };
-        self.pages[at] = Some(slot);
-        self.index.insert(id, at);
+            match state.admit(queue, &mut checked, now_ms, &self.limits) {
+                Err(refused) => Attempt::Done(Err(refused)),
+                Ok(Admission::Wait) => Attempt::Wait,
+                Ok(Admission::Existing(answer)) => Attempt::Done(Ok(answer)),
+                Ok(Admission::New { answer, mutations, ids }) => {
+                    state.debug_check();
+                    Attempt::sent(self.send(state, mutations, Settlement::Publish(ids)), answer)
+                }
+            }
+        })
+        .await
     }
 
-    /// Every id, in no particular order.
-    pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.index.keys().copied()
+    /// Task `id` with its payload.
+    pub(crate) async fn read_task(&self, id: u64) -> Result<TaskInfo, QueueError> {
+        let (info, reads) =
+            self.on_task(Access::Read, id, |state, id| Ok((self.answer(state, state.task(id))?, None))).await?;
+        read_one(info, reads)
     }
 
-    pub(crate) fn remove(&mut self, id: &u64) -> Option<S> {
-        let at = self.index.remove(id)?;
-        self.free.push(at);
-        self.pages[at].take()
-    }
-}
-
-impl<S> Index<&u64> for Tasks<S> {
-    type Output = S;
-
-    fn index(&self, id: &u64) -> &S {
-        self.get(id).expect("a known task")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn insert_get_remove_reuse() {
-        let mut tasks = Tasks::new();
-        for id in 1..=10_000u64 {
-            tasks.insert(id, id * 2);
+    /// The live task of `queue` with key `key`, if any.
+    pub(crate) async fn find_task(&self, queue: &str, key: &str) -> Result<Option<TaskInfo>, QueueError> {
+        validate::queue_name(queue)?;
+        validate::key(key)?;
+        let find = |state: &State| state.key_holder(queue, key);
+        let answer = |state: &mut State, id| Ok((self.answer(state, state.task(id))?, None));
+        match self.settled(Access::Read, find, answer).await? {
+            Some((info, reads)) => read_one(info, reads).map(Some),
+            None => Ok(None),
         }
-        assert_eq!(tasks.len(), 10_000);
-        assert_eq!(tasks[&7], 14);
-        assert_eq!(tasks.remove(&7), Some(14));
-        assert_eq!(tasks.remove(&7), None);
-        assert!(tasks.get(&7).is_none());
-        tasks.insert(20_000, 1);
-        assert_eq!(tasks.pages.capacity(), 3 * PAGE_LEN, "the vacated slot was reused, no new page");
-        *tasks.get_mut(&20_000).unwrap() += 1;
-        assert_eq!(tasks[&20_000], 2);
-        tasks.insert(20_000, 5);
-        assert_eq!((tasks.len(), tasks[&20_000]), (10_000, 5));
+    }
+
+    /// A page of `queue`'s tasks.
+    pub(crate) async fn list_tasks(&self, queue: &str, request: ListRequest) -> Result<Page, QueueError> {
+        validate::queue_name(queue)?;
+        validate::list_limit(request.limit)?;
+        let mut reads = Reads::new();
+        let mut page = {
+            let state = self.shared.state.lock();
+            let page = state.list(queue, request, self.clock.now_ms(), &mut reads);
+            reads.snapshot(&*self.store)?;
+            page
+        };
+        reads.read(|at, payload| page.tasks[at].payload = payload)?;
+        Ok(page)
+    }
+
+    /// Removes task `id`, refusing a leased one unless `leased_too`.
+    pub(crate) async fn remove_task(&self, id: u64, leased_too: bool) -> Result<(), QueueError> {
+        self.on_task(Access::Write, id, |state, id| {
+            if !leased_too && state.is_leased(id) {
+                return Err(QueueError::Conflict(format!("task {id} is leased: only its holder may remove it")));
+            }
+            Ok(((), Some((vec![Mutation::Delete(id)], Settlement::Remove { id, why: Why::Cancel }))))
+        })
+        .await
+    }
+
+    /// Moves a scheduled or dead task to `run_at`.
+    pub(crate) async fn reschedule_task(&self, id: u64, run_at: RunAt) -> Result<TaskInfo, QueueError> {
+        let run_at_ms = validate::run_at(run_at, self.clock.now_ms())?;
+        self.change(id, Why::Reschedule, |_, task| {
+            match task.state {
+                TaskState::Leased { .. } => {
+                    return Err(QueueError::Conflict(format!("task {id} is leased: ack or nack it first")));
+                }
+                TaskState::Dead => task.attempt = 0,
+                TaskState::Scheduled => {}
+            }
+            task.state = TaskState::Scheduled;
+            task.run_at_ms = run_at_ms;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Revives a dead task: due now, with its attempts reset.
+    pub(crate) async fn retry_task(&self, id: u64) -> Result<TaskInfo, QueueError> {
+        let now_ms = self.clock.now_ms();
+        self.change(id, Why::Reschedule, |_, task| {
+            if task.state != TaskState::Dead {
+                return Err(QueueError::Conflict(format!("task {id} is not dead")));
+            }
+            // Retried by hand: it runs, however late.
+            task.expires_at_ms = None;
+            task.expired = false;
+            task.attempt = 0;
+            task.state = TaskState::Scheduled;
+            task.run_at_ms = now_ms;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Finishes a delivery: the task is gone, or due at its next period if
+    /// it repeats.
+    pub(crate) async fn ack_task(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
+        let now_ms = self.clock.now_ms();
+        self.on_task(Access::Write, id, |state, id| {
+            state.check_lease(id, lease)?;
+            let write = match state.every_ms(id) {
+                Some(every_ms) => {
+                    let mut task = state.task(id);
+                    task.attempt = 0;
+                    task.state = TaskState::Scheduled;
+                    task.run_at_ms = next_run_ms(task.run_at_ms, every_ms, now_ms);
+                    (vec![Mutation::Update(task.clone())], Settlement::Change { task, why: Why::Ack })
+                }
+                None => (vec![Mutation::Delete(id)], Settlement::Remove { id, why: Why::Ack }),
+            };
+            Ok(((), Some(write)))
+        })
+        .await
+    }
+
+    /// Fails a delivery: due again after a delay or a backoff, or dead.
+    pub(crate) async fn nack_task(&self, id: u64, lease: Lease, nack: Nack) -> Result<TaskInfo, QueueError> {
+        validate::delay(nack.delay_ms)?;
+        validate::reason(nack.reason.as_deref())?;
+        let now_ms = self.clock.now_ms();
+        self.change(id, Why::Nack, |state, task| {
+            state.check_lease(id, lease)?;
+            if nack.dead {
+                task.state = TaskState::Dead;
+            } else {
+                fail_attempt(task, now_ms, nack.delay_ms);
+            }
+            task.last_error = nack.reason.clone();
+            task.priority = nack.priority.unwrap_or(task.priority);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Extends a lease to `lease_ms` from now; returns its new end.
+    pub(crate) async fn extend_lease(&self, id: u64, lease: Lease, lease_ms: u64) -> Result<u64, QueueError> {
+        validate::lease(lease_ms)?;
+        self.on_task(Access::Read, id, |state, id| {
+            state.check_lease(id, lease)?;
+            let now_ms = self.clock.now_ms();
+            let until_ms = now_ms + lease_ms;
+            // Leases are not stored (a restart makes leased tasks due again),
+            // so an extension has nothing to write.
+            state.transition(id, now_ms, |task| task.state = TaskState::Leased { lease, until_ms });
+            Ok((until_ms, None))
+        })
+        .await
     }
 }

@@ -13,7 +13,7 @@
 //! [`Settler`] with every settlement of a batch, then replies to the waiting
 //! callers: a client hears "done" only after other requests can see it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Notify};
 
 use super::commit_stats::CommitStats;
-use super::{Mutation, Store};
-use crate::store::StoreError;
+use super::error::StoreError;
+use super::interface::{Mutation, Store};
 use hourglass_queue::limits::{QUEUED_MUTATIONS_MAX, QUEUED_PAYLOAD_BYTES_MAX};
 use hourglass_queue::StorageStats;
 
@@ -37,6 +37,10 @@ const BATCH_PAYLOAD_BYTES_MAX: usize = 16 << 20;
 /// such a record in a crash only delivers the task again, which
 /// at-least-once allows; the wait widens that window by this much.
 const UNAWAITED_DELAY_MAX: Duration = Duration::from_millis(2);
+/// How long a committer being dropped waits for a writer that finishes
+/// nothing: one stuck in a store that never returns. A writer that keeps
+/// committing is waited for however long its queue takes.
+const WRITER_STALL_MAX: Duration = if cfg!(test) { Duration::from_millis(200) } else { Duration::from_secs(30) };
 
 /// When acknowledged writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,11 +71,25 @@ struct Request<S> {
     reply: Option<oneshot::Sender<Result<(), StoreError>>>,
 }
 
+impl<S> Request<S> {
+    fn new(
+        mutations: Vec<Mutation>,
+        settlement: Option<S>,
+        reply: Option<oneshot::Sender<Result<(), StoreError>>>,
+    ) -> Self {
+        let bytes = mutations.iter().map(Mutation::payload_bytes).sum();
+        Request { mutations, bytes, settlement, reply }
+    }
+}
+
 /// Mutations and payload bytes sent and not yet applied.
 #[derive(Default)]
 struct Queued {
     mutations: AtomicUsize,
     bytes: AtomicUsize,
+    /// Batches the writer has finished (committed or failed), and its final
+    /// sync: how a wait for it tells a slow writer from a stuck one.
+    finished: AtomicU64,
 }
 
 impl Queued {
@@ -101,6 +119,9 @@ pub(crate) struct Committer<S> {
     /// The writer's counts of its commits.
     stats: Arc<CommitStats>,
     writer: Option<thread::JoinHandle<()>>,
+    /// Disconnected when the writer thread ends: a wait for it with a bound.
+    /// (In a mutex only to make the committer `Sync`: read in `drop` alone.)
+    stopped: parking_lot::Mutex<mpsc::Receiver<()>>,
 }
 
 impl<S: Send + 'static> Committer<S> {
@@ -119,8 +140,14 @@ impl<S: Send + 'static> Committer<S> {
             drained: drained.clone(),
             stats: stats.clone(),
         };
-        let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || writer.run(&receiver))?;
-        Ok(Committer { requests: Some(requests), queued, drained, stats, writer: Some(writer) })
+        let (running, stopped) = mpsc::channel::<()>();
+        let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || {
+            // Dropped as the thread ends, however it ends.
+            let _running = running;
+            writer.run(&receiver);
+        })?;
+        let stopped = parking_lot::Mutex::new(stopped);
+        Ok(Committer { requests: Some(requests), queued, drained, stats, writer: Some(writer), stopped })
     }
 
     /// The writer's commits so far: how many, how long, how large.
@@ -143,41 +170,71 @@ impl<S: Send + 'static> Committer<S> {
         }
     }
 
-    /// Sends `mutations` to the writer; never blocks, so call it under the lock
-    /// that ordered the change. With a `settlement`, the writer hands it to the
-    /// [`Settler`] after the write, and the returned [`Reply`] resolves after
-    /// that. `None` if the writer has stopped (the engine is closing); the
-    /// settlement is then dropped, unsettled.
-    pub(crate) fn send(&self, mutations: Vec<Mutation>, settlement: Option<S>) -> Option<Reply> {
-        let (reply, replied) = match settlement {
-            Some(_) => {
-                let (tx, rx) = oneshot::channel();
-                (Some(tx), Some(rx))
-            }
-            None => (None, None),
-        };
-        if mutations.is_empty() && settlement.is_none() {
-            return replied;
+    /// Sends `mutations` to the writer, and `settlement` for the [`Settler`]
+    /// to settle after the write; never blocks, so call it under the lock
+    /// that ordered the change. The returned [`Reply`] resolves once the
+    /// change is settled.
+    ///
+    /// # Errors
+    /// The settlement, handed back unsettled, if the writer has stopped (the
+    /// engine is closing): nothing was sent, and the caller undoes the change.
+    pub(crate) fn send(&self, mutations: Vec<Mutation>, settlement: S) -> Result<Reply, S> {
+        let (reply, replied) = oneshot::channel();
+        match self.push(Request::new(mutations, Some(settlement), Some(reply))) {
+            Ok(()) => Ok(replied),
+            Err(request) => Err(request.settlement.expect("sent with one")),
         }
-        let count = mutations.len();
-        let bytes = mutations.iter().map(Mutation::payload_bytes).sum();
+    }
+
+    /// Sends `mutations` that nobody waits for and nothing settles (the
+    /// record of a claim): like [`send`](Committer::send), in order, under
+    /// the lock. Dropped if the writer has stopped, as a crash would lose
+    /// them.
+    pub(crate) fn record(&self, mutations: Vec<Mutation>) {
+        if !mutations.is_empty() {
+            let _ = self.push(Request::new(mutations, None, None));
+        }
+    }
+
+    /// Queues `request` for the writer; hands it back if the writer has stopped.
+    fn push(&self, request: Request<S>) -> Result<(), Request<S>> {
+        let (count, bytes) = (request.mutations.len(), request.bytes);
+        let Some(requests) = &self.requests else { return Err(request) };
         self.queued.add(count, bytes);
-        let sent = self.requests.as_ref()?.send(Request { mutations, bytes, settlement, reply });
-        if sent.is_err() {
+        requests.send(request).map_err(|unsent| {
             self.queued.sub(count, bytes);
-            return None;
-        }
-        replied
+            unsent.0
+        })
     }
 }
 
 impl<S> Drop for Committer<S> {
-    /// Finishes every queued write, syncs, and stops the writer.
+    /// Finishes every queued write, syncs, and stops the writer: waits for
+    /// it, since a clean shutdown counts on what was acknowledged being on
+    /// disk. But not forever: once the writer has finished nothing for
+    /// [`WRITER_STALL_MAX`] (a store that never returns), it is left to
+    /// finish on its own. So a panic with a writer stuck (a test's held
+    /// store, say) fails instead of hanging. `thread::panicking()` would not
+    /// do: after a panic in an async test, the runtime drops its tasks, and
+    /// with them the last handle to the engine, on a worker thread that is
+    /// not panicking.
     fn drop(&mut self) {
         self.requests = None;
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
+        let Some(writer) = self.writer.take() else { return };
+        let stopped = self.stopped.get_mut();
+        let mut finished = self.queued.finished.load(Ordering::Acquire);
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(WRITER_STALL_MAX) {
+            let now = self.queued.finished.load(Ordering::Acquire);
+            if now == finished {
+                tracing::error!(
+                    stalled = ?WRITER_STALL_MAX,
+                    "the writer finished nothing for too long: left to finish on its own"
+                );
+                return;
+            }
+            finished = now;
         }
+        let _ = writer.join();
     }
 }
 
@@ -265,6 +322,7 @@ impl<S, T: Settler<S>> Writer<S, T> {
         if let Err(error) = self.store.sync() {
             tracing::error!(%error, "final sync failed");
         }
+        self.queued.finished.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Applies one batch, in the order its requests were sent, settles it and
@@ -296,9 +354,74 @@ impl<S, T: Settler<S>> Writer<S, T> {
             self.settler.settle(settlements, result.as_ref().map(|_| ()));
         }
         self.queued.sub(count, bytes);
+        self.queued.finished.fetch_add(1, Ordering::AcqRel);
         self.drained.notify_waiters();
         for reply in replies {
             let _ = reply.send(result.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::interface::{Loaded, Snapshot};
+    use hourglass_queue::{Schedule, Task};
+
+    /// A store whose writes never return, as one held forever would.
+    struct Stuck;
+
+    impl Store for Stuck {
+        fn load(&self, _: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+        fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn load_paused(&self) -> Result<Vec<crate::store::PausedQueue>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn apply(&self, _: &[Mutation], _: bool) -> Result<(), StoreError> {
+            loop {
+                thread::park();
+            }
+        }
+        fn sync(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
+            unreachable!("no reads here")
+        }
+    }
+
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Settler<()> for Counted {
+        fn settle(&mut self, settlements: Vec<()>, _: Result<(), &StoreError>) {
+            self.0.fetch_add(settlements.len(), Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_drop_waits_for_every_queued_write_of_a_writer_that_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(crate::store::RedbStore::open(dir.path()).unwrap());
+        let settled = Arc::new(AtomicUsize::new(0));
+        let committer = Committer::start(store, Fsync::Always, Counted(settled.clone())).unwrap();
+        for id in 1..=100 {
+            let _ = committer.send(vec![Mutation::NextId(id)], ());
+        }
+        drop(committer);
+        assert_eq!(settled.load(Ordering::SeqCst), 100, "every write was settled before the drop returned");
+    }
+
+    #[test]
+    fn a_drop_leaves_a_writer_stuck_in_its_store_instead_of_waiting_forever() {
+        let committer = Committer::start(Arc::new(Stuck), Fsync::Always, Counted(Arc::default())).unwrap();
+        let _reply = committer.send(vec![Mutation::NextId(1)], ());
+        let started = Instant::now();
+        drop(committer);
+        let waited = started.elapsed();
+        assert!(waited >= WRITER_STALL_MAX && waited < WRITER_STALL_MAX * 10, "waited {waited:?}");
     }
 }

@@ -1,19 +1,33 @@
 //! Why the store failed: kept apart from [`QueueError`], which is what a
 //! client is told.
 
+use std::error::Error;
 use std::fmt;
 
 use hourglass_queue::{Failure, QueueError};
 
 /// Why the store failed: kept apart from [`QueueError`], which is what a
-/// client is told.
+/// client is told. A failure below the store (redb's, the file system's) is
+/// kept as the [`source`](Error::source).
+///
+/// # Example
+/// ```
+/// use std::error::Error;
+/// use hourglass_embedded::StoreError;
+/// use hourglass_queue::Failure;
+///
+/// let io = std::io::Error::other("the device is gone");
+/// let error = StoreError::Database(Failure::new("cannot write the batch", io));
+/// assert_eq!(error.to_string(), "database error: cannot write the batch: the device is gone");
+/// assert_eq!(error.source().unwrap().to_string(), "the device is gone");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The underlying database failed.
-    Database(String),
+    /// The underlying database failed: what was being done, and why.
+    Database(Failure),
     /// The device (or the user's quota) is full: nothing was written.
-    Full(String),
+    Full(Failure),
     /// A record could not be decoded: the data directory is damaged. The
     /// server refuses to start rather than misread it.
     Corrupt {
@@ -37,17 +51,23 @@ impl fmt::Display for StoreError {
             StoreError::Database(message) => write!(f, "database error: {message}"),
             StoreError::Full(message) => write!(f, "no space left: {message}"),
             StoreError::Corrupt { id, reason } => {
-                write!(f, "corrupt record for task {id}: {reason}; the data directory is damaged, refusing to start")
+                write!(f, "corrupt record for task {id}: {reason}; the data directory is damaged")
             }
-            StoreError::CorruptSchedule { name, reason } => write!(
-                f,
-                "corrupt record for schedule {name:?}: {reason}; the data directory is damaged, refusing to start"
-            ),
+            StoreError::CorruptSchedule { name, reason } => {
+                write!(f, "corrupt record for schedule {name:?}: {reason}; the data directory is damaged")
+            }
         }
     }
 }
 
-impl std::error::Error for StoreError {}
+impl Error for StoreError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            StoreError::Database(failure) | StoreError::Full(failure) => failure.source(),
+            StoreError::Corrupt { .. } | StoreError::CorruptSchedule { .. } => None,
+        }
+    }
+}
 
 /// A storage failure as a client sees it: the request changed nothing.
 pub(crate) fn to_queue_error(error: &StoreError) -> QueueError {

@@ -26,12 +26,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use hourglass_queue::Failure;
 use parking_lot::RwLock;
 use redb::{Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::error::StoreError;
+use super::interface::{Loaded, Mutation, PausedQueue, Snapshot, Store};
 use super::record::{self, PayloadIn};
-use super::{schedule_record, Loaded, Mutation, Snapshot, Store};
-use crate::store::StoreError;
+use super::schedule_record;
 use hourglass_queue::Schedule;
 use hourglass_queue::Task;
 
@@ -80,10 +82,11 @@ fn db_error(error: impl Into<redb::Error>) -> StoreError {
         }
         _ => false,
     };
+    let failure = Failure::new("redb", error);
     if full {
-        StoreError::Full(error.to_string())
+        StoreError::Full(failure)
     } else {
-        StoreError::Database(error.to_string())
+        StoreError::Database(failure)
     }
 }
 
@@ -93,8 +96,7 @@ const ENOSPC: i32 = 28;
 /// Opens (or creates) the database at `path` and its tables; with `check`,
 /// redb verifies every page first.
 fn open(path: &Path, check: bool) -> Result<Database, StoreError> {
-    let cannot =
-        |error: &dyn std::fmt::Display| StoreError::Database(format!("cannot open {}: {error}", path.display()));
+    let what = || format!("cannot open {}", path.display());
     // redb may panic on a file damaged outside it (only its full check
     // promises an error instead): refuse to start either way.
     let opened = catch_unwind(AssertUnwindSafe(|| {
@@ -102,9 +104,13 @@ fn open(path: &Path, check: bool) -> Result<Database, StoreError> {
     }));
     let db = match opened {
         Ok(Ok(db)) => db,
-        Ok(Err(error)) => return Err(cannot(&error)),
+        Ok(Err(error)) => return Err(StoreError::Database(Failure::new(what(), error))),
         Err(_) => {
-            return Err(cannot(&"the file is damaged (redb panicked reading it); `serve --check-store` reports where"))
+            return Err(StoreError::Database(Failure::msg(format!(
+                "{}: the file is damaged (redb panicked reading it); redb's full check \
+                 (RedbStore::open_checked) reports where",
+                what()
+            ))))
         }
     };
     let txn = db.begin_write().map_err(db_error)?;
@@ -139,7 +145,7 @@ impl RedbStore {
 
     fn open_with(dir: &Path, check: bool) -> Result<RedbStore, StoreError> {
         std::fs::create_dir_all(dir).map_err(|error| {
-            StoreError::Database(format!("cannot create data directory {}: {error}", dir.display()))
+            StoreError::Database(Failure::new(format!("cannot create data directory {}", dir.display()), error))
         })?;
         let path = dir.join(FILE_NAME);
         let db = open(&path, check)?;
@@ -160,7 +166,7 @@ impl RedbStore {
     }
 
     fn reopening(&self) -> StoreError {
-        StoreError::Database(format!("{} is being reopened after a failed write", self.path.display()))
+        StoreError::Database(Failure::msg(format!("{} is being reopened after a failed write", self.path.display())))
     }
 
     /// After a failed write redb refuses everything until reopened: drops the
@@ -295,7 +301,7 @@ impl Store for RedbStore {
         Ok(schedules)
     }
 
-    fn load_paused(&self) -> Result<Vec<super::PausedQueue>, StoreError> {
+    fn load_paused(&self) -> Result<Vec<PausedQueue>, StoreError> {
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         // A store from before queues could be paused has none paused, and
         // one from before pauses could end, no ends.
@@ -509,6 +515,17 @@ mod tests {
             state: TaskState::Scheduled,
             created_ms: 1,
         }
+    }
+
+    #[test]
+    fn redb_s_error_is_the_source() {
+        let error = db_error(redb::Error::Io(std::io::Error::from_raw_os_error(ENOSPC)));
+        assert!(matches!(error, StoreError::Full(_)), "{error:?}");
+        let source = std::error::Error::source(&error).expect("redb's error is kept");
+        assert!(source.downcast_ref::<redb::Error>().is_some(), "{source:?}");
+        let error = db_error(redb::Error::TableDoesNotExist("t".into()));
+        assert!(matches!(error, StoreError::Database(_)), "{error:?}");
+        assert!(error.to_string().starts_with("database error: redb: "), "{error}");
     }
 
     /// What a commit reported failing became is read back from the file.

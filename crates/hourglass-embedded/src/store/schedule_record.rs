@@ -24,7 +24,7 @@
 //!
 //! The name is the table's key, not in the record.
 
-use super::record::{seal, unseal, Reader};
+use super::sealed::{seal, unseal, Reader};
 use hourglass_queue::{Misfire, Overlap, Rule, Schedule};
 
 const VERSION: u8 = 1;

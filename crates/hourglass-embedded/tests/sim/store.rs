@@ -151,20 +151,18 @@ impl CrashStore {
         }
     }
 
-    /// Holds every write until [`open_gate`](CrashStore::open_gate): a write
-    /// that is on its way, for as long as a test needs.
-    pub fn close_gate(&self) {
+    /// Holds every write until the returned [`Gate`] is opened or dropped: a
+    /// write that is on its way, for as long as a test needs, and no longer
+    /// than the test lives (a test that panics drops the gate as it unwinds,
+    /// so the writer is never left held).
+    pub fn close_gate(&self) -> Gate {
         self.inner.lock().gate_closed = true;
+        Gate { store: self.clone() }
     }
 
     /// Whether a write is held at the gate.
     pub fn held_at_gate(&self) -> bool {
         self.inner.lock().at_gate > 0
-    }
-
-    pub fn open_gate(&self) {
-        self.inner.lock().gate_closed = false;
-        self.gate.notify_all();
     }
 
     /// The chance that one write fails with nothing written.
@@ -209,6 +207,25 @@ impl CrashStore {
     }
 }
 
+/// The store's gate, closed: every write waits at it until this is opened
+/// or dropped.
+#[must_use = "the gate opens when this is dropped"]
+pub struct Gate {
+    store: CrashStore,
+}
+
+impl Gate {
+    /// Lets the writes held, and every later one, through.
+    pub fn open(self) {}
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.store.inner.lock().gate_closed = false;
+        self.store.gate.notify_all();
+    }
+}
+
 /// A snapshot's payloads.
 struct Payloads(HashMap<u64, Box<str>>);
 
@@ -219,7 +236,7 @@ impl Snapshot for Payloads {
 }
 
 fn refused(why: &str) -> StoreError {
-    StoreError::Database(why.into())
+    StoreError::Database(hourglass_queue::Failure::msg(why))
 }
 
 impl Store for CrashStore {

@@ -8,7 +8,7 @@ use hourglass::Key;
 
 use super::ready::Place;
 use super::slot::{Phase, NO_TIMER};
-use super::state::State;
+use super::State;
 use crate::store::Sizes;
 use hourglass_queue::limits::{error_bytes, payload_inline, terms_bytes, ATTEMPTS_UNLIMITED, PAYLOAD_INLINE_MAX};
 

@@ -9,6 +9,24 @@
 //! a filed task goes through [`unfile`](State::unfile) and
 //! [`file`](State::file), which keep the counts, the ready sets and the timers
 //! in step; [`check`](State::check) verifies all of it.
+//!
+//! The fields are this module's: the engine changes the state only through
+//! its verbs, each of which keeps the invariants (`check.rs`). They are
+//! grouped by what they act on: tasks here, and in files of their own
+//! enqueues, claims, time, listings, queues, schedules, and settlements.
+
+mod check;
+mod claim;
+pub(crate) mod enqueue;
+mod list;
+mod queue;
+pub(crate) mod queues;
+mod ready;
+pub(crate) mod schedules;
+mod settle;
+mod slot;
+mod slots;
+mod timers;
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
@@ -17,30 +35,27 @@ use std::sync::Arc;
 use hourglass::{Key, Wheel};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::queue::QueueState;
 use super::reads::Reads;
-use super::ready::Place;
-use super::schedules::Schedules;
-use super::settle::{Settlement, Why};
-use super::slot::{Phase, Slot, NO_TIMER};
-use super::tasks::Tasks;
-use crate::store::{footprint, Mutation, Sizes};
+use super::schedule_table::ScheduleTable;
+use crate::store::{footprint, Loaded, Sizes};
 use hourglass_queue::limits::{
-    error_bytes, payload_inline, task_memory_bytes, terms_bytes, Limits, ANSWER_PAYLOAD_BYTES_MAX, ATTEMPTS_UNLIMITED,
-    LIST_SCAN_MAX, PRIORITY_DEFAULT, QUEUES_MAX,
+    error_bytes, payload_inline, task_memory_bytes, terms_bytes, Limits, ATTEMPTS_UNLIMITED, PRIORITY_DEFAULT,
 };
 use hourglass_queue::retry::backoff_ms;
 use hourglass_queue::QueueError;
 use hourglass_queue::Totals;
-use hourglass_queue::{Claimed, Lease, Status, Task, TaskInfo, TaskState};
-use hourglass_queue::{Cursor, ListRequest, Page};
+use hourglass_queue::{Lease, Status, Task, TaskInfo, TaskState};
+use queue::QueueState;
+use ready::Place;
+use slot::{Phase, Slot, NO_TIMER};
+use slots::Slots;
 
 /// What a task with a priority other than the default, or a lease of its
 /// own, keeps in a side table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Terms {
-    pub(crate) priority: u32,
-    pub(crate) lease_ms: Option<u32>,
+struct Terms {
+    priority: u32,
+    lease_ms: Option<u32>,
 }
 
 impl Terms {
@@ -53,48 +68,46 @@ impl Terms {
     const DEFAULT: Terms = Terms { priority: PRIORITY_DEFAULT, lease_ms: None };
 }
 
+/// A task's current lease.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Leased {
-    pub(crate) lease: Lease,
-    pub(crate) until_ms: u64,
+struct Leased {
+    lease: Lease,
+    until_ms: u64,
 }
 
+/// Everything the engine holds in memory, under its one lock.
 pub(crate) struct State {
-    pub(crate) tasks: Tasks<Slot>,
+    tasks: Slots<Slot>,
     /// The period of each repeating task. (Tables keyed by task id use the
     /// Fx hash: ids are the engine's, not a client's.)
-    pub(crate) repeats: FxHashMap<u64, u64>,
+    repeats: FxHashMap<u64, u64>,
     /// When each task that expires does so (Unix ms).
-    pub(crate) expiries: FxHashMap<u64, u64>,
+    expiries: FxHashMap<u64, u64>,
     /// Dead tasks that died because they expired.
-    pub(crate) expired: FxHashSet<u64>,
+    expired: FxHashSet<u64>,
     /// The last error of each task that has one (a nack's reason, or a
     /// lease that expired).
-    pub(crate) errors: FxHashMap<u64, Box<str>>,
+    errors: FxHashMap<u64, Box<str>>,
     /// The priority and own lease of each task that has other than the
     /// defaults (beanstalkd's jobs all have a time-to-run).
-    pub(crate) terms: FxHashMap<u64, Terms>,
-    pub(crate) queues: Vec<QueueState>,
-    pub(crate) queue_index: HashMap<Arc<str>, u32>,
-    pub(crate) leases: FxHashMap<u64, Leased>,
+    terms: FxHashMap<u64, Terms>,
+    queues: Vec<QueueState>,
+    queue_index: HashMap<Arc<str>, u32>,
+    leases: FxHashMap<u64, Leased>,
     /// The key of each task that has one.
-    pub(crate) keys: FxHashMap<u64, Box<str>>,
-    pub(crate) wheel: Wheel<NonZeroU64>,
+    keys: FxHashMap<u64, Box<str>>,
+    wheel: Wheel<NonZeroU64>,
     /// Never reused: persisted with every enqueue, so acked ids stay retired
     /// across restarts.
-    pub(crate) next_id: u64,
+    next_id: u64,
     /// Tasks whose enqueue is not yet durable (see [`Slot::fresh`]).
-    pub(crate) fresh: usize,
+    fresh: usize,
     /// What the memory budget counts: [`task_memory_bytes`] of every task.
-    pub(crate) memory_bytes: u64,
+    memory_bytes: u64,
     /// What the disk budget counts: the [`footprint`] of every task.
-    pub(crate) disk_bytes: u64,
-    pub(crate) totals: Totals,
-    pub(crate) schedules: Schedules,
-    /// The time (Unix ms) the timer thread sleeps to, as its last look at
-    /// the wheel found it (`u64::MAX`: none): a timer added for later needs
-    /// no wake-up.
-    pub(crate) timers_wake_ms: u64,
+    disk_bytes: u64,
+    totals: Totals,
+    schedules: ScheduleTable,
 }
 
 impl State {
@@ -102,7 +115,7 @@ impl State {
         let mut wheel = Wheel::new();
         wheel.advance(now_ms);
         State {
-            tasks: Tasks::new(),
+            tasks: Slots::new(),
             repeats: FxHashMap::default(),
             expiries: FxHashMap::default(),
             expired: FxHashSet::default(),
@@ -118,32 +131,12 @@ impl State {
             memory_bytes: 0,
             disk_bytes: 0,
             totals: Totals::default(),
-            schedules: Schedules::default(),
-            timers_wake_ms: 0,
+            schedules: ScheduleTable::default(),
         }
-    }
-
-    /// The index of `queue`, creating its state if new.
-    pub(crate) fn queue_id(&mut self, queue: &str) -> Result<u32, QueueError> {
-        if let Some(&id) = self.queue_index.get(queue) {
-            return Ok(id);
-        }
-        if self.queues.len() >= QUEUES_MAX {
-            return Err(QueueError::Invalid(format!("there are already {QUEUES_MAX} queues")));
-        }
-        let name: Arc<str> = Arc::from(queue);
-        let id = self.queues.len() as u32;
-        self.queues.push(QueueState::new(name.clone()));
-        self.queue_index.insert(name, id);
-        Ok(id)
-    }
-
-    pub(crate) fn queue(&self, name: &str) -> Option<&QueueState> {
-        self.queue_id_of(name).map(|id| &self.queues[id as usize])
     }
 
     /// The queue of task `id`, which must exist.
-    pub(crate) fn queue_of(&mut self, id: u64) -> &mut QueueState {
+    fn queue_of(&mut self, id: u64) -> &mut QueueState {
         &mut self.queues[self.tasks[&id].queue as usize]
     }
 
@@ -191,7 +184,7 @@ impl State {
     }
 
     /// A task's priority and own lease.
-    pub(crate) fn terms(&self, id: u64) -> Terms {
+    fn terms(&self, id: u64) -> Terms {
         self.terms.get(&id).copied().unwrap_or(Terms::DEFAULT)
     }
 
@@ -204,19 +197,25 @@ impl State {
     /// as item `at` of an answer: its payload copied, or noted in `reads` if
     /// it is in the store.
     pub(crate) fn info(&self, task: Task, now_ms: u64, reads: &mut Reads, at: usize) -> TaskInfo {
-        let status = status(&task, now_ms);
-        let payload = reads.payload(&self.tasks[&task.id], task.id, at);
+        let status = Status::of(&task, now_ms);
+        let payload = self.payload(task.id, reads, at);
         TaskInfo { task, payload, status }
     }
 
+    /// Task `id`'s payload for item `at` of an answer: a copy if it is kept
+    /// in memory, else noted in `reads` to read from the store.
+    fn payload(&self, id: u64, reads: &mut Reads, at: usize) -> Box<str> {
+        reads.payload(self.tasks[&id].payload.as_deref(), id, at)
+    }
+
     /// What a task of these sizes costs the budgets: (memory, disk) bytes.
-    pub(crate) fn charges(sizes: Sizes) -> (u64, u64) {
+    fn charges(sizes: Sizes) -> (u64, u64) {
         (task_memory_bytes(sizes.payload, sizes.key), footprint(sizes))
     }
 
     /// The sizes of a stored task, read off its slot and the side tables
     /// without putting the task together.
-    pub(crate) fn sizes(&self, id: u64) -> Sizes {
+    fn sizes(&self, id: u64) -> Sizes {
         let slot = &self.tasks[&id];
         Sizes {
             queue: self.queues[slot.queue as usize].name.len(),
@@ -231,7 +230,7 @@ impl State {
     /// second enqueue with it waits. `payload` is `None` for a payload kept
     /// only in the store: one larger than
     /// [`PAYLOAD_INLINE_MAX`](hourglass_queue::limits::PAYLOAD_INLINE_MAX) bytes.
-    pub(crate) fn insert(&mut self, task: &Task, payload: Option<Box<str>>, payload_bytes: usize, queue: u32) {
+    fn insert(&mut self, task: &Task, payload: Option<Box<str>>, payload_bytes: usize, queue: u32) {
         let id = task.id;
         debug_assert_eq!(payload.is_some(), payload_inline(payload_bytes));
         let (memory, disk) = Self::charges(Sizes::of(task, payload_bytes));
@@ -264,12 +263,7 @@ impl State {
     /// `Ok` if what the state holds, grown from `memory_before` and
     /// `disk_before` (the tasks' bytes) by one request, is within the budgets.
     /// Stored schedules count against the memory budget too.
-    pub(crate) fn within_budgets(
-        &self,
-        limits: &Limits,
-        memory_before: u64,
-        disk_before: u64,
-    ) -> Result<(), QueueError> {
+    fn within_budgets(&self, limits: &Limits, memory_before: u64, disk_before: u64) -> Result<(), QueueError> {
         let max = limits.memory_bytes_max;
         let schedules = self.schedules.memory_bytes();
         if self.memory_bytes + schedules > max {
@@ -292,7 +286,7 @@ impl State {
     }
 
     /// Files a pending task again, as it now is: its change is settled.
-    pub(crate) fn reveal(&mut self, id: u64, now_ms: u64) {
+    fn reveal(&mut self, id: u64, now_ms: u64) {
         let slot = self.tasks.get_mut(&id).expect("revealing a known task");
         debug_assert!(slot.pending, "task {id} revealed but not hidden");
         slot.pending = false;
@@ -303,7 +297,7 @@ impl State {
     }
 
     /// Copies what may change about a task into its slot and side tables.
-    pub(crate) fn write_back(&mut self, task: &Task) {
+    fn write_back(&mut self, task: &Task) {
         match task.every_ms {
             Some(every_ms) => self.repeats.insert(task.id, every_ms),
             None => self.repeats.remove(&task.id),
@@ -378,7 +372,7 @@ impl State {
     }
 
     /// Removes the task from everything; `false` if there was no such task.
-    pub(crate) fn forget(&mut self, id: u64) -> bool {
+    fn forget(&mut self, id: u64) -> bool {
         let Some(pending) = self.pending(id) else { return false };
         if !pending {
             self.unfile(id);
@@ -474,90 +468,6 @@ impl State {
         }
     }
 
-    /// Leases up to `max` due tasks of `queue` (each for its own lease if it
-    /// has one, else for `lease_ms`), with at most
-    /// [`ANSWER_PAYLOAD_BYTES_MAX`] of payloads among them (at least one
-    /// task); returns them, their payloads still to read noted in `reads`,
-    /// and what must be recorded (the new attempt counts, never the payloads).
-    pub(crate) fn claim(
-        &mut self,
-        queue: u32,
-        max: usize,
-        now_us: u64,
-        lease_ms: u64,
-        reads: &mut Reads,
-    ) -> (Vec<Claimed>, Vec<Mutation>) {
-        let now_ms = now_us / 1_000;
-        let mut claimed = Vec::new();
-        let mut updates = Vec::new();
-        if self.queues[queue as usize].is_paused(now_ms) {
-            return (claimed, updates);
-        }
-        let mut bytes = 0;
-        // Due tasks past their expiry stay for the timer thread, which makes
-        // them dead: never delivered late.
-        let mut unexpired = Vec::new();
-        if !self.expiries.is_empty() {
-            let ready = self.queues[queue as usize].ready.iter();
-            let expired = |id: &u64| self.expiries.get(id).is_some_and(|&at| at <= now_ms);
-            unexpired.extend(ready.filter(|place| !expired(&place.id)).take(max).copied());
-            unexpired.reverse();
-        }
-        while claimed.len() < max {
-            let next =
-                if self.expiries.is_empty() { self.queues[queue as usize].ready.first() } else { unexpired.pop() };
-            let Some(Place { run_at_ms, id, .. }) = next else { break };
-            bytes += self.tasks[&id].payload_bytes as usize;
-            if bytes > ANSWER_PAYLOAD_BYTES_MAX && !claimed.is_empty() {
-                break;
-            }
-            let (task, lease, until_ms) = self.lease(id, now_ms, lease_ms);
-            self.queues[queue as usize].delivered(now_us.saturating_sub(run_at_ms * 1_000));
-            claimed.push(Claimed {
-                id,
-                queue: task.queue.clone(),
-                payload: reads.payload(&self.tasks[&id], id, claimed.len()),
-                attempt: task.attempt,
-                lease,
-                lease_until_ms: until_ms,
-                run_at_ms,
-            });
-            updates.push(Mutation::Update(task));
-        }
-        self.totals.delivered += claimed.len() as u64;
-        (claimed, updates)
-    }
-
-    /// Hands filed task `id` out under a new lease, for its own length if it
-    /// has one, else `lease_ms`: one more attempt. Returns the task as it now
-    /// is, the lease and its end.
-    pub(crate) fn lease(&mut self, id: u64, now_ms: u64, lease_ms: u64) -> (Task, Lease, u64) {
-        let lease = Lease(rand::random());
-        let until_ms = now_ms + self.terms(id).lease_ms.map_or(lease_ms, u64::from);
-        let task = self.transition(id, now_ms, |task| {
-            task.attempt += 1;
-            task.state = TaskState::Leased { lease, until_ms };
-        });
-        (task, lease, until_ms)
-    }
-
-    /// The task a claim of `queue` at `now_ms` would take first, if any:
-    /// none if the queue is paused; never one due but past its expiry (those
-    /// wait for the timer thread to make them dead).
-    pub(crate) fn next_claimable(&self, queue: u32, now_ms: u64) -> Option<Place> {
-        let q = &self.queues[queue as usize];
-        if q.is_paused(now_ms) {
-            return None;
-        }
-        let expired = |id: &u64| self.expiries.get(id).is_some_and(|&at| at <= now_ms);
-        q.ready.iter().find(|place| !expired(&place.id)).copied()
-    }
-
-    /// The index of `queue`, if it has state.
-    pub(crate) fn queue_id_of(&self, queue: &str) -> Option<u32> {
-        self.queue_index.get(queue).copied()
-    }
-
     /// `Ok` if `lease` is the task's current one. The task must not be pending.
     pub(crate) fn check_lease(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
         match self.leases.get(&id) {
@@ -567,172 +477,44 @@ impl State {
         }
     }
 
-    /// The wall clock stepped back: moves every timer to a new wheel that
-    /// stands at `now_ms`, each at its deadline, so that none expires before
-    /// its time on the clock as it now reads.
-    pub(crate) fn rebase_timers(&mut self, now_ms: u64) {
-        let mut wheel = Wheel::new();
-        wheel.advance(now_ms);
-        let old = std::mem::replace(&mut self.wheel, wheel);
-        let ids: Vec<u64> = self.tasks.ids().collect();
-        for id in ids {
-            let slot = self.tasks.get_mut(&id).expect("a listed task");
-            if slot.timer == NO_TIMER {
-                continue;
-            }
-            let deadline = old.deadline(Key::from_raw(slot.timer)).expect("a task's timer is in the wheel");
-            let wheel_id = NonZeroU64::new(id).expect("ids start at 1");
-            slot.timer = self.wheel.insert(deadline, wheel_id).expect("below the wheel's capacity").into_raw();
-        }
+    /// Whether task `id` is leased.
+    pub(crate) fn is_leased(&self, id: u64) -> bool {
+        self.leases.contains_key(&id)
     }
 
-    /// Advances the wheel: files tasks that came due, and hides each task whose
-    /// lease expired until its next form (scheduled again after a backoff, or
-    /// dead) is durable. Returns those writes, to be sent under this lock.
-    pub(crate) fn expire(&mut self, now_ms: u64) -> Vec<(Mutation, Settlement)> {
-        self.wheel.advance(now_ms);
-        let mut writes = Vec::new();
-        while let Some(expired) = self.wheel.pop_expired() {
-            let id = expired.value.get();
-            let Some(slot) = self.tasks.get_mut(&id) else { continue };
-            debug_assert!(!slot.pending, "task {id} had a timer while pending");
-            slot.timer = NO_TIMER;
-            match slot.phase {
-                Phase::Scheduled if self.expiries.get(&id).is_some_and(|&at| at <= now_ms) => {
-                    // Not delivered by its expiry: dead, not late.
-                    let mut task = self.task(id);
-                    task.state = TaskState::Dead;
-                    task.expired = true;
-                    self.hide(id);
-                    writes.push((Mutation::Update(task.clone()), Settlement::Change { task, why: Why::Expired }));
-                }
-                Phase::Scheduled => {
-                    let (queue, run_at_ms) = (slot.queue, slot.run_at_ms);
-                    let place = self.place(id, run_at_ms);
-                    let q = &mut self.queues[queue as usize];
-                    q.ready.insert(place);
-                    q.notify.notify_waiters();
-                    if let Some(&expires_at_ms) = self.expiries.get(&id) {
-                        let wheel_id = NonZeroU64::new(id).expect("ids start at 1");
-                        let timer = self.wheel.insert(expires_at_ms, wheel_id).expect("below the wheel's capacity");
-                        self.tasks.get_mut(&id).expect("a known task").timer = timer.into_raw();
-                    }
-                }
-                Phase::Leased => {
-                    let mut task = self.task(id);
-                    fail_attempt(&mut task, now_ms, None);
-                    task.last_error = Some(LEASE_EXPIRED.into());
-                    // The wheel has consumed the timer; unfile sees none.
-                    self.hide(id);
-                    writes.push((Mutation::Update(task.clone()), Settlement::Change { task, why: Why::Expire }));
-                }
-                Phase::Dead => {}
-            }
-        }
-        writes
+    /// The period of task `id`, if it repeats.
+    pub(crate) fn every_ms(&self, id: u64) -> Option<u64> {
+        self.repeats.get(&id).copied()
     }
 
-    /// A page of `queue`'s tasks. Due tasks are listed from the ready set in
-    /// claim order, dead ones from the dead set by id; the others by walking
-    /// ids upward, at most [`LIST_SCAN_MAX`] of them a page.
-    pub(crate) fn list(&self, queue: u32, request: ListRequest, now_ms: u64, reads: &mut Reads) -> Page {
-        let q = &self.queues[queue as usize];
-        // A cursor comes from a client: whatever it says, nothing overflows.
-        let after = request.after.unwrap_or_default();
-        let first_id = after.id.saturating_add(1);
-        let mut tasks = Vec::new();
-        let mut bytes = 0;
-        // Whether the page has room for task `id`, counting it in if so.
-        let mut room = |id: u64, tasks: &Vec<TaskInfo>| {
-            bytes += self.tasks[&id].payload_bytes as usize;
-            tasks.len() < request.limit && (tasks.is_empty() || bytes <= ANSWER_PAYLOAD_BYTES_MAX)
+    /// A task loaded from the store at a start, filed as it is at `now_ms`
+    /// (leases do not survive a restart: the store holds none). The payload
+    /// is kept in memory if it is small enough, whatever the store handed over.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] if its queue would be one too many.
+    pub(crate) fn load_task(&mut self, task: &Task, payload: Loaded, now_ms: u64) -> Result<(), QueueError> {
+        let queue = self.queue_id(&task.queue)?;
+        let (held, bytes) = match payload {
+            Loaded::Inline(payload) => {
+                let bytes = payload.len();
+                (payload_inline(bytes).then_some(payload), bytes)
+            }
+            Loaded::Apart(bytes) => (None, bytes),
         };
-        // Takes tasks from `ids` until the page is full; whether any are left.
-        let mut fill = |ids: &mut dyn Iterator<Item = u64>| {
-            let mut ids = ids.peekable();
-            while let Some(&id) = ids.peek() {
-                if !room(id, &tasks) {
-                    break;
-                }
-                let at = tasks.len();
-                tasks.push(self.info(self.task(id), now_ms, reads, at));
-                ids.next();
-            }
-            ids.peek().is_some()
-        };
-        let next = match request.status {
-            Some(Status::Due) => {
-                let from = Place { priority: after.priority, run_at_ms: after.run_at_ms, id: after.id };
-                let more = fill(&mut q.ready.after(from).map(|place| place.id));
-                let cursor =
-                    |t: &TaskInfo| Cursor { priority: t.task.priority, run_at_ms: t.task.run_at_ms, id: t.task.id };
-                more.then(|| tasks.last().map(cursor)).flatten()
-            }
-            Some(Status::Dead) => {
-                let more = fill(&mut q.dead.range(first_id..).copied());
-                more.then(|| tasks.last().map(|t| Cursor { id: t.task.id, ..Cursor::default() })).flatten()
-            }
-            // Leased tasks are few next to the others (deliveries in flight):
-            // found through the lease table, not by walking a queue of a
-            // million scheduled ones 100,000 ids a page.
-            Some(Status::Leased) if self.leases.len() <= LIST_SCAN_MAX => {
-                let mut ids: Vec<u64> = self
-                    .leases
-                    .keys()
-                    .copied()
-                    .filter(|&id| id >= first_id && self.tasks.get(&id).is_some_and(|s| s.queue == queue && !s.pending))
-                    .collect();
-                ids.sort_unstable();
-                let more = fill(&mut ids.into_iter());
-                more.then(|| tasks.last().map(|t| Cursor { id: t.task.id, ..Cursor::default() })).flatten()
-            }
-            status => {
-                let end = first_id.saturating_add(LIST_SCAN_MAX as u64).min(self.next_id);
-                let mut id = first_id;
-                while id < end && tasks.len() < request.limit {
-                    let listed = self.tasks.get(&id).is_some_and(|slot| {
-                        !slot.pending
-                            && slot.queue == queue
-                            && status.is_none_or(|status| status == slot_status(slot, now_ms))
-                    });
-                    if listed {
-                        if !room(id, &tasks) {
-                            break;
-                        }
-                        let at = tasks.len();
-                        tasks.push(self.info(self.task(id), now_ms, reads, at));
-                    }
-                    id += 1;
-                }
-                (id < self.next_id).then_some(Cursor { id: id - 1, ..Cursor::default() })
-            }
-        };
-        Page { tasks, next }
+        self.insert(task, held, bytes, queue);
+        self.reveal(task.id, now_ms);
+        Ok(())
     }
-}
 
-/// The status of a filed task's slot at `now_ms`, without putting the task together.
-fn slot_status(slot: &Slot, now_ms: u64) -> Status {
-    match slot.phase {
-        Phase::Scheduled if slot.run_at_ms <= now_ms => Status::Due,
-        Phase::Scheduled => Status::Scheduled,
-        Phase::Leased => Status::Leased,
-        Phase::Dead => Status::Dead,
-    }
-}
-
-/// The status of a filed task read at `now_ms`.
-pub(crate) fn status(task: &Task, now_ms: u64) -> Status {
-    match task.state {
-        TaskState::Scheduled if task.run_at_ms <= now_ms => Status::Due,
-        TaskState::Scheduled => Status::Scheduled,
-        TaskState::Leased { .. } => Status::Leased,
-        TaskState::Dead => Status::Dead,
+    /// Ids below `next_id` were handed out before a restart: never again.
+    pub(crate) fn retire_ids_below(&mut self, next_id: u64) {
+        self.next_id = self.next_id.max(next_id);
     }
 }
 
 /// The last error of a task whose lease ran out.
-pub(crate) const LEASE_EXPIRED: &str = "lease expired";
+const LEASE_EXPIRED: &str = "lease expired";
 
 /// A delivery failed: due again after `delay_ms` or a backoff, or dead if out
 /// of attempts or past its expiry.

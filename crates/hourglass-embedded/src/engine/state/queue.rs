@@ -13,34 +13,34 @@ use hourglass_queue::lateness::Lateness;
 use hourglass_queue::paused_at;
 use hourglass_queue::{LatenessMs, QueueStats};
 
-pub(crate) struct QueueState {
-    pub(crate) name: Arc<str>,
+pub(super) struct QueueState {
+    pub(super) name: Arc<str>,
     /// Due tasks, in claim order.
-    pub(crate) ready: Ready,
+    pub(super) ready: Ready,
     /// Idempotency key to the live task that has it.
-    pub(crate) keys: HashMap<Box<str>, u64>,
-    pub(crate) dead: BTreeSet<u64>,
+    pub(super) keys: HashMap<Box<str>, u64>,
+    pub(super) dead: BTreeSet<u64>,
     /// Filed scheduled tasks, due ones included.
-    pub(crate) scheduled: usize,
-    pub(crate) leased: usize,
-    pub(crate) notify: Arc<Notify>,
+    pub(super) scheduled: usize,
+    pub(super) leased: usize,
+    pub(super) notify: Arc<Notify>,
     /// Paused, durably: claims hand out nothing, and due tasks wait.
-    pub(crate) paused: bool,
+    pub(super) paused: bool,
     /// When the pause ends by itself, Unix ms (beanstalkd's `pause-tube`):
     /// from then on the queue is not paused, whatever `paused` says.
-    pub(crate) paused_until_ms: Option<u64>,
+    pub(super) paused_until_ms: Option<u64>,
     /// A pause or resume of the queue is on its way to the store: another
     /// waits for it to settle.
-    pub(crate) pausing: bool,
+    pub(super) pausing: bool,
     /// Since start: tasks enqueued (made durable), delivered by claims, acked.
-    pub(crate) enqueued: u64,
-    pub(crate) delivered: u64,
-    pub(crate) acked: u64,
+    pub(super) enqueued: u64,
+    pub(super) delivered: u64,
+    pub(super) acked: u64,
     lateness_us: Lateness,
 }
 
 impl QueueState {
-    pub(crate) fn new(name: Arc<str>) -> QueueState {
+    pub(super) fn new(name: Arc<str>) -> QueueState {
         QueueState {
             name,
             ready: Ready::default(),
@@ -60,19 +60,19 @@ impl QueueState {
     }
 
     /// Records one delivery's lateness.
-    pub(crate) fn delivered(&mut self, lateness_us: u64) {
+    pub(super) fn delivered(&mut self, lateness_us: u64) {
         self.delivered += 1;
         self.lateness_us.record(lateness_us);
     }
 
     /// Whether claims at `now_ms` hand out nothing.
-    pub(crate) fn is_paused(&self, now_ms: u64) -> bool {
+    pub(super) fn is_paused(&self, now_ms: u64) -> bool {
         paused_at(self.paused, self.paused_until_ms, now_ms)
     }
 
     /// The queue's counts at `now_ms`, read under the engine's lock, with its
     /// lateness still to [`read`](Lateness::read) once the lock is released.
-    pub(crate) fn stats(&self, now_ms: u64) -> (QueueStats, Lateness) {
+    pub(super) fn stats(&self, now_ms: u64) -> (QueueStats, Lateness) {
         let paused = self.is_paused(now_ms);
         let stats = QueueStats {
             name: self.name.clone(),

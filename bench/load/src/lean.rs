@@ -1,13 +1,15 @@
-//! A lean HTTP/1.1 client for the bench's producers: one keep-alive
-//! connection, each request written in one go, the reply's status and length
-//! read and its body checked only for errors. It is the HTTP twin of the
-//! beanstalkd client, so that `hourglass bench` measures the servers: with
-//! reqwest, the load generator used as much CPU as the server it loaded
-//! (BENCHMARKS.md).
+//! A lean HTTP/1.1 transport for the producers: one keep-alive connection,
+//! each request written in one go, the reply's status and length read and
+//! its body checked only for errors. It is the HTTP twin of the beanstalkd
+//! client, so that `hourglass-load` measures the servers: with reqwest, the
+//! load generator used as much CPU as the server it loaded (BENCHMARKS.md).
+//! The bodies are the wire crate's types, serialized: the format is spelled
+//! there, not here.
 
 use std::io::Write as _;
 
 use anyhow::{bail, Context};
+use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -21,8 +23,12 @@ pub struct Http1 {
     reader: BufReader<TcpStream>,
     /// `Host` and, with a token, `Authorization` lines, ready to send.
     fixed_headers: String,
+    /// The request being written, head and body.
     request: Vec<u8>,
+    /// Its body, serialized first for its length.
+    json: Vec<u8>,
     line: String,
+    /// The reply's body.
     body: Vec<u8>,
 }
 
@@ -44,26 +50,29 @@ impl Http1 {
             reader: BufReader::new(stream),
             fixed_headers,
             request: Vec::new(),
+            json: Vec::new(),
             line: String::new(),
             body: Vec::new(),
         })
     }
 
-    /// POSTs a JSON `body` to `path` and waits for the reply; a reply other
+    /// POSTs `body` as JSON to `path` and waits for the reply; a reply other
     /// than 2xx is an error carrying its body.
-    pub async fn post(&mut self, path: &str, body: &[u8]) -> anyhow::Result<()> {
+    pub async fn post(&mut self, path: &str, body: &impl Serialize) -> anyhow::Result<()> {
+        self.json.clear();
+        serde_json::to_writer(&mut self.json, body)?;
         self.request.clear();
         write!(
             self.request,
             "POST {path} HTTP/1.1\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.fixed_headers,
-            body.len()
+            self.json.len()
         )?;
-        self.request.extend_from_slice(body);
+        self.request.extend_from_slice(&self.json);
         self.reader.get_mut().write_all(&self.request).await?;
         let (status, length) = self.read_head().await.with_context(|| format!("POST {path}"))?;
         if length > BODY_BYTES_MAX {
-            bail!("POST {path}: a reply of {length} bytes is over the {BODY_BYTES_MAX} the bench reads");
+            bail!("POST {path}: a reply of {length} bytes is over the {BODY_BYTES_MAX} this client reads");
         }
         self.body.resize(length, 0);
         self.reader.read_exact(&mut self.body).await?;
@@ -108,6 +117,8 @@ impl Http1 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hourglass_client::wire::{ClaimRequest, NewTask};
+    use serde_json::value::RawValue;
     use tokio::net::TcpListener;
 
     /// A server that reads one request head and body, then answers `reply`.
@@ -151,9 +162,10 @@ mod tests {
         ])
         .await;
         let mut conn = Http1::connect(&base, Some("secret")).await.unwrap();
-        conn.post("/v1/queues/q/tasks", br#"{"payload":1}"#).await.unwrap();
-        conn.post("/v1/queues/q/tasks", b"{}").await.unwrap();
-        let error = conn.post("/v1/queues/q/tasks", b"{}").await.unwrap_err().to_string();
+        let task = NewTask::new(RawValue::from_string("1".into()).unwrap());
+        conn.post("/v1/queues/q/tasks", &task).await.unwrap();
+        conn.post("/v1/queues/q/tasks", &task).await.unwrap();
+        let error = conn.post("/v1/queues/q/tasks", &task).await.unwrap_err().to_string();
         assert!(error.contains("400") && error.contains("error"), "{error}");
         let requests = server.await.unwrap();
         assert!(requests[0].starts_with("POST /v1/queues/q/tasks HTTP/1.1\r\n"));
@@ -165,10 +177,10 @@ mod tests {
     async fn refuses_what_it_does_not_read() {
         let (base, _server) = answering(vec!["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"]).await;
         let mut conn = Http1::connect(&base, None).await.unwrap();
-        assert!(format!("{:#}", conn.post("/", b"{}").await.unwrap_err()).contains("chunked"));
+        assert!(format!("{:#}", conn.post("/", &ClaimRequest::default()).await.unwrap_err()).contains("chunked"));
         let (base, _server) = answering(vec!["SMTP ready\r\n\r\n"]).await;
         let mut conn = Http1::connect(&base, None).await.unwrap();
-        assert!(format!("{:#}", conn.post("/", b"{}").await.unwrap_err()).contains("status line"));
+        assert!(format!("{:#}", conn.post("/", &ClaimRequest::default()).await.unwrap_err()).contains("status line"));
         assert!(Http1::connect("https://example.invalid", None)
             .await
             .err()

@@ -9,16 +9,16 @@ use hourglass_queue::limits::PRIORITY_DEFAULT;
 
 /// A due task's place in the claim order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub(crate) struct Place {
-    pub(crate) priority: u32,
-    pub(crate) run_at_ms: u64,
-    pub(crate) id: u64,
+pub(super) struct Place {
+    pub(super) priority: u32,
+    pub(super) run_at_ms: u64,
+    pub(super) id: u64,
 }
 
 /// The due tasks, in claim order, with what the queue's counts read off
 /// them kept up to date: how many are urgent, and the oldest due time.
 #[derive(Default)]
-pub(crate) struct Ready {
+pub(super) struct Ready {
     order: BTreeSet<Place>,
     /// Due tasks by due time, counted: the oldest due is the first key
     /// whatever the priorities (walking the order's priorities instead would
@@ -29,14 +29,14 @@ pub(crate) struct Ready {
 }
 
 impl Ready {
-    pub(crate) fn insert(&mut self, place: Place) {
+    pub(super) fn insert(&mut self, place: Place) {
         if self.order.insert(place) {
             *self.by_due.entry(place.run_at_ms).or_default() += 1;
             self.urgent += usize::from(place.priority < PRIORITY_DEFAULT);
         }
     }
 
-    pub(crate) fn remove(&mut self, place: &Place) -> bool {
+    pub(super) fn remove(&mut self, place: &Place) -> bool {
         if !self.order.remove(place) {
             return false;
         }
@@ -49,37 +49,37 @@ impl Ready {
         true
     }
 
-    pub(crate) fn contains(&self, place: &Place) -> bool {
+    pub(super) fn contains(&self, place: &Place) -> bool {
         self.order.contains(place)
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.order.len()
     }
 
     /// Due tasks more urgent than [`PRIORITY_DEFAULT`] (beanstalkd's
     /// `current-jobs-urgent`).
-    pub(crate) fn urgent(&self) -> usize {
+    pub(super) fn urgent(&self) -> usize {
         self.urgent
     }
 
     /// The next to claim.
-    pub(crate) fn first(&self) -> Option<Place> {
+    pub(super) fn first(&self) -> Option<Place> {
         self.order.first().copied()
     }
 
     /// Every due task, in claim order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Place> + '_ {
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Place> + '_ {
         self.order.iter()
     }
 
     /// The due tasks after `place`, in claim order.
-    pub(crate) fn after(&self, place: Place) -> impl Iterator<Item = &Place> + '_ {
+    pub(super) fn after(&self, place: Place) -> impl Iterator<Item = &Place> + '_ {
         self.order.range((Excluded(place), Unbounded))
     }
 
     /// The earliest due time among them.
-    pub(crate) fn oldest_due_ms(&self) -> Option<u64> {
+    pub(super) fn oldest_due_ms(&self) -> Option<u64> {
         self.by_due.first_key_value().map(|(&run_at_ms, _)| run_at_ms)
     }
 }

@@ -1,0 +1,143 @@
+//! The store's interface: the [`Store`] trait every place tasks survive in
+//! implements, the [`Mutation`]s the writer applies through it, and what it
+//! hands back ([`Loaded`] payloads, [`Snapshot`]s).
+
+use super::error::StoreError;
+use hourglass_queue::Schedule;
+use hourglass_queue::Task;
+
+/// A paused queue as stored: its name, and when its pause ends (Unix ms;
+/// `None`: when resumed).
+pub type PausedQueue = (Box<str>, Option<u64>);
+
+/// One change to the stored tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    /// A new task and its payload.
+    Insert {
+        /// The task.
+        task: Task,
+        /// Its payload, stored once: later changes never rewrite it.
+        payload: Box<str>,
+    },
+    /// A changed task: its record only, the payload stays as stored.
+    Update(Task),
+    /// Remove the task with this id and its payload (absent is fine).
+    Delete(u64),
+    /// Ids below this have been handed out: never hand them out again. The
+    /// store keeps the largest it was given.
+    NextId(u64),
+    /// A schedule, new or changed: stored whole under its name.
+    PutSchedule(Schedule),
+    /// Remove the schedule with this name (absent is fine).
+    DeleteSchedule(Box<str>),
+    /// Pause (`true`) or resume the queue with this name: a paused queue's
+    /// due tasks wait, and stay waiting across restarts.
+    PauseQueue {
+        /// The queue's name.
+        queue: Box<str>,
+        /// Paused, or resumed.
+        paused: bool,
+        /// When a pause ends by itself, Unix ms; `None` for one that lasts
+        /// until resumed.
+        until_ms: Option<u64>,
+    },
+}
+
+impl Mutation {
+    /// Payload bytes the mutation carries.
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            Mutation::Insert { payload, .. } => payload.len(),
+            Mutation::PutSchedule(schedule) => schedule.payload.len(),
+            Mutation::Update(_)
+            | Mutation::Delete(_)
+            | Mutation::NextId(_)
+            | Mutation::DeleteSchedule(_)
+            | Mutation::PauseQueue { .. } => 0,
+        }
+    }
+}
+
+/// A stored task's payload as [`Store::load`] hands it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// The payload itself, kept in memory if it is at most
+    /// [`PAYLOAD_INLINE_MAX`](hourglass_queue::limits::PAYLOAD_INLINE_MAX) bytes (a
+    /// larger one is dropped and read through a [`Snapshot`] when needed).
+    Inline(Box<str>),
+    /// A larger payload, left in the store: only its size, in bytes. It is
+    /// read through a [`Snapshot`] when a claim or a read hands it out.
+    Apart(usize),
+}
+
+impl Loaded {
+    /// What `load` hands over for `payload`: a copy of the bytes if small
+    /// enough to keep in memory, else only the size.
+    pub fn of(payload: &str) -> Loaded {
+        if hourglass_queue::limits::payload_inline(payload.len()) {
+            Loaded::Inline(payload.into())
+        } else {
+            Loaded::Apart(payload.len())
+        }
+    }
+}
+
+/// A consistent view of everything applied to a [`Store`] when the snapshot
+/// was taken, whatever is applied after: payloads are read through it.
+pub trait Snapshot: Send {
+    /// The payload of task `id`.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if it cannot be read, [`StoreError::Corrupt`]
+    /// if the task is not in the snapshot or its payload does not decode.
+    fn payload(&mut self, id: u64) -> Result<Box<str>, StoreError>;
+}
+
+/// A place tasks survive restarts in. Implementations apply a batch
+/// atomically: after a crash, either all of a batch is there or none of it.
+pub trait Store: Send + Sync + 'static {
+    /// Calls `visit` with every stored task and its payload (the bytes of a
+    /// small one, the size of a large one: see [`Loaded`]), in id order, and
+    /// returns the largest [`Mutation::NextId`] stored (0 if none).
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for a record that does not decode; the caller
+    /// must refuse to start rather than guess.
+    fn load(&self, visit: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError>;
+
+    /// Every stored schedule, in name order.
+    ///
+    /// # Errors
+    /// [`StoreError::CorruptSchedule`] for a record that does not decode.
+    fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError>;
+
+    /// The paused queues, in name order: each name, and when its pause ends
+    /// (`None`: when resumed).
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if they cannot be read.
+    fn load_paused(&self) -> Result<Vec<PausedQueue>, StoreError>;
+
+    /// Applies `batch` atomically, in order. With `durable`, it is on stable
+    /// storage (fsync) when this returns; without, it may be lost by a crash
+    /// or a power loss until the next durable apply or [`sync`](Store::sync).
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if nothing could be written.
+    fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError>;
+
+    /// Makes everything applied so far durable.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`].
+    fn sync(&self) -> Result<(), StoreError>;
+
+    /// A snapshot of everything applied so far. Cheap: the engine takes one
+    /// under its lock when it hands out payloads kept apart, and reads them
+    /// after the lock is released.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`].
+    fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError>;
+}
