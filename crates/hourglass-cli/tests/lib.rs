@@ -6,6 +6,7 @@ mod beanstalk;
 mod crash;
 mod nodes;
 mod people;
+mod python_client;
 mod schedules;
 
 use std::time::Duration;

@@ -1,0 +1,427 @@
+"""What the API answers, as frozen dataclasses.
+
+Answers are read, so they are classes: attributes a checker and an editor
+know, states as enums, immutable, with a readable ``repr``. (What a client
+*sends* is a ``TypedDict`` instead, in :mod:`hourglass_client.options`: it is
+the JSON body itself.)
+
+Each class reads itself from the JSON with ``from_json``. Reading is lenient
+as the API asks of clients: a field the server adds is ignored, and an
+optional field the server leaves out is ``None``. Times are Unix
+milliseconds and durations milliseconds (``_ms``), as on the wire; a payload
+is whatever JSON it was (``Any``: a dict, list, str, number, bool or None).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AckResult",
+    "ClaimedTask",
+    "DeadReason",
+    "Enqueued",
+    "EnqueuedBatch",
+    "ErrorDetail",
+    "Lateness",
+    "Misfire",
+    "Overlap",
+    "Queue",
+    "Queues",
+    "Run",
+    "Schedule",
+    "SchedulePage",
+    "State",
+    "Task",
+    "TaskPage",
+    "Totals",
+]
+
+JSONObject = Mapping[str, Any]
+
+
+class State(str, enum.Enum):
+    """A task's state: scheduled → due → leased → done (removed), or dead."""
+
+    SCHEDULED = "scheduled"
+    DUE = "due"
+    LEASED = "leased"
+    DEAD = "dead"
+
+
+class Misfire(str, enum.Enum):
+    """What a schedule does with the occurrences it missed."""
+
+    SKIP = "skip"
+    ONCE = "once"
+    ALL = "all"
+
+
+class Overlap(str, enum.Enum):
+    """What a schedule does when an occurrence comes while its last task lives."""
+
+    ALLOW = "allow"
+    FORBID = "forbid"
+
+
+class DeadReason(str, enum.Enum):
+    """Why a task is dead."""
+
+    ATTEMPTS = "attempts"
+    EXPIRED = "expired"
+
+
+def _opt_int(data: JSONObject, key: str) -> int | None:
+    value = data.get(key)
+    return None if value is None else int(value)
+
+
+def _opt_str(data: JSONObject, key: str) -> str | None:
+    value = data.get(key)
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A task as ``GET /v1/tasks/{id}``, listings, nack, retry and
+    reschedule show it. Fields that do not apply are ``None``."""
+
+    id: int
+    queue: str
+    state: State
+    #: The payload as it was enqueued.
+    payload: Any
+    #: When it is (or was) due.
+    run_at_ms: int
+    #: Deliveries so far.
+    attempt: int
+    #: Deliveries before it dies; 0 for no limit.
+    max_attempts: int
+    #: Lower first among tasks due together.
+    priority: int
+    created_ms: int
+    #: The task's own lease, if it has one.
+    lease_ms: int | None = None
+    #: Its idempotency key.
+    key: str | None = None
+    #: Its period, for a recurring task.
+    every_ms: int | None = None
+    #: When its lease ends, while leased.
+    lease_until_ms: int | None = None
+    #: When it dies if not delivered by then.
+    expires_at_ms: int | None = None
+    dead_reason: DeadReason | None = None
+    #: Why its latest delivery failed: a nack's reason, or ``lease expired``.
+    last_error: str | None = None
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Task:
+        dead_reason = data.get("dead_reason")
+        return cls(
+            id=int(data["id"]),
+            queue=str(data["queue"]),
+            state=State(data["state"]),
+            payload=data["payload"],
+            run_at_ms=int(data["run_at_ms"]),
+            attempt=int(data["attempt"]),
+            max_attempts=int(data["max_attempts"]),
+            priority=int(data["priority"]),
+            created_ms=int(data["created_ms"]),
+            lease_ms=_opt_int(data, "lease_ms"),
+            key=_opt_str(data, "key"),
+            every_ms=_opt_int(data, "every_ms"),
+            lease_until_ms=_opt_int(data, "lease_until_ms"),
+            expires_at_ms=_opt_int(data, "expires_at_ms"),
+            dead_reason=None if dead_reason is None else DeadReason(dead_reason),
+            last_error=_opt_str(data, "last_error"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedTask:
+    """A delivery: a task handed out by a claim. Ack, nack or extend it with
+    ``lease`` before ``lease_until_ms``, or it is delivered again."""
+
+    id: int
+    queue: str
+    payload: Any
+    #: Which delivery this is, from 1.
+    attempt: int
+    #: This delivery's token: 16 hex digits.
+    lease: str
+    #: When the lease ends, on the server's clock.
+    lease_until_ms: int
+    #: When the task was due.
+    run_at_ms: int
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> ClaimedTask:
+        return cls(
+            id=int(data["id"]),
+            queue=str(data["queue"]),
+            payload=data["payload"],
+            attempt=int(data["attempt"]),
+            lease=str(data["lease"]),
+            lease_until_ms=int(data["lease_until_ms"]),
+            run_at_ms=int(data["run_at_ms"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """The answer to an enqueue."""
+
+    id: int
+    run_at_ms: int
+    #: New (201), or ``False`` when its key named a live task (200: then
+    #: that task's id). ``None`` in a batch's answer, which counts them.
+    created: bool | None = None
+
+    @classmethod
+    def from_json(cls, data: JSONObject, created: bool | None = None) -> Enqueued:
+        return cls(id=int(data["id"]), run_at_ms=int(data["run_at_ms"]), created=created)
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueuedBatch:
+    """The answer to a batch enqueue: each task's answer, in the order sent."""
+
+    #: How many are new (the others' keys named live tasks).
+    created: int
+    tasks: list[Enqueued]
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> EnqueuedBatch:
+        return cls(created=int(data["created"]), tasks=[Enqueued.from_json(t) for t in data["tasks"]])
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    """A page of a listing. Pass ``next`` as ``after`` for the next page;
+    ``None`` on the last."""
+
+    tasks: list[Task]
+    next: str | None
+
+    @property
+    def items(self) -> list[Task]:
+        return self.tasks
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> TaskPage:
+        return cls(tasks=[Task.from_json(t) for t in data["tasks"]], next=_opt_str(data, "next"))
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorDetail:
+    """An error as the API writes it: a stable code and a message."""
+
+    code: str
+    message: str
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> ErrorDetail:
+        return cls(code=str(data["code"]), message=str(data["message"]))
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """One ack of a batch: acked, or its own ``error`` (``stale_lease``...)."""
+
+    id: int
+    error: ErrorDetail | None = None
+
+    @property
+    def acked(self) -> bool:
+        return self.error is None
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> AckResult:
+        error = data.get("error")
+        return cls(id=int(data["id"]), error=None if error is None else ErrorDetail.from_json(error))
+
+
+@dataclass(frozen=True, slots=True)
+class Lateness:
+    """From due time to delivery, in fractional milliseconds."""
+
+    samples: int
+    p50: float
+    p99: float
+    max: float
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Lateness:
+        return cls(
+            samples=int(data["samples"]), p50=float(data["p50"]), p99=float(data["p99"]), max=float(data["max"])
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A queue's counts, as ``GET /v1/queues/{queue}``, pause and resume show them."""
+
+    name: str
+    scheduled: int
+    due: int
+    leased: int
+    dead: int
+    #: The due time of the task due longest; ``None`` if none is due.
+    oldest_due_ms: int | None
+    lateness: Lateness
+    #: Claims hand out nothing until it is resumed.
+    paused: bool
+    #: Since the server started.
+    enqueued: int
+    delivered: int
+    acked: int
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Queue:
+        return cls(
+            name=str(data["name"]),
+            scheduled=int(data["scheduled"]),
+            due=int(data["due"]),
+            leased=int(data["leased"]),
+            dead=int(data["dead"]),
+            oldest_due_ms=_opt_int(data, "oldest_due_ms"),
+            lateness=Lateness.from_json(data["lateness"]),
+            paused=bool(data["paused"]),
+            enqueued=int(data["enqueued"]),
+            delivered=int(data["delivered"]),
+            acked=int(data["acked"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """The server's counters since it started, and what it holds."""
+
+    enqueued: int
+    delivered: int
+    acked: int
+    nacked: int
+    lease_expired: int
+    died: int
+    expired: int
+    cancelled: int
+    occurrences_enqueued: int
+    occurrences_skipped: int
+    tasks: int
+    schedules: int
+    memory_bytes: int
+    memory_bytes_max: int | None
+    disk_bytes: int
+    disk_bytes_max: int | None
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Totals:
+        return cls(
+            enqueued=int(data["enqueued"]),
+            delivered=int(data["delivered"]),
+            acked=int(data["acked"]),
+            nacked=int(data["nacked"]),
+            lease_expired=int(data["lease_expired"]),
+            died=int(data["died"]),
+            expired=int(data["expired"]),
+            cancelled=int(data["cancelled"]),
+            occurrences_enqueued=int(data["occurrences_enqueued"]),
+            occurrences_skipped=int(data["occurrences_skipped"]),
+            tasks=int(data["tasks"]),
+            schedules=int(data["schedules"]),
+            memory_bytes=int(data["memory_bytes"]),
+            memory_bytes_max=_opt_int(data, "memory_bytes_max"),
+            disk_bytes=int(data["disk_bytes"]),
+            disk_bytes_max=_opt_int(data, "disk_bytes_max"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Queues:
+    """The answer to ``GET /v1/queues``: every queue, by name, and the totals."""
+
+    queues: list[Queue]
+    totals: Totals
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Queues:
+        return cls(queues=[Queue.from_json(q) for q in data["queues"]], totals=Totals.from_json(data["totals"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of a schedule."""
+
+    at_ms: int
+    #: The same time, local in the schedule's zone (RFC 3339 with its offset).
+    local: str
+    #: The task it enqueued, for a run that happened.
+    task_id: int | None = None
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Run:
+        return cls(at_ms=int(data["at_ms"]), local=str(data["local"]), task_id=_opt_int(data, "task_id"))
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A schedule: a cron expression in a time zone, or a period, that
+    enqueues an ordinary task at each occurrence."""
+
+    name: str
+    queue: str
+    #: The zone its cron is read in and its runs shown in (UTC for a period).
+    time_zone: str
+    payload: Any
+    misfire: Misfire
+    overlap: Overlap
+    max_attempts: int
+    #: When it was put.
+    since_ms: int
+    paused: bool
+    #: The next runs, at most five; empty when the rule has no more.
+    next_runs: list[Run]
+    cron: str | None = None
+    every_ms: int | None = None
+    expires_after_ms: int | None = None
+    #: The latest occurrence enqueued, and its task.
+    last_run: Run | None = None
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Schedule:
+        last_run = data.get("last_run")
+        return cls(
+            name=str(data["name"]),
+            queue=str(data["queue"]),
+            time_zone=str(data["time_zone"]),
+            payload=data["payload"],
+            misfire=Misfire(data["misfire"]),
+            overlap=Overlap(data["overlap"]),
+            max_attempts=int(data["max_attempts"]),
+            since_ms=int(data["since_ms"]),
+            paused=bool(data["paused"]),
+            next_runs=[Run.from_json(r) for r in data["next_runs"]],
+            cron=_opt_str(data, "cron"),
+            every_ms=_opt_int(data, "every_ms"),
+            expires_after_ms=_opt_int(data, "expires_after_ms"),
+            last_run=None if last_run is None else Run.from_json(last_run),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePage:
+    """A page of the schedules, by name; ``next`` is the next page's ``after``."""
+
+    schedules: list[Schedule]
+    next: str | None
+
+    @property
+    def items(self) -> list[Schedule]:
+        return self.schedules
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> SchedulePage:
+        return cls(schedules=[Schedule.from_json(s) for s in data["schedules"]], next=_opt_str(data, "next"))
