@@ -18,7 +18,7 @@ use crate::report::now_us;
 /// workers.
 const ACKS_IN_FLIGHT_MAX: usize = 256;
 /// Each claim: up to 64 tasks, waiting up to a second, leased for 30 s.
-const CLAIM: ClaimRequest = ClaimRequest { max: Some(64), wait_ms: Some(1_000), lease_ms: Some(30_000) };
+const CLAIM: ClaimRequest = ClaimRequest { max: Some(64), wait_ms: Some(1_000), lease_ms: Some(30_000), acks: None };
 /// How long a reserve waits, in seconds.
 const RESERVE_TIMEOUT_S: u64 = 1;
 

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::Router;
-use hourglass_queue::{limits, ListRequest, Nack, Pause, Status};
+use hourglass_queue::{limits, validate, ListRequest, Nack, Pause, Status};
 use hourglass_wire as w;
 use serde::Serialize;
 
@@ -91,8 +91,15 @@ async fn claim(
 ) -> ApiResult<Json<serde_json::Value>> {
     let max = claim.max.unwrap_or(1);
     let lease_ms = claim.lease_ms.unwrap_or(limits::LEASE_MS_DEFAULT);
+    // The acks first, so that a claim that waits has already settled the
+    // consumer's previous batch; an empty list is no acks.
+    let acks = match claim.acks {
+        Some(acks) if !acks.is_empty() => Some(acks_then_results(&app, &acks).await?),
+        Some(_) => Some(Vec::new()),
+        None => None,
+    };
     let tasks = app.backend.claim(&queue, max, lease_ms, claim.wait_ms.unwrap_or(0)).await?;
-    Ok(through_value(&w::Claimed { tasks: tasks.into_iter().map(wire::claimed).collect() }))
+    Ok(through_value(&w::Claimed { tasks: tasks.into_iter().map(wire::claimed).collect(), acks }))
 }
 
 async fn list_queues(State(app): State<AppState>) -> Json<serde_json::Value> {
@@ -210,21 +217,25 @@ async fn ack(
 
 /// Acks of several deliveries, each answered on its own, in order.
 async fn ack_batch(State(app): State<AppState>, Json(body): Json<w::Acks>) -> ApiResult<Json<w::AckResults>> {
-    let acks = body
-        .acks
-        .iter()
-        .map(|ack| Ok((ack.id, wire::parse_lease(&ack.lease)?)))
-        .collect::<Result<Vec<_>, ApiError>>()?;
+    Ok(Json(w::AckResults { results: acks_then_results(&app, &body.acks).await? }))
+}
+
+/// Applies `acks` (1 to [`ACK_BATCH_MAX`](limits::ACK_BATCH_MAX), each as
+/// alone) and answers each one's result, in order: for `POST /v1/acks` and
+/// a claim that carries acks.
+async fn acks_then_results(app: &AppState, acks: &[w::Ack]) -> ApiResult<Vec<w::AckResult>> {
+    validate::ack_batch(acks.len())?;
+    let acks =
+        acks.iter().map(|ack| Ok((ack.id, wire::parse_lease(&ack.lease)?))).collect::<Result<Vec<_>, ApiError>>()?;
     let results = app.backend.ack_batch(&acks).await?;
-    let results = acks
+    Ok(acks
         .iter()
         .zip(results)
         .map(|(&(id, _), result)| match result {
             Ok(()) => w::AckResult::Acked(w::Acked { acked: true, id }),
             Err(error) => w::AckResult::Failed { error: ApiError::from(error).detail(), id },
         })
-        .collect();
-    Ok(Json(w::AckResults { results }))
+        .collect())
 }
 
 async fn nack(

@@ -2,6 +2,7 @@
 //! TCP: one file a concept, sharing the harness below.
 
 mod access;
+mod claim_acks;
 mod errors;
 mod listings;
 mod queues;
