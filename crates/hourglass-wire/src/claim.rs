@@ -11,6 +11,7 @@ use crate::text::Lease;
 /// the `acks` of earlier deliveries (a consumer's previous batch), saving
 /// the round trip of a `POST /v1/acks`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Tasks at most (1 if left out).
@@ -32,12 +33,14 @@ pub struct ClaimRequest {
 /// A task handed out by a claim: ack it, nack it or extend its lease with
 /// `lease` before `lease_until_ms`, or it is delivered again.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimedTask {
     /// The task's id.
     pub id: u64,
     /// Its queue.
     pub queue: String,
     /// Its payload.
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
     /// Which delivery this is, from 1.
     pub attempt: u32,
@@ -57,6 +60,7 @@ pub struct ClaimedTask {
 /// (its object keys sorted, its numbers written anew), unlike the payload
 /// `GET /v1/tasks/{id}` shows, which is the text enqueued.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Claimed {
     /// The deliveries, in claim order.
     pub tasks: Vec<ClaimedTask>,

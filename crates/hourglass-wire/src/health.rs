@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// The answer to `GET /healthz`: the server is up and answering.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// `ok`.
     pub status: String,
