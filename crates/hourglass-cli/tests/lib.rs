@@ -7,6 +7,7 @@ mod crash;
 mod nodes;
 mod people;
 mod python_client;
+mod readme;
 mod schedules;
 mod worker;
 
