@@ -7,9 +7,9 @@ use crate::delivery::{Ack, AckResult};
 use crate::text::Lease;
 
 /// `POST /v1/queues/{queue}/claim`: up to `max` due tasks, each leased for
-/// `lease_ms`, waiting up to `wait_ms` for one if none is due; and, first,
-/// the `acks` of earlier deliveries (a consumer's previous batch), saving
-/// the round trip of a `POST /v1/acks`.
+/// `lease_ms`, waiting up to `wait_ms` for one if none is due; and, with
+/// it, the `acks` of earlier deliveries (a consumer's previous batch),
+/// saving the request of a `POST /v1/acks`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -24,8 +24,9 @@ pub struct ClaimRequest {
     /// How long to wait for a task when none is due (0 if left out).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
-    /// Acks to apply before claiming, each as alone (up to the same limit as
-    /// [`Acks`](crate::Acks)), answered in [`Claimed::acks`].
+    /// Acks applied with the claim, first, each as alone (up to the same
+    /// limit as [`Acks`](crate::Acks)), answered in [`Claimed::acks`]; all
+    /// checked before anything is done.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acks: Option<Vec<Ack>>,
 }

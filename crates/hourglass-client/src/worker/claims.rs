@@ -60,14 +60,14 @@ pub(crate) async fn claim_loop(
     };
     loop {
         let taken = {
-            let _ride = shared.acker.ride();
+            let _ride = options.acks_on_claims.then(|| shared.acker.ride());
             tokio::select! {
                 taken = slots(&shared.slots, share) => taken,
                 () = stopped() => return Ok(()),
             }
         };
         while deliveries.try_join_next().is_some() {}
-        let acks = shared.acker.take();
+        let acks = if options.acks_on_claims { shared.acker.take() } else { Vec::new() };
         // A claim that carries acks does not wait: their results would wait
         // with it. If nothing is due, the next claim waits.
         let wait_ms = if acks.is_empty() { options.wait_ms } else { 0 };

@@ -2,7 +2,7 @@
 //! then ack (one or several), nack, extend, and retry a dead task.
 
 use axum::extract::State;
-use hourglass_queue::{limits, validate, Nack};
+use hourglass_queue::{limits, validate, Lease, Nack, QueueError};
 use hourglass_wire as w;
 
 use super::{through_value, ApiResult, QueuePath, TaskPath};
@@ -11,7 +11,7 @@ use crate::extract::{Json, Path};
 use crate::wire;
 use crate::AppState;
 
-/// Claim due tasks, oldest first, each leased; wait up to `wait_ms` for one. The `acks` given are applied first.
+/// Claim due tasks, oldest first, each leased; wait up to `wait_ms` for one. The `acks` given are applied with it, first.
 #[utoipa::path(
     post,
     path = "/v1/queues/{queue}/claim",
@@ -29,14 +29,20 @@ pub(crate) async fn claim(
 ) -> ApiResult<Json<serde_json::Value>> {
     let max = claim.max.unwrap_or(1);
     let lease_ms = claim.lease_ms.unwrap_or(limits::LEASE_MS_DEFAULT);
-    // The acks first, so that a claim that waits has already settled the
-    // consumer's previous batch; an empty list is no acks.
-    let acks = match claim.acks {
-        Some(acks) if !acks.is_empty() => Some(acks_then_results(&app, &acks).await?),
-        Some(_) => Some(Vec::new()),
-        None => None,
+    let wait_ms = claim.wait_ms.unwrap_or(0);
+    // The acks are checked first (a wrong one changes nothing), then sent to
+    // the backend before the claim and alongside it: the tasks they ack are
+    // leased to this consumer, so no claim could take them, and a store
+    // that groups writes commits both at once. An empty list is no acks.
+    let (acks, tasks) = match claim.acks {
+        Some(acks) if !acks.is_empty() => {
+            let acks = checked_acks(&acks)?;
+            let (results, tasks) =
+                tokio::join!(app.backend.ack_batch(&acks), app.backend.claim(&queue, max, lease_ms, wait_ms));
+            (Some(ack_results(&acks, results?)), tasks?)
+        }
+        acks => (acks.map(|_| Vec::new()), app.backend.claim(&queue, max, lease_ms, wait_ms).await?),
     };
-    let tasks = app.backend.claim(&queue, max, lease_ms, claim.wait_ms.unwrap_or(0)).await?;
     Ok(through_value(&w::Claimed { tasks: tasks.into_iter().map(wire::claimed).collect(), acks }))
 }
 
@@ -81,21 +87,29 @@ pub(crate) async fn ack_batch(
 }
 
 /// Applies `acks` (1 to [`ACK_BATCH_MAX`](limits::ACK_BATCH_MAX), each as
-/// alone) and answers each one's result, in order: for `POST /v1/acks` and
-/// a claim that carries acks.
+/// alone) and answers each one's result, in order.
 async fn acks_then_results(app: &AppState, acks: &[w::Ack]) -> ApiResult<Vec<w::AckResult>> {
-    validate::ack_batch(acks.len())?;
-    let acks =
-        acks.iter().map(|ack| Ok((ack.id, wire::parse_lease(&ack.lease)?))).collect::<Result<Vec<_>, ApiError>>()?;
+    let acks = checked_acks(acks)?;
     let results = app.backend.ack_batch(&acks).await?;
-    Ok(acks
-        .iter()
+    Ok(ack_results(&acks, results))
+}
+
+/// `acks` as the backend takes them, if there are 1 to
+/// [`ACK_BATCH_MAX`](limits::ACK_BATCH_MAX) and each lease reads.
+fn checked_acks(acks: &[w::Ack]) -> ApiResult<Vec<(u64, Lease)>> {
+    validate::ack_batch(acks.len())?;
+    acks.iter().map(|ack| Ok((ack.id, wire::parse_lease(&ack.lease)?))).collect()
+}
+
+/// Each ack's result as the API shows it, in order.
+fn ack_results(acks: &[(u64, Lease)], results: Vec<Result<(), QueueError>>) -> Vec<w::AckResult> {
+    acks.iter()
         .zip(results)
         .map(|(&(id, _), result)| match result {
             Ok(()) => w::AckResult::Acked(w::Acked { acked: true, id }),
             Err(error) => w::AckResult::Failed { error: ApiError::from(error).detail(), id },
         })
-        .collect())
+        .collect()
 }
 
 /// Nack a delivery, with a reason (the task's `last_error`).
