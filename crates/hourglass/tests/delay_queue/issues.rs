@@ -218,3 +218,38 @@ async fn removing_the_value_waited_for_moves_the_wake_up() {
     assert!(queue.is_woken());
     assert_eq!(assert_ready_some!(poll!(queue)).into_inner(), "twin");
 }
+
+// ---- never early (hourglass issue 26) -----------------------------------
+
+/// The clock stands at 1.7 ms: a value 20 ms ahead is due at 21.7 ms. A time
+/// truncated to the millisecond would hand it out at 21 ms; it comes out at
+/// 22 ms, the first millisecond at or after its deadline, inserted, inserted
+/// at an instant, or reset.
+#[tokio::test(start_paused = true)]
+async fn a_clock_in_mid_millisecond_never_hands_a_value_out_early() {
+    let mut queue = task::spawn(DelayQueue::new());
+    let start = Instant::now();
+    time::advance(Duration::from_micros(1_700)).await;
+    let due = Instant::now() + ms(20);
+    queue.insert("inserted", ms(20));
+    queue.insert_at("inserted at", due);
+    let moved = queue.insert("reset", ms(60_000));
+    queue.reset(&moved, ms(20));
+    assert_pending!(poll!(queue));
+    // `advance` stands the clock exactly where asked (a sleep would round up
+    // to tokio's next millisecond).
+    time::advance(start + ms(21) - Instant::now()).await;
+    assert!(!queue.is_woken());
+    assert_pending!(poll!(queue), "due at 21.7 ms, handed out at 21 ms");
+    time::advance(due - Duration::from_nanos(1) - Instant::now()).await;
+    assert!(!queue.is_woken());
+    assert_pending!(poll!(queue), "handed out a nanosecond early");
+    time::advance(start + ms(22) - Instant::now()).await;
+    assert!(queue.is_woken());
+    let mut out = Vec::new();
+    while let std::task::Poll::Ready(Some(expired)) = poll!(queue) {
+        assert!(expired.deadline() >= due, "its deadline reads {:?} before {due:?}", expired.deadline());
+        out.push(expired.into_inner());
+    }
+    assert_eq!(out, ["inserted", "inserted at", "reset"]);
+}
