@@ -36,12 +36,15 @@ pub(super) struct Lists {
     pub(super) head: [u32; NUM_LISTS],
     pub(super) tail: [u32; NUM_LISTS],
     /// A lower bound of the deadlines in each slot: its earliest deadline
-    /// while `min_count` is not 0.
+    /// while the slot's witness is there to show it.
     pub(super) min_deadline: [u64; NUM_SLOTS],
-    /// How many of the slot's entries are due at `min_deadline`; 0 once the
-    /// last of them has left (or was reset later) while others stay: the
-    /// bound is then loose until [`Wheel::next_deadline`] walks the slot.
-    pub(super) min_count: [u32; NUM_SLOTS],
+    /// The entry that lowered a slot's bound to what it is ([`NIL`] if none).
+    /// While that entry is still in the slot and due at the bound, the bound
+    /// is the slot's earliest deadline; once it has left or been reset later,
+    /// the bound may be loose, and [`Wheel::next_deadline`] walks the slot to
+    /// learn it again. Nothing is kept up to date as entries leave: the
+    /// witness is checked when the bound is asked for.
+    pub(super) min_witness: [u32; NUM_SLOTS],
     /// Bit `s` of word `L`: slot `s` of level `L` is not empty.
     pub(super) occupancy: [u64; NUM_LEVELS],
     /// Bit `L`: level `L` has an occupied slot.
@@ -55,7 +58,7 @@ impl Lists {
             head: [NIL; NUM_LISTS],
             tail: [NIL; NUM_LISTS],
             min_deadline: [u64::MAX; NUM_SLOTS],
-            min_count: [0; NUM_SLOTS],
+            min_witness: [NIL; NUM_SLOTS],
             occupancy: [0; NUM_LEVELS],
             occupied_levels: 0,
         })
@@ -86,35 +89,22 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// Counts a deadline into a slot's bound. The entry may already be
-    /// linked there (a reset that keeps it in its slot).
+    /// Lowers a slot's bound to `deadline`, that of the entry at `index`
+    /// (already linked there or about to be), if it is below or at it: the
+    /// entry is then its witness.
     #[inline]
-    pub(super) fn bound_add(&mut self, location: u16, deadline: u64) {
+    pub(super) fn bound_add(&mut self, location: u16, index: u32, deadline: u64) {
         let slot = location as usize;
-        let min = self.lists.min_deadline[slot];
-        if deadline < min {
-            // Below a lower bound of the others: the earliest, and alone there.
+        if deadline <= self.lists.min_deadline[slot] {
             self.lists.min_deadline[slot] = deadline;
-            self.lists.min_count[slot] = 1;
-        } else if deadline == min && self.lists.min_count[slot] != 0 {
-            self.lists.min_count[slot] += 1;
-        }
-    }
-
-    /// Counts a deadline out of a slot's bound: its entry left the slot, or
-    /// stays with another deadline.
-    #[inline]
-    pub(super) fn bound_remove(&mut self, location: u16, deadline: u64) {
-        let slot = location as usize;
-        if deadline == self.lists.min_deadline[slot] && self.lists.min_count[slot] != 0 {
-            self.lists.min_count[slot] -= 1;
+            self.lists.min_witness[slot] = index;
         }
     }
 
     #[inline]
     pub(super) fn unlink(&mut self, index: u32) {
         let entry = self.slab.entry(index);
-        let (prev, next, location, deadline) = (entry.prev, entry.next, entry.location, entry.deadline);
+        let (prev, next, location) = (entry.prev, entry.next, entry.location);
         let list = list_of(location, index);
         if prev == NIL {
             self.lists.head[list] = next;
@@ -132,11 +122,7 @@ impl<T> Wheel<T> {
             let base = location as usize * SUBLISTS;
             if self.lists.head[base..base + SUBLISTS].iter().all(|&head| head == NIL) {
                 self.vacate(location as usize);
-            } else {
-                self.bound_remove(location, deadline);
             }
-        } else {
-            self.bound_remove(location, deadline);
         }
     }
 
@@ -150,6 +136,6 @@ impl<T> Wheel<T> {
             self.lists.occupied_levels &= !(1 << level);
         }
         self.lists.min_deadline[slot_location] = u64::MAX;
-        self.lists.min_count[slot_location] = 0;
+        self.lists.min_witness[slot_location] = NIL;
     }
 }

@@ -267,14 +267,9 @@ impl<T> Wheel<T> {
         // when it comes round. This is the heartbeat path: one cache line, and
         // small enough that many resets overlap their cache misses.
         if entry.location != EXPIRED && deadline >= entry.deadline {
-            let (location, old) = (entry.location, entry.deadline);
+            let old = entry.deadline;
             entry.deadline = deadline;
             entry.seq = seq;
-            // The slot's bound loses the old deadline; the new one, later,
-            // cannot lower it.
-            if deadline != old {
-                self.bound_remove(location, old);
-            }
             return Some(old);
         }
         let old = entry.deadline;
@@ -295,11 +290,9 @@ impl<T> Wheel<T> {
         };
         if stays {
             // Still within reach of its slot: lower the slot's bound instead.
-            let old = entry.deadline;
             entry.deadline = deadline;
             entry.seq = seq;
-            self.bound_remove(location, old);
-            self.bound_add(location, deadline);
+            self.bound_add(location, index, deadline);
             return;
         }
         self.unlink(index);
@@ -392,7 +385,7 @@ impl<T> Wheel<T> {
         }
         let level = level_for(self.elapsed, deadline);
         let location = location(level, slot_for(level, deadline));
-        self.bound_add(location, deadline);
+        self.bound_add(location, index, deadline);
         self.push_back(location, index);
     }
 

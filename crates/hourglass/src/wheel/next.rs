@@ -30,13 +30,14 @@ impl<T> Wheel<T> {
     /// entries wait to be popped, `None` if the wheel is empty. `advance` to
     /// it expires something, to any earlier tick nothing.
     ///
-    /// Each slot knows its earliest deadline and how many of its entries are
-    /// due then, so this is usually [`next_expiration`](Wheel::next_expiration)
-    /// read again. Once the last entry due at a slot's earliest deadline has
-    /// left it or been reset later while others stay, the slot's bound is
-    /// loose, and the first call that needs it walks the slot's entries once
-    /// to learn its earliest deadline again (the cost of a
-    /// [`peek`](Wheel::peek)); a wait armed on this is never early.
+    /// Each slot keeps a lower bound of its deadlines and the entry that set
+    /// it (its witness), so this is usually
+    /// [`next_expiration`](Wheel::next_expiration) read again, with one look
+    /// at the witness. Once the witness has left its slot or been reset
+    /// later, the slot's bound may be loose, and the first call that needs it
+    /// walks the slot's entries to learn its earliest deadline again (at most
+    /// the cost of a [`peek`](Wheel::peek), and it stops at an entry due at
+    /// the old bound). Removes and resets pay nothing for it.
     ///
     /// # Example
     /// ```
@@ -69,7 +70,7 @@ impl<T> Wheel<T> {
                     return best;
                 }
                 let location = location(level, slot);
-                if self.lists.min_count[location as usize] == 0 {
+                if !self.bound_is_witnessed(location) {
                     self.tighten(location);
                 }
                 let min = self.lists.min_deadline[location as usize];
@@ -79,26 +80,41 @@ impl<T> Wheel<T> {
         best
     }
 
-    /// Walks a slot whose bound is loose to learn its earliest deadline and
-    /// how many entries are due then.
+    /// Whether the entry that set a slot's bound is still there and due at
+    /// it: then no entry of the slot is due earlier, and the bound is exact.
+    #[inline]
+    fn bound_is_witnessed(&self, location: u16) -> bool {
+        let witness = self.lists.min_witness[location as usize];
+        witness != NIL && {
+            let entry = self.slab.entry(witness);
+            entry.value.is_some()
+                && entry.location == location
+                && entry.deadline == self.lists.min_deadline[location as usize]
+        }
+    }
+
+    /// Walks a slot whose bound may be loose to learn its earliest deadline
+    /// and an entry due then; an entry due at the old bound ends the walk.
     #[cold]
     fn tighten(&mut self, location: u16) {
-        let (mut min, mut count) = (u64::MAX, 0u32);
+        let floor = self.lists.min_deadline[location as usize];
+        let (mut min, mut witness) = (u64::MAX, NIL);
         let base = location as usize * SUBLISTS;
-        for list in base..base + SUBLISTS {
+        'lists: for list in base..base + SUBLISTS {
             let mut index = self.lists.head[list];
             while index != NIL {
                 let entry = self.slab.entry(index);
-                if entry.deadline < min {
-                    (min, count) = (entry.deadline, 1);
-                } else if entry.deadline == min {
-                    count += 1;
+                if entry.deadline < min || witness == NIL {
+                    (min, witness) = (entry.deadline, index);
+                    if min <= floor {
+                        break 'lists;
+                    }
                 }
                 index = entry.next;
             }
         }
         self.lists.min_deadline[location as usize] = min;
-        self.lists.min_count[location as usize] = count;
+        self.lists.min_witness[location as usize] = witness;
     }
 
     /// The key of the entry that [`pop_expired`](Wheel::pop_expired) will take
