@@ -101,7 +101,7 @@ impl<T> Wheel<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn unlink(&mut self, index: u32) {
         let entry = self.slab.entry(index);
         let (prev, next, location) = (entry.prev, entry.next, entry.location);

@@ -433,8 +433,10 @@ impl<T> Wheel<T> {
     }
 
     /// Restores insertion order in the last `len` expired entries, which follow
-    /// `before` (or start the list). Needed only when an entry reset to a later
-    /// deadline was re-filed behind entries inserted after its reset.
+    /// `before` (or start the list). Needed when the round-robin walk of a
+    /// slot's sublists met its entries out of insertion order (most batches of
+    /// more than one entry), or an entry reset to a later deadline was re-filed
+    /// behind entries inserted after its reset.
     #[cold]
     fn sort_expired_batch(&mut self, before: u32, len: usize) {
         let mut batch = Vec::with_capacity(len);
