@@ -23,11 +23,15 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `GET /healthz`: its status and answer.
 async fn health(node: &Hourglass) -> (u16, Health) {
+    try_health(node).await.unwrap_or_else(|error| panic!("no answer from /healthz: {error}"))
+}
+
+async fn try_health(node: &Hourglass) -> Result<(u16, Health), reqwest::Error> {
     let http = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build().unwrap();
-    let answer = http.get(format!("{}/healthz", node.url())).send().await.expect("an answer from /healthz");
+    let answer = http.get(format!("{}/healthz", node.url())).send().await?;
     let status = answer.status().as_u16();
-    let body = answer.text().await.expect("a body");
-    (status, serde_json::from_str(&body).unwrap_or_else(|error| panic!("{body}: {error}")))
+    let body = answer.text().await?;
+    Ok((status, serde_json::from_str(&body).unwrap_or_else(|error| panic!("{body}: {error}"))))
 }
 
 /// A claim's error code, or `ok`.
@@ -41,7 +45,14 @@ async fn claim_code(client: &Client) -> String {
 
 /// Waits until `/healthz` answers `status`.
 async fn until_health(node: &Hourglass, status: u16) {
-    within_async(NOTICED_WITHIN, &format!("/healthz answers {status}"), async || health(node).await.0 == status).await;
+    within_async(NOTICED_WITHIN, &format!("/healthz answers {status}"), async || match try_health(node).await {
+        Ok((now, _)) => now == status,
+        Err(error) => {
+            println!("no answer from /healthz: {error}");
+            false
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

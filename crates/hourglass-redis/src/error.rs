@@ -49,12 +49,13 @@ pub enum ConnectError {
 }
 
 impl ConnectError {
-    /// Whether Redis could not be reached (nothing listens, or it is loading
-    /// its data): trying again later may succeed.
+    /// Whether Redis could not be reached (nothing listens, it is loading
+    /// its data or its Cluster is forming, or it did not answer in time):
+    /// trying again later may succeed.
     pub fn is_unreachable(&self) -> bool {
         match self {
             ConnectError::Unreachable { .. } => true,
-            ConnectError::Store { source, .. } => is_unreachable(source),
+            ConnectError::Store { source, .. } => is_unreachable(source) || source.is_timeout(),
             _ => false,
         }
     }

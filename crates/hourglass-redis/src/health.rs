@@ -23,14 +23,16 @@ pub const OUTAGE_LOG_INTERVAL_MAX: Duration = Duration::from_secs(60);
 const _: () = assert!(OUTAGE_LOG_INTERVAL_FIRST.as_millis() <= OUTAGE_LOG_INTERVAL_MAX.as_millis());
 
 /// Whether `error` says that Redis cannot be reached (no connection, or a
-/// server that is not serving yet), rather than that it failed or was slow.
+/// server or Cluster that is not serving yet: loading its data, or its
+/// slots not all assigned), rather than that it failed or was slow.
 pub(crate) fn is_unreachable(error: &RedisError) -> bool {
     (error.is_io_error() && !error.is_timeout())
         || matches!(
             error.kind(),
-            ErrorKind::Server(
-                ServerErrorKind::BusyLoading | ServerErrorKind::ClusterDown | ServerErrorKind::MasterDown
-            )
+            ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::Server(
+                    ServerErrorKind::BusyLoading | ServerErrorKind::ClusterDown | ServerErrorKind::MasterDown
+                )
         )
 }
 
@@ -126,7 +128,9 @@ mod tests {
         let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         let timed_out = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
         let script = RedisError::from((ErrorKind::Client, "NOSCRIPT"));
+        let forming = RedisError::from((ErrorKind::ClusterConnectionNotFound, "No connections found"));
         assert!(is_unreachable(&refused));
+        assert!(is_unreachable(&forming));
         assert!(!is_unreachable(&timed_out));
         assert!(!is_unreachable(&script));
     }

@@ -171,8 +171,8 @@ impl RedisBackend {
     }
 
     /// [`connect`](Self::connect), tried again every
-    /// [`CONNECT_RETRY_INTERVAL`] while Redis cannot be reached (nothing
-    /// listens, or it is loading its data), for up to `wait`. What it waits
+    /// [`CONNECT_RETRY_INTERVAL`] while Redis cannot be reached
+    /// ([`ConnectError::is_unreachable`]), for up to `wait`. What it waits
     /// for (the address and the error) is logged at once, then at a slowing
     /// interval ([`OUTAGE_LOG_INTERVAL_FIRST`], doubling); `waiting` is
     /// told of each failed attempt.

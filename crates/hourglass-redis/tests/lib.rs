@@ -2,6 +2,7 @@
 //! Cluster of three masters), and the contract's conformance kit against both.
 
 mod claims;
+mod outage;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

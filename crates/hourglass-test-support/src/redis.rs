@@ -18,6 +18,8 @@ pub struct Server {
     pub port: u16,
     child: Option<Child>,
     dir: tempfile::TempDir,
+    /// `redis-server`'s arguments past the port and the directory.
+    args: Vec<String>,
 }
 
 impl Server {
@@ -33,13 +35,13 @@ impl Server {
         if !required("redis-server", &["--version"]) {
             return None;
         }
-        Some(Server { port: free_port(), child: None, dir: tempfile::tempdir().unwrap() })
+        Some(Server { port: free_port(), child: None, dir: tempfile::tempdir().unwrap(), args: Vec::new() })
     }
 
     fn with_args(extra: &[&str]) -> Option<Server> {
         let mut server = Server::not_started()?;
-        server.child = Some(spawn(server.dir.path(), server.port, extra));
-        server.wait_until_up();
+        server.args = extra.iter().map(|arg| arg.to_string()).collect();
+        server.restart();
         Some(server)
     }
 
@@ -68,7 +70,7 @@ impl Server {
     /// returns once it answers.
     pub fn restart(&mut self) {
         self.kill();
-        self.child = Some(spawn(self.dir.path(), self.port, &[]));
+        self.child = Some(spawn(self.dir.path(), self.port, &self.args));
         self.wait_until_up();
     }
 
@@ -89,7 +91,7 @@ impl Drop for Server {
     }
 }
 
-fn spawn(dir: &Path, port: u16, extra: &[&str]) -> Child {
+fn spawn(dir: &Path, port: u16, extra: &[String]) -> Child {
     Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
         .arg(dir)
@@ -122,25 +124,42 @@ impl Cluster {
     /// Starts and joins three masters; `None` (the test skips) without
     /// `redis-server` and `redis-cli`.
     pub fn start() -> Option<Cluster> {
-        if !required("redis-server", &["--version"]) || !required("redis-cli", &["--version"]) {
+        let mut cluster = Cluster::not_started()?;
+        cluster.start_now();
+        Some(cluster)
+    }
+
+    /// Three masters' ports and directories, not started yet
+    /// ([`Cluster::start_now`] starts and joins them): for a client started
+    /// before its Cluster. `None` (the test skips) without `redis-server`
+    /// and `redis-cli`.
+    pub fn not_started() -> Option<Cluster> {
+        if !required("redis-cli", &["--version"]) {
             return None;
         }
-        let masters: Vec<Server> = (0..3)
-            .map(|_| {
-                Server::with_args(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
-                    .expect("redis-server is installed")
-            })
-            .collect();
-        let nodes: Vec<String> = masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
+        let mut masters = Vec::new();
+        for _ in 0..3 {
+            let mut master = Server::not_started()?;
+            master.args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"].map(String::from).to_vec();
+            masters.push(master);
+        }
+        Some(Cluster { masters })
+    }
+
+    /// Starts the masters and joins them; returns once the Cluster is ok.
+    pub fn start_now(&mut self) {
+        for master in &mut self.masters {
+            master.restart();
+        }
+        let nodes: Vec<String> = self.masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
         let mut create = vec!["--cluster", "create"];
         create.extend(nodes.iter().map(String::as_str));
         create.extend(["--cluster-replicas", "0", "--cluster-yes"]);
-        let out = masters[0].cli(&create);
+        let out = self.masters[0].cli(&create);
         assert!(out.contains("[OK]"), "redis-cli --cluster create failed:\n{out}");
         within(START_TIMEOUT, "the cluster's state is ok on every master", || {
-            masters.iter().all(|m| m.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+            self.masters.iter().all(|m| m.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
         });
-        Some(Cluster { masters })
     }
 
     /// Its address as `--store` takes it.
