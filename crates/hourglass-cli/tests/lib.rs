@@ -9,6 +9,7 @@ mod people;
 mod python_client;
 mod readme;
 mod schedules;
+mod store;
 mod worker;
 
 use std::time::Duration;

@@ -10,13 +10,15 @@ pub(crate) mod queues;
 pub(crate) mod schedules;
 pub(crate) mod tasks;
 
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use hourglass_wire as w;
 use serde::Serialize;
 
 use crate::error::ApiError;
 use crate::extract::Json;
+use crate::AppState;
 
 type ApiResult<T = Response> = Result<T, ApiError>;
 
@@ -77,8 +79,19 @@ pub(crate) fn created_or_ok(created: bool) -> StatusCode {
     }
 }
 
-/// Whether the server is up.
-#[utoipa::path(get, path = "/healthz", tag = "service", responses((status = 200, description = "Up.", body = w::Health)))]
-pub(crate) async fn healthz() -> Json<w::Health> {
-    Json(w::Health::ok())
+/// Whether the server is up and reaches its store.
+#[utoipa::path(get, path = "/healthz", tag = "service", responses(
+    (status = 200, description = "Up: `ok`.", body = w::Health),
+    (status = 503, description = "Up, but its store out of reach: `store_unavailable`, and why.", body = w::Health),
+))]
+pub(crate) async fn healthz(State(app): State<AppState>) -> Response {
+    health(app.backend.store_unavailable())
+}
+
+/// `/healthz`'s answer: 200 `ok`, or 503 `store_unavailable` and why.
+pub(crate) fn health(store_unavailable: Option<String>) -> Response {
+    match store_unavailable {
+        None => Json(w::Health::ok()).into_response(),
+        Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, Json(w::Health::store_unavailable(reason))).into_response(),
+    }
 }
