@@ -1,32 +1,60 @@
-//! One delivery, from its claim to its ack or nack: the handler runs as a
-//! task of its own (so that a panic is caught as the task's end, and the
-//! lease is extended beside it), then the outcome goes to the acker, or a
-//! nack with the error's text or the panic's message.
+//! One delivery, from its claim to its ack or nack: the handler runs inside
+//! the delivery's own task (a panic caught as it unwinds), the lease is
+//! extended beside it while it runs, then the outcome goes to the acker, or
+//! a nack with the error's text or the panic's message.
+//!
+//! The handler has no task of its own, and is polled once before the
+//! lease's timer is armed: a handler that ends at once costs no timer. A
+//! spawn and a timer per delivery were about a third of the worker's extra
+//! CPU beside raw claims (BENCHMARKS.md).
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use hourglass_wire::{Ack, ClaimedTask};
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::task::JoinError;
 use tokio::time::Instant;
 
 use super::backoff::{retryable, Backoff};
 use super::options::NACK_REASON_BYTES_MAX;
 use super::report::Counts;
-use super::Shared;
+use super::{Handled, Shared};
 
 /// What ends a reason cut to fit.
 const ELLIPSIS: &str = "…";
 
-/// Aborts the handler's task when the delivery is dropped unfinished (the
-/// shutdown deadline abandons it).
-struct AbortOnDrop(tokio::task::AbortHandle);
+/// How a handler ended.
+enum Ended {
+    Ok,
+    /// It returned `Err`, with this text.
+    Failed(String),
+    /// It panicked, with this message.
+    Panicked(String),
+}
 
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+/// The handler's future, a panic in it caught as its message.
+struct Caught(Option<Handled>);
+
+impl Future for Caught {
+    type Output = Ended;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ended> {
+        // A future that ended, or panicked, is neither polled again nor kept.
+        let Some(handled) = self.0.as_mut() else {
+            return Poll::Ready(Ended::Failed("polled after its end".to_owned()));
+        };
+        let ended = match catch_unwind(AssertUnwindSafe(|| handled.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(Ok(()))) => Ended::Ok,
+            Ok(Poll::Ready(Err(reason))) => Ended::Failed(reason),
+            Err(panic) => Ended::Panicked(panic_text(&*panic)),
+        };
+        self.0 = None;
+        Poll::Ready(ended)
     }
 }
 
@@ -35,62 +63,68 @@ impl Drop for AbortOnDrop {
 /// by this process's clock: the claim's send time plus the lease.
 pub(crate) async fn deliver(shared: Arc<Shared>, task: ClaimedTask, slot: OwnedSemaphorePermit, leased_until: Instant) {
     let (id, lease) = (task.id, task.lease);
-    let mut handler = tokio::spawn((shared.handler)(task));
-    let _abort = AbortOnDrop(handler.abort_handle());
-    let stale = AtomicBool::new(false);
+    let handler = Arc::clone(&shared.handler);
+    // A panic in the handler's call (before its future) counts as one in it.
+    let mut handled = Caught(None);
+    let first = match catch_unwind(AssertUnwindSafe(move || handler(task))) {
+        // Once without a timer: most handlers end here.
+        Ok(future) => {
+            handled.0 = Some(future);
+            std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut handled).poll(cx))).await
+        }
+        Err(panic) => Poll::Ready(Ended::Panicked(panic_text(&*panic))),
+    };
+    let mut stale = false;
     let mut leased_until = leased_until;
     let every = shared.options.extend_every();
-    let ended = loop {
-        tokio::select! {
-            ended = &mut handler => break ended,
-            () = tokio::time::sleep(every) => {
-                if stale.load(Ordering::Relaxed) {
-                    continue;
-                }
-                let sent = Instant::now();
-                match shared.client.extend(id, lease, shared.options.lease_ms).await {
-                    Ok(_) => leased_until = sent + std::time::Duration::from_millis(shared.options.lease_ms),
-                    Err(error) if retryable(&error) => Counts::add(&shared.counts.retries, 1),
-                    Err(error) => {
-                        tracing::warn!("task {id}: its lease could not be extended ({error}); it will not be acked");
-                        stale.store(true, Ordering::Relaxed);
+    let ended = match first {
+        Poll::Ready(ended) => ended,
+        Poll::Pending => loop {
+            tokio::select! {
+                biased;
+                ended = &mut handled => break ended,
+                () = tokio::time::sleep(every) => {
+                    if stale {
+                        continue;
+                    }
+                    let sent = Instant::now();
+                    match shared.client.extend(id, lease, shared.options.lease_ms).await {
+                        Ok(_) => leased_until = sent + std::time::Duration::from_millis(shared.options.lease_ms),
+                        Err(error) if retryable(&error) => Counts::add(&shared.counts.retries, 1),
+                        Err(error) => {
+                            tracing::warn!("task {id}: its lease could not be extended ({error}); it will not be acked");
+                            stale = true;
+                        }
                     }
                 }
             }
-        }
+        },
     };
     let counts = &shared.counts;
     let reason = match ended {
-        Ok(Ok(())) => {
+        Ended::Ok => {
             Counts::add(&counts.succeeded, 1);
-            if stale.load(Ordering::Relaxed) {
+            if stale {
                 Counts::add(&counts.lost_leases, 1);
             } else {
                 shared.acker.add(Ack::new(id, lease));
             }
             return;
         }
-        Ok(Err(reason)) => reason,
-        Err(error) => {
+        Ended::Failed(reason) => reason,
+        Ended::Panicked(message) => {
             Counts::add(&counts.panicked, 1);
-            panic_message(error)
+            message
         }
     };
     Counts::add(&counts.failed, 1);
     tracing::warn!("task {id} failed: {reason}");
-    if stale.load(Ordering::Relaxed) {
+    if stale {
         Counts::add(&counts.lost_leases, 1);
     } else {
         nack(&shared, id, lease, cut(&reason, NACK_REASON_BYTES_MAX), leased_until).await;
     }
     drop(slot);
-}
-
-/// Why the handler's task ended without an answer: its panic's message.
-fn panic_message(error: JoinError) -> String {
-    // The task is aborted only with the delivery, which then is not here.
-    let Ok(panic) = error.try_into_panic() else { return "the handler was cancelled".to_owned() };
-    panic_text(&*panic)
 }
 
 /// A panic's payload as text: its message, as `panic!` formats it.
