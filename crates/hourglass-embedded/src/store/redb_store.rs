@@ -512,6 +512,7 @@ mod tests {
             expires_at_ms: None,
             expired: false,
             last_error: None,
+            http: None,
             state: TaskState::Scheduled,
             created_ms: 1,
         }

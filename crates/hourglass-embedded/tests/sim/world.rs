@@ -84,6 +84,7 @@ impl World {
             lease_ms: rng.random_bool(0.2).then(|| rng.random_range(100..2_000)),
             every_ms: None,
             expires,
+            http: None,
         };
         (n, new)
     }

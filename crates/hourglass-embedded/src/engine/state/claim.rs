@@ -61,6 +61,7 @@ impl State {
                 lease,
                 lease_until_ms: until_ms,
                 run_at_ms,
+                target: None,
             });
             updates.push(Mutation::Update(task));
         }
@@ -139,6 +140,7 @@ impl State {
             lease,
             lease_until_ms: until_ms,
             run_at_ms: task.run_at_ms,
+            target: None,
         };
         Ok((claimed, Mutation::Update(task)))
     }

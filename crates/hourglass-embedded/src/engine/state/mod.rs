@@ -178,6 +178,7 @@ impl State {
             expires_at_ms: self.expiries.get(&id).copied(),
             expired: self.expired.contains(&id),
             last_error: self.errors.get(&id).cloned(),
+            http: None,
             state,
             created_ms: slot.created_ms,
         }

@@ -321,6 +321,7 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
         expires_at_ms,
         expired: false,
         last_error: None,
+        http: None,
         state,
         created_ms,
     };

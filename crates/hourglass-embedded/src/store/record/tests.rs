@@ -20,6 +20,7 @@ fn task() -> Task {
         expires_at_ms: None,
         expired: false,
         last_error: None,
+        http: None,
         state: TaskState::Scheduled,
         created_ms: 1_699_999_999_000,
     }
