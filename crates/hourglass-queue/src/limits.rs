@@ -235,3 +235,6 @@ pub const MAX_IN_FLIGHT_MAX: u32 = 1_000_000;
 /// looks again at least this often: a slot freed on another node (which may
 /// wake nobody here) is seen within it.
 pub const FLOW_LOOK_AGAIN_MS: u64 = 100;
+/// One hash table entry and one allocation for a task's own HTTP target,
+/// besides its encoded bytes.
+pub const TARGET_OVERHEAD_BYTES: u64 = 64;

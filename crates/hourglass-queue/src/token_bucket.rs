@@ -33,18 +33,21 @@ impl TokenBucket {
     }
 
     fn refill(&mut self, now_ms: u64) {
-        // A clock stepped back refills nothing until it passes `at_ms` again.
-        if now_ms > self.at_ms {
-            self.tokens = (self.tokens + (now_ms - self.at_ms) as f64 * self.rate_per_ms).min(self.burst);
-            self.at_ms = now_ms;
-        }
+        self.tokens = self.tokens_at(now_ms);
+        self.at_ms = self.at_ms.max(now_ms);
+    }
+
+    /// Tokens at `now_ms`, in fractions. A clock stepped back refills
+    /// nothing until it passes the last reading again.
+    fn tokens_at(&self, now_ms: u64) -> f64 {
+        let gained = now_ms.saturating_sub(self.at_ms) as f64 * self.rate_per_ms;
+        (self.tokens + gained).min(self.burst)
     }
 
     /// Whole tokens at `now_ms`.
-    pub fn available(&mut self, now_ms: u64) -> usize {
-        self.refill(now_ms);
+    pub fn available(&self, now_ms: u64) -> usize {
         // A token refilled to within rounding of whole is whole.
-        (self.tokens + 1e-9).floor() as usize
+        (self.tokens_at(now_ms) + 1e-9).floor() as usize
     }
 
     /// Takes `n` tokens, at most those [`available`](TokenBucket::available).
@@ -54,9 +57,8 @@ impl TokenBucket {
     }
 
     /// Milliseconds from `now_ms` until a whole token is there (0 if one is).
-    pub fn next_token_in_ms(&mut self, now_ms: u64) -> u64 {
-        self.refill(now_ms);
-        ((1.0 - self.tokens).max(0.0) / self.rate_per_ms).ceil() as u64
+    pub fn next_token_in_ms(&self, now_ms: u64) -> u64 {
+        ((1.0 - self.tokens_at(now_ms) - 1e-9).max(0.0) / self.rate_per_ms).ceil() as u64
     }
 }
 
