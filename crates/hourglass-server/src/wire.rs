@@ -123,7 +123,7 @@ pub(crate) fn new_task(task: wire::NewTask) -> Result<NewTask, ApiError> {
             (None, Some(after_ms)) => Some(RunAt::Delay(after_ms)),
             (None, None) => None,
         },
-        http: None,
+        http: task.http.map(crate::push::task_target).transpose()?,
     })
 }
 
@@ -176,6 +176,7 @@ pub(crate) fn task(info: TaskInfo) -> wire::Task {
             TaskState::Scheduled | TaskState::Leased { .. } => None,
         },
         last_error: task.last_error.map(String::from),
+        http: task.http.as_deref().map(crate::push::wire_target),
         created_ms: task.created_ms,
     }
 }
