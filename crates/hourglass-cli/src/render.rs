@@ -273,6 +273,7 @@ mod tests {
             enqueued: 5000,
             delivered: 3796,
             acked: 3795,
+            settings: None,
         };
         let totals =
             Totals { tasks: 1204, schedules: 1, enqueued: 5000, delivered: 3796, acked: 3795, ..Totals::default() };

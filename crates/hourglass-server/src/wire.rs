@@ -12,8 +12,8 @@
 //!   offsets in its time zone (RFC 3339).
 
 use hourglass_queue::{
-    Claimed, Cursor, Enqueued, Lease, Misfire, NewSchedule, NewTask, Overlap, Page, QueueStats, Rule, RunAt,
-    ScheduleInfo, SchedulePage, Status, TaskInfo, TaskState, Totals,
+    Claimed, Cursor, Enqueued, Lease, Misfire, NewSchedule, NewTask, Overlap, Page, QueueSettings, QueueStats, Rule,
+    RunAt, ScheduleInfo, SchedulePage, Status, TaskInfo, TaskState, Totals,
 };
 use hourglass_wire as wire;
 use serde_json::value::RawValue;
@@ -215,6 +215,7 @@ pub(crate) fn queue(q: QueueStats) -> wire::Queue {
         enqueued: q.enqueued,
         delivered: q.delivered,
         acked: q.acked,
+        settings: (q.settings != QueueSettings::default()).then(|| crate::push::wire_settings(&q.settings)),
     }
 }
 

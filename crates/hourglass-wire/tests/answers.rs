@@ -160,6 +160,7 @@ fn queue() -> Queue {
         enqueued: 4,
         delivered: 4,
         acked: 2,
+        settings: None,
     }
 }
 
