@@ -6,19 +6,29 @@
 #
 #   cargo build --release -p hourglass-bench && cp target/release/hourglass-bench /tmp/new
 #   bench/structures-before-after.sh /tmp/old /tmp/new [ROUNDS]   # default 5
+#
+# BENCH_ARGS adds arguments to every run (BENCH_ARGS=--quick for the quick
+# sizes); ONLY and IMPLS replace the scenarios and implementations run. The
+# load average is printed before each round: the machine is shared.
 set -euo pipefail
 old=${1:?usage: $0 OLD_BENCH NEW_BENCH [ROUNDS]}
 new=${2:?usage: $0 OLD_BENCH NEW_BENCH [ROUNDS]}
 rounds=${3:-5}
+read -r -a extra <<< "${BENCH_ARGS:-}"
+only=()
+for scenario in ${ONLY:-churn cancel expiry timeouts memory}; do only+=(--only "$scenario"); done
+impls=()
+for imp in ${IMPLS:-hourglass tokio-delayqueue btreemap binaryheap}; do impls+=(--impls "$imp"); done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for round in $(seq "$rounds"); do
+  echo "round $round: load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   for side in old new; do
     bin=$old; [ "$side" = new ] && bin=$new
-    "$bin" --json --only churn --only cancel --only expiry --only timeouts --only memory \
-      --impls hourglass --impls tokio-delayqueue --impls btreemap > "$work/$side-$round.jsonl" 2>/dev/null
+    "$bin" --json "${extra[@]}" "${only[@]}" "${impls[@]}" > "$work/$side-$round.jsonl" 2>/dev/null
   done
 done
+echo "after: load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 python3 - "$work" <<'PY'
 import glob, json, statistics, sys
 rows = {}

@@ -139,6 +139,7 @@ impl Run {
             if self.wants("churn") {
                 let mut rows: Vec<Row> = s.churn_sizes.iter().map(|&n| structures::churn::<Q>(s, n)).collect();
                 rows.push(structures::churn_earlier::<Q>(s, s.big_n));
+                rows.push(structures::churn_random::<Q>(s, s.big_n));
                 self.add(rows);
             }
             if self.wants("cancel") {
@@ -180,6 +181,7 @@ fn main() {
         let mut rows: Vec<Row> =
             run.settings.churn_sizes.iter().map(|&n| structures::churn::<TokioSleep>(&run.settings, n)).collect();
         rows.push(structures::churn_earlier::<TokioSleep>(&run.settings, run.settings.big_n));
+        rows.push(structures::churn_random::<TokioSleep>(&run.settings, run.settings.big_n));
         run.add(rows);
     }
     if tokio_sleep && run.wants("cancel") {

@@ -14,6 +14,8 @@ use crate::Settings;
 
 /// Heartbeat deadlines: 30 to 90 s ahead.
 const HEARTBEAT_MS: std::ops::Range<u64> = 30_000..90_000;
+/// Random reschedules: deadlines 2 to 12 minutes ahead.
+const RESCHEDULE_MS: std::ops::Range<u64> = 120_000..720_000;
 /// Churn advances the clock by 1 ms every this many operations.
 const OPS_PER_MS: usize = 1_000;
 /// Request timeouts: 5 s.
@@ -55,6 +57,24 @@ pub fn churn_earlier<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
         *deadline_ms
     });
     Row { ns_per_op: Some(ns), ..Row::new("churn", format!("reset_earlier_{}", label(n)), Q::NAME, n as u64) }
+}
+
+/// Scenario 1c, random reschedules: each operation moves a random timer to a
+/// random deadline 2 to 12 minutes from now, earlier or later than the one it
+/// had (a job queue whose jobs are postponed or brought forward). The offsets
+/// are drawn before the clock starts.
+pub fn churn_random<Q: TimerQueue>(settings: &Settings, n: usize) -> Row {
+    let mut rng = StdRng::seed_from_u64(13);
+    let offsets_ms: Vec<u64> = (0..settings.churn_ops).map(|_| rng.random_range(RESCHEDULE_MS)).collect();
+    let mut offsets = offsets_ms.iter().cycle();
+    let ns = churn_with::<Q>(
+        settings,
+        n,
+        17,
+        |rng| rng.random_range(RESCHEDULE_MS),
+        |now_ms, _| now_ms + offsets.next().expect("cycles"),
+    );
+    Row { ns_per_op: Some(ns), ..Row::new("churn", format!("reschedule_random_{}", label(n)), Q::NAME, n as u64) }
 }
 
 /// The churn loop: `n` timers, each with a value from `first` (also its first

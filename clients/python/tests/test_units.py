@@ -89,6 +89,7 @@ def test_segments_keep_only_unreserved_bytes() -> None:
         (501, "unsupported", Unsupported),
         (500, "storage", ServerError),
         (503, "shutting_down", ServerError),
+        (503, "store_unavailable", ServerError),
         (502, "something_new", ServerError),
         (418, "something_new", ApiError),
     ],

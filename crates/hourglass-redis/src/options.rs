@@ -31,9 +31,13 @@ pub const CLAIM_RECHECK_MS: u64 = 1_000;
 pub const FIRE_BATCH_MAX: usize = 1_000;
 /// Most queues one fire script looks at; the next takes the rest, at once.
 pub const FIRE_QUEUES_MAX: usize = 64;
-/// A claim of several tasks asks at least this many of each shard it asks
-/// (it asks fewer shards rather than fewer tasks of each): each shard asked
-/// is one script, and the acks of its tasks another.
+/// The first round of a claim of several tasks asks at least this many of
+/// each shard it asks (it asks fewer shards rather than fewer tasks of each):
+/// each shard asked is one script, and the acks of its tasks another. Later
+/// rounds ask the rest, so the claim still gets every due task it has room
+/// for. Measured on the drain of 50,000 tasks by claims of 64 on three nodes:
+/// asking every shard (1 here) ran 3.4 times the scripts and drained at 0.88
+/// times the rate (docs/DESIGN.md, "Claims from any node").
 pub const CLAIM_SHARE_MIN: usize = 16;
 
 /// Due tasks a claim script looks at, at most, past those it hands out (dead

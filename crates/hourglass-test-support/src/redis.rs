@@ -12,12 +12,14 @@ use crate::{free_port, required, within};
 /// How long a server may take to answer once started.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// One `redis-server` process.
+/// One `redis-server` process (or none, while it is stopped).
 pub struct Server {
     /// The port it listens on, on 127.0.0.1.
     pub port: u16,
-    child: Child,
-    _dir: tempfile::TempDir,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    /// `redis-server`'s arguments past the port and the directory.
+    args: Vec<String>,
 }
 
 impl Server {
@@ -26,15 +28,20 @@ impl Server {
         Server::with_args(&[])
     }
 
-    fn with_args(extra: &[&str]) -> Option<Server> {
+    /// A server's port and directory, not started yet ([`Server::restart`]
+    /// starts it): for a client started before its Redis. `None` (the test
+    /// skips) without `redis-server`.
+    pub fn not_started() -> Option<Server> {
         if !required("redis-server", &["--version"]) {
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let child = spawn(dir.path(), port, extra);
-        let server = Server { port, child, _dir: dir };
-        server.wait_until_up();
+        Some(Server { port: free_port(), child: None, dir: tempfile::tempdir().unwrap(), args: Vec::new() })
+    }
+
+    fn with_args(extra: &[&str]) -> Option<Server> {
+        let mut server = Server::not_started()?;
+        server.args = extra.iter().map(|arg| arg.to_string()).collect();
+        server.restart();
         Some(server)
     }
 
@@ -46,9 +53,24 @@ impl Server {
     /// `kill -9`, then a new process on the same port and directory: what
     /// its append-only file kept is what it has.
     pub fn kill_and_restart(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.child = spawn(self._dir.path(), self.port, &[]);
+        self.kill();
+        self.restart();
+    }
+
+    /// `kill -9`; nothing listens on its port until [`Server::restart`].
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A new process on the same port and directory (the first, for a
+    /// server [not started](Server::not_started)), once the last is killed;
+    /// returns once it answers.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = Some(spawn(self.dir.path(), self.port, &self.args));
         self.wait_until_up();
     }
 
@@ -65,12 +87,11 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
-fn spawn(dir: &Path, port: u16, extra: &[&str]) -> Child {
+fn spawn(dir: &Path, port: u16, extra: &[String]) -> Child {
     Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
         .arg(dir)
@@ -103,25 +124,42 @@ impl Cluster {
     /// Starts and joins three masters; `None` (the test skips) without
     /// `redis-server` and `redis-cli`.
     pub fn start() -> Option<Cluster> {
-        if !required("redis-server", &["--version"]) || !required("redis-cli", &["--version"]) {
+        let mut cluster = Cluster::not_started()?;
+        cluster.start_now();
+        Some(cluster)
+    }
+
+    /// Three masters' ports and directories, not started yet
+    /// ([`Cluster::start_now`] starts and joins them): for a client started
+    /// before its Cluster. `None` (the test skips) without `redis-server`
+    /// and `redis-cli`.
+    pub fn not_started() -> Option<Cluster> {
+        if !required("redis-cli", &["--version"]) {
             return None;
         }
-        let masters: Vec<Server> = (0..3)
-            .map(|_| {
-                Server::with_args(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
-                    .expect("redis-server is installed")
-            })
-            .collect();
-        let nodes: Vec<String> = masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
+        let mut masters = Vec::new();
+        for _ in 0..3 {
+            let mut master = Server::not_started()?;
+            master.args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"].map(String::from).to_vec();
+            masters.push(master);
+        }
+        Some(Cluster { masters })
+    }
+
+    /// Starts the masters and joins them; returns once the Cluster is ok.
+    pub fn start_now(&mut self) {
+        for master in &mut self.masters {
+            master.restart();
+        }
+        let nodes: Vec<String> = self.masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
         let mut create = vec!["--cluster", "create"];
         create.extend(nodes.iter().map(String::as_str));
         create.extend(["--cluster-replicas", "0", "--cluster-yes"]);
-        let out = masters[0].cli(&create);
+        let out = self.masters[0].cli(&create);
         assert!(out.contains("[OK]"), "redis-cli --cluster create failed:\n{out}");
         within(START_TIMEOUT, "the cluster's state is ok on every master", || {
-            masters.iter().all(|m| m.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+            self.masters.iter().all(|m| m.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
         });
-        Some(Cluster { masters })
     }
 
     /// Its address as `--store` takes it.

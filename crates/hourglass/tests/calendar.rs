@@ -219,3 +219,27 @@ fn a_stepped_wall_clock_never_runs_a_job_early_and_loses_none() {
     assert_eq!(log.lock().len(), 2, "the occurrence the step jumped over runs");
     assert!(log.lock()[1] >= unix_ms("2026-06-02T12:00:00Z"));
 }
+
+/// Never early, never needlessly late, at the edges of a millisecond: the wall
+/// clock stands 0.7 ms past a whole second, so the next occurrence of a job
+/// every second is 999.3 ms away. It runs at the occurrence, not before, and
+/// its lateness is counted from the occurrence.
+#[test]
+fn a_wall_clock_in_mid_millisecond_runs_a_calendar_job_at_its_occurrence() {
+    let second = unix_ms("2026-06-01T12:00:00Z");
+    let clock = ManualClock::at_unix_ms(second);
+    let scheduler = Scheduler::builder().workers(1).clock(clock.clone()).wall_clock(clock.clone()).build().unwrap();
+    clock.advance(Duration::from_micros(700));
+    let log: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let (runs, at) = (log.clone(), clock.clone());
+    scheduler.schedule_cron(Cron::new("* * * * * *", "UTC").unwrap(), move || runs.lock().push(at.now_us())).unwrap();
+    let occurrence_us = (second + 1_000) * 1_000;
+    clock.advance(Duration::from_micros(occurrence_us - 1 - clock.now_us()));
+    assert!(scheduler.wait_until_idle(IDLE_TIMEOUT));
+    assert!(log.lock().is_empty(), "ran before its occurrence");
+    clock.advance(Duration::from_micros(1));
+    assert!(scheduler.wait_until_idle(IDLE_TIMEOUT));
+    assert_eq!(*log.lock(), [occurrence_us], "ran at its occurrence");
+    let lateness = scheduler.stats().lateness;
+    assert!(lateness.max < Duration::from_micros(1), "lateness {:?} from the occurrence", lateness.max);
+}

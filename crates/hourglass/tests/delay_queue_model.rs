@@ -6,6 +6,9 @@
 //! - a consumer waiting in `poll_expired` has been woken once time reached the
 //!   earliest deadline, once a deadline already due was set, and once the
 //!   queue was emptied: no missed wake-up;
+//! - and it is woken for nothing else than those, or a deadline earlier than
+//!   the one it waits for: no wake-up with nothing due, after a value it
+//!   waited for was reset later or removed included;
 //! - stale keys are refused, and live keys keep their deadline.
 
 use std::collections::BTreeMap;
@@ -84,12 +87,16 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 Delay::Ahead(ms) => now_ms() + ms,
                 Delay::Past(ms) => now_ms().saturating_sub(ms),
             };
-            // Whether the change obliges the queue to wake a waiting consumer.
+            // Whether the change obliges the queue to wake a waiting consumer,
+            // and whether it allows it to (a deadline before the one waited for).
             let mut must_wake = false;
+            let mut may_wake = false;
+            let sooner = |deadline: u64| model.waiting_for.is_some_and(|waited| deadline < waited);
             match &op {
                 Op::Insert(delay) => {
                     let deadline = resolve(delay);
                     keys.push(queue.insert_at(keys.len(), start + Duration::from_millis(deadline)));
+                    may_wake = sooner(deadline);
                     model.live.insert(keys.len() - 1, deadline);
                     must_wake = model.waiting_for.is_some() && deadline <= now_ms();
                 }
@@ -99,6 +106,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     let live = model.live.contains_key(&id);
                     prop_assert_eq!(queue.try_reset_at(&keys[id], start + Duration::from_millis(deadline)), live);
                     if live {
+                        may_wake = sooner(deadline);
                         model.live.insert(id, deadline);
                         must_wake = model.waiting_for.is_some() && deadline <= now_ms();
                     }
@@ -119,6 +127,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 Op::Advance(ms) => {
                     time::sleep(Duration::from_millis(*ms)).await;
                     must_wake = model.waiting_for.is_some() && model.earliest().is_some_and(|d| d <= now_ms());
+                    may_wake = must_wake;
                 }
                 Op::Poll => loop {
                     let peeked = queue.peek();
@@ -158,15 +167,24 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 Op::ShrinkToFit => queue.shrink_to_fit(),
                 Op::Reset(..) | Op::Remove(_) => {}
             }
-            if must_wake {
+            if model.waiting_for.is_some() {
+                let woken = queue.is_woken();
                 prop_assert!(
-                    queue.is_woken(),
+                    woken || !must_wake,
                     "the consumer waiting for {:?} was not woken by {:?}",
                     model.waiting_for,
                     op
                 );
-                // Woken, it polls again before waiting for anything.
-                model.waiting_for = None;
+                prop_assert!(
+                    !woken || may_wake || must_wake,
+                    "the consumer waiting for {:?} was woken for nothing by {:?} at {}",
+                    model.waiting_for,
+                    op,
+                    now_ms()
+                );
+                // Woken, it polls again before waiting for anything; still
+                // waiting, it waits for the earliest deadline there is now.
+                model.waiting_for = if woken { None } else { model.earliest() };
             }
             prop_assert_eq!(queue.len(), model.live.len());
             if let Some((&id, &deadline)) = model.live.iter().next() {

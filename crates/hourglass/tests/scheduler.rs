@@ -489,3 +489,48 @@ fn async_jobs_run_on_the_given_runtime() {
     let without = Scheduler::builder().workers(1).clock(ManualClock::new()).build().unwrap();
     assert_eq!(without.handle().schedule_async(MS, async {}), Err(ScheduleError::NoRuntime));
 }
+
+/// Never early at the edges of a millisecond: the clock stands at 1.7 ms, so
+/// a job 20 ms ahead is due at 21.7 ms. A due time truncated to the
+/// millisecond would run it at 21 ms; it runs at 22 ms, the first tick at or
+/// after its due time, and its lateness is counted from 21.7 ms.
+#[test]
+fn a_clock_in_mid_millisecond_never_runs_a_job_early() {
+    let (scheduler, clock) = manual(2);
+    let start = clock.now();
+    let log = Log::default();
+    clock.advance(Duration::from_micros(1_700));
+    let due = clock.now() + 20 * MS;
+    scheduler.schedule(20 * MS, log.job(&clock, 0)).unwrap();
+    scheduler.schedule_at(due, log.job(&clock, 1)).unwrap();
+    let moved = scheduler.schedule(Duration::from_secs(60), log.job(&clock, 2)).unwrap();
+    assert!(scheduler.reschedule(moved, 20 * MS).unwrap());
+    let ran = Arc::new(AtomicUsize::new(0));
+    let every = ran.clone();
+    let repeating = scheduler
+        .schedule_every(20 * MS, move || {
+            every.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    advance(&scheduler, &clock, (start + 21 * MS) - clock.now());
+    assert_eq!(log.ids(), [] as [usize; 0], "ran at 21 ms, before 21.7 ms");
+    advance(&scheduler, &clock, (due - Duration::from_nanos(1)) - clock.now());
+    assert_eq!(log.ids(), [] as [usize; 0], "ran a nanosecond early");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the repeating job ran early");
+    advance(&scheduler, &clock, (start + 22 * MS) - clock.now());
+    assert_eq!(log.ids(), [0, 1, 2]);
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert!(log.0.lock().iter().all(|&(_, at)| at >= due));
+    let lateness = scheduler.stats().lateness;
+    assert_eq!(lateness.samples, 4);
+    // From the true due time (21.7 ms), not from the tick (0) or a truncated one (1 ms).
+    let late = Duration::from_micros(300);
+    assert!(lateness.max.abs_diff(late) < Duration::from_micros(1), "lateness {:?}, not {late:?}", lateness.max);
+    assert!(lateness.p50.abs_diff(late) < Duration::from_micros(1), "lateness {:?}, not {late:?}", lateness.p50);
+    // Its next run is due at 41.7 ms.
+    advance(&scheduler, &clock, (start + 41 * MS) - clock.now());
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the second run came early");
+    advance(&scheduler, &clock, MS);
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    assert!(scheduler.cancel(repeating));
+}

@@ -1,7 +1,8 @@
 //! The wheel against a reference model: every operation is mirrored on a map
 //! of live entries, and what the wheel expires must be exactly what the model
-//! says is due, in deadline order with ties in insertion (or reset) order, and
-//! `peek` must name the entry that comes out next.
+//! says is due, in deadline order with ties in insertion (or reset) order,
+//! `peek` must name the entry that comes out next, `next_expiration` must be a
+//! lower bound of the earliest deadline and `next_deadline` that deadline.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +33,9 @@ enum Op {
     Forged(u64, When),
     /// Give back what memory can be given back; nothing else may change.
     ShrinkToFit,
+    /// Ask `next_deadline`, which learns the earliest deadline of slots whose
+    /// bound went loose: asked now and then, so loose bounds live a while.
+    NextDeadline,
 }
 
 fn when() -> impl Strategy<Value = When> {
@@ -53,6 +57,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => when().prop_map(Op::AdvanceTo),
         1 => (any::<u64>(), when()).prop_map(|(raw, w)| Op::Forged(raw, w)),
         1 => Just(Op::ShrinkToFit),
+        2 => Just(Op::NextDeadline),
     ]
 }
 
@@ -96,6 +101,7 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut model = Model::default();
     let mut keys: Vec<Key> = Vec::new();
     for op in ops {
+        let exact = matches!(op, Op::NextDeadline);
         match op {
             Op::Insert(when) => {
                 let deadline = resolve(&when, model.now);
@@ -140,7 +146,7 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::ShrinkToFit => wheel.shrink_to_fit(),
-            Op::Remove(_) | Op::Reset(..) => {}
+            Op::Remove(_) | Op::Reset(..) | Op::NextDeadline => {}
         }
         // `peek` names what comes out next: the earliest deadline, ties in
         // insertion order, whether or not it is due yet.
@@ -164,6 +170,9 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 prop_assert!(bound > model.now, "nothing is due, yet next_expiration is {}", bound);
             }
             (bound, earliest) => prop_assert!(false, "next_expiration {:?} but earliest {:?}", bound, earliest),
+        }
+        if exact {
+            prop_assert_eq!(wheel.next_deadline(), earliest);
         }
     }
     Ok(())

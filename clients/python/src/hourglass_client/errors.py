@@ -151,7 +151,8 @@ class Unsupported(ApiError):
 
 
 class ServerError(ApiError):
-    """5xx: the server failed (``storage``) or is stopping (``shutting_down``)."""
+    """5xx: the server failed (``storage``), is stopping (``shutting_down``) or
+    cannot reach its store (``store_unavailable``, 503: try again)."""
 
 
 _BY_CODE: dict[str, type[ApiError]] = {
@@ -173,6 +174,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "unsupported": Unsupported,
     "storage": ServerError,
     "shutting_down": ServerError,
+    "store_unavailable": ServerError,
 }
 
 _BY_STATUS: dict[int, type[ApiError]] = {

@@ -64,6 +64,9 @@ use crate::Wheel;
 ///   change that makes a deadline earlier than the one it sleeps until
 ///   (insert, reset, even to the past) or that empties the queue (the last
 ///   remove, `clear`), so it sees `None` at once (tokio#6751, #8274, #8320).
+///   And it is not woken for nothing: it sleeps until the exact next deadline,
+///   not a cascade point of the wheel, and a reset to a later deadline or a
+///   remove of the value it waits for moves its sleep instead of waking it.
 /// - **[`peek`](DelayQueue::peek) is exact**: it names what `poll_expired`
 ///   returns next, also when values share a slot of the wheel (tokio#8402).
 /// - **Memory is given back by itself**: new values fill the lowest free
@@ -181,15 +184,10 @@ impl<T> DelayQueue<T> {
             if self.wheel.advance(self.time.elapsed_tick(now)) > 0 {
                 continue;
             }
-            let next = self.wheel.next_expiration().expect("a wheel with entries has a next expiration");
-            debug_assert!(next > self.wheel.elapsed(), "nothing is due, yet the next expiration is {next}");
+            let next = self.wheel.next_deadline().expect("a wheel with entries has a next deadline");
+            debug_assert!(next > self.wheel.elapsed(), "nothing is due, yet the next deadline is {next}");
             if self.armed != Some(next) {
-                let wake_at = self.time.instant(next).min(now + SLEEP_MAX);
-                match &mut self.sleep {
-                    Some(sleep) => sleep.as_mut().reset(wake_at),
-                    None => self.sleep = Some(Box::pin(sleep_until(wake_at))),
-                }
-                self.armed = Some(next);
+                self.arm(next, now);
             }
             let sleep = self.sleep.as_mut().expect("armed just now");
             match sleep.as_mut().poll(cx) {
@@ -218,6 +216,8 @@ impl<T> DelayQueue<T> {
         let removed = self.wheel.remove_entry(*key)?;
         if self.wheel.is_empty() {
             self.wake();
+        } else if self.armed == Some(removed.deadline) {
+            self.rearm();
         }
         Some(self.expired(removed))
     }
@@ -263,10 +263,14 @@ impl<T> DelayQueue<T> {
 
     #[inline]
     fn reset_tick(&mut self, key: &Key, tick: u64) -> bool {
-        if !self.wheel.reset(*key, tick) {
+        let Some(old) = self.wheel.reset_from(*key, tick) else {
             return false;
+        };
+        if tick > old && self.armed == Some(old) {
+            self.rearm();
+        } else {
+            self.wake_if_sooner(tick);
         }
-        self.wake_if_sooner(tick);
         true
     }
 
@@ -351,6 +355,28 @@ impl<T> DelayQueue<T> {
 
     fn expired(&self, entry: crate::Expired<T>) -> Expired<T> {
         Expired { data: entry.value, deadline: self.time.instant(entry.deadline), key: entry.key }
+    }
+
+    /// Arms the sleep for `tick` (at most [`SLEEP_MAX`] after `now`).
+    fn arm(&mut self, tick: u64, now: Instant) {
+        let wake_at = self.time.instant(tick).min(now + SLEEP_MAX);
+        match &mut self.sleep {
+            Some(sleep) => sleep.as_mut().reset(wake_at),
+            None => self.sleep = Some(Box::pin(sleep_until(wake_at))),
+        }
+        self.armed = Some(tick);
+    }
+
+    /// A value due at the tick the sleep is armed for was reset later or
+    /// removed: the sleep moves to the earliest deadline there is now, so a
+    /// waiting task is not woken at the old one with nothing due. tokio's
+    /// timer keeps the task's waker across the move.
+    #[cold]
+    fn rearm(&mut self) {
+        match self.wheel.next_deadline() {
+            Some(next) if self.armed != Some(next) => self.arm(next, Instant::now()),
+            _ => {}
+        }
     }
 
     /// Wakes a waiting task if `tick` comes before the deadline it sleeps until.

@@ -80,10 +80,10 @@ impl Handle {
         cron: crate::Cron,
         job: F,
     ) -> Result<TaskId, ScheduleError> {
-        let wall_ms = self.shared.wall_clock.now_ms();
-        let at_ms = cron.next_after_ms(wall_ms).ok_or(ScheduleError::NeverFires)?;
+        let wall_us = self.shared.wall_clock.now_us();
+        let at_ms = cron.next_after_ms(wall_us / 1_000).ok_or(ScheduleError::NeverFires)?;
         let now_ns = self.shared.now_ns();
-        let due_ns = now_ns.saturating_add((at_ms - wall_ms).saturating_mul(1_000_000));
+        let due_ns = super::timebase::ns_at_wall_ms(now_ns, wall_us, at_ms);
         // Armed no later than the recheck: the wall clock may be stepped.
         let armed_ns = due_ns.min(now_ns.saturating_add(Scheduler::CALENDAR_RECHECK.as_nanos() as u64));
         let calendar = Calendar { cron, running: AtomicBool::new(false), job: Mutex::new(Box::new(job)) };

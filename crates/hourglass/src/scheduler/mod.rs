@@ -513,21 +513,22 @@ impl Shared {
     fn take_calendar(&self, state: &mut State, key: crate::Key, now_ns: u64, out: &mut Vec<Run>) -> u64 {
         /// Missed occurrences are counted one by one, under the lock: at most this many.
         const CALENDAR_MISSED_COUNTED_MAX: usize = 1_000;
-        let wall_ms = self.wall_clock.now_ms();
+        let wall_us = self.wall_clock.now_us();
+        let wall_ms = wall_us / 1_000;
         let recheck_ns = now_ns.saturating_add(Scheduler::CALENDAR_RECHECK.as_nanos() as u64);
-        let ns_until = |at_ms: u64| now_ns.saturating_add(at_ms.saturating_sub(wall_ms).saturating_mul(1_000_000));
+        let ns_at = |at_ms: u64| timebase::ns_at_wall_ms(now_ns, wall_us, at_ms);
         let task = state.wheel.get_mut(key).expect("an expired key is live");
         let Job::Calendar { calendar, at_ms } = &mut task.job else { unreachable!("only calendar jobs come here") };
         let occurrence_ms = *at_ms;
-        if wall_ms < occurrence_ms {
+        if wall_us < occurrence_ms.saturating_mul(1_000) {
             // Early by the wall clock: a recheck, or the clock stepped back.
-            task.due_ns = ns_until(occurrence_ms);
+            task.due_ns = ns_at(occurrence_ms);
             let tick = self.time.tick_at_or_after(task.due_ns.min(recheck_ns));
             state.wheel.reset(key, tick);
             return 0;
         }
         let calendar = calendar.clone();
-        let due_ns = now_ns.saturating_sub((wall_ms - occurrence_ms).saturating_mul(1_000_000));
+        let due_ns = ns_at(occurrence_ms);
         // Nearly always none was missed, and the next after the occurrence is
         // the next after now: one reading of the rule.
         let after = calendar.cron.next_after_ms(occurrence_ms);
@@ -541,7 +542,7 @@ impl Shared {
         match next {
             Some(next_ms) => {
                 *at_ms = next_ms;
-                task.due_ns = ns_until(next_ms);
+                task.due_ns = ns_at(next_ms);
                 let tick = self.time.tick_at_or_after(task.due_ns.min(recheck_ns));
                 state.wheel.reset(key, tick);
             }

@@ -41,6 +41,23 @@ impl TimeBase {
     }
 }
 
+/// The monotonic time (ns since the origin) at which the wall clock reads
+/// `at_ms`, from one reading of both: `now_ns` when the wall clock read
+/// `wall_us`. Counted from the wall clock's microseconds, not its truncated
+/// millisecond, so a calendar job is armed at its occurrence and not up to a
+/// millisecond after, and its lateness counts from the occurrence. An
+/// occurrence before `wall_us` maps before `now_ns`.
+#[cfg(feature = "cron")]
+#[inline]
+pub(crate) fn ns_at_wall_ms(now_ns: u64, wall_us: u64, at_ms: u64) -> u64 {
+    let at_us = at_ms.saturating_mul(1_000);
+    if at_us >= wall_us {
+        now_ns.saturating_add((at_us - wall_us).saturating_mul(1_000))
+    } else {
+        now_ns.saturating_sub((wall_us - at_us).saturating_mul(1_000))
+    }
+}
+
 /// The scheduler's [`Clock`] read in ticks of its wheel, so that its driver
 /// sleeps on it as a [`TimerThread`](crate::TimerThread) with the wheel's
 /// deadlines as they are.
@@ -79,6 +96,14 @@ mod tests {
         assert_eq!(base.tick_containing(1_999_999), 1);
         assert_eq!(base.ns_at(base.origin - Duration::from_secs(1)), 0);
         assert!(base.instant_of_tick(u64::MAX).is_none());
+    }
+
+    #[cfg(feature = "cron")]
+    #[test]
+    fn wall_times_map_to_the_microsecond() {
+        assert_eq!(ns_at_wall_ms(5_000_000, 1_000_700, 2_000), 5_000_000 + 999_300_000);
+        assert_eq!(ns_at_wall_ms(5_000_000, 1_000_700, 1_000), 5_000_000 - 700_000);
+        assert_eq!(ns_at_wall_ms(5, 1_000_700, 0), 0);
     }
 
     #[test]

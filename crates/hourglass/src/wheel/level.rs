@@ -48,6 +48,12 @@ pub(crate) fn slot_start(level: usize, slot: usize, elapsed: u64) -> u64 {
     above | ((slot as u64) << level_shift)
 }
 
+/// Ticks one slot of `level` spans.
+#[inline]
+pub(crate) fn slot_span(level: usize) -> u64 {
+    1 << (level as u32 * SLOT_BITS)
+}
+
 /// The location (index of the slot list) of `slot` in `level`.
 #[inline]
 pub(crate) fn location(level: usize, slot: usize) -> u16 {

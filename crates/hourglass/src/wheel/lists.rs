@@ -35,8 +35,16 @@ pub(super) fn list_of(location: u16, index: u32) -> usize {
 pub(super) struct Lists {
     pub(super) head: [u32; NUM_LISTS],
     pub(super) tail: [u32; NUM_LISTS],
-    /// A lower bound of the deadlines in each slot (exact unless entries left it).
+    /// A lower bound of the deadlines in each slot: its earliest deadline
+    /// while the slot's witness is there to show it.
     pub(super) min_deadline: [u64; NUM_SLOTS],
+    /// The entry that lowered a slot's bound to what it is ([`NIL`] if none).
+    /// While that entry is still in the slot and due at the bound, the bound
+    /// is the slot's earliest deadline; once it has left or been reset later,
+    /// the bound may be loose, and [`Wheel::next_deadline`] walks the slot to
+    /// learn it again. Nothing is kept up to date as entries leave: the
+    /// witness is checked when the bound is asked for.
+    pub(super) min_witness: [u32; NUM_SLOTS],
     /// Bit `s` of word `L`: slot `s` of level `L` is not empty.
     pub(super) occupancy: [u64; NUM_LEVELS],
     /// Bit `L`: level `L` has an occupied slot.
@@ -50,6 +58,7 @@ impl Lists {
             head: [NIL; NUM_LISTS],
             tail: [NIL; NUM_LISTS],
             min_deadline: [u64::MAX; NUM_SLOTS],
+            min_witness: [NIL; NUM_SLOTS],
             occupancy: [0; NUM_LEVELS],
             occupied_levels: 0,
         })
@@ -80,7 +89,19 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// Lowers a slot's bound to `deadline`, that of the entry at `index`
+    /// (already linked there or about to be), if it is below or at it: the
+    /// entry is then its witness.
     #[inline]
+    pub(super) fn bound_add(&mut self, location: u16, index: u32, deadline: u64) {
+        let slot = location as usize;
+        if deadline <= self.lists.min_deadline[slot] {
+            self.lists.min_deadline[slot] = deadline;
+            self.lists.min_witness[slot] = index;
+        }
+    }
+
+    #[inline(always)]
     pub(super) fn unlink(&mut self, index: u32) {
         let entry = self.slab.entry(index);
         let (prev, next, location) = (entry.prev, entry.next, entry.location);
@@ -115,5 +136,6 @@ impl<T> Wheel<T> {
             self.lists.occupied_levels &= !(1 << level);
         }
         self.lists.min_deadline[slot_location] = u64::MAX;
+        self.lists.min_witness[slot_location] = NIL;
     }
 }

@@ -4,6 +4,7 @@
 mod key;
 pub(crate) mod level;
 mod lists;
+mod next;
 mod slab;
 
 use std::fmt;
@@ -252,22 +253,28 @@ impl<T> Wheel<T> {
     /// reset to a future deadline becomes pending again.
     #[inline]
     pub fn reset(&mut self, key: Key, deadline: u64) -> bool {
+        self.reset_from(key, deadline).is_some()
+    }
+
+    /// [`reset`](Wheel::reset), returning the deadline the entry had.
+    #[inline]
+    pub(crate) fn reset_from(&mut self, key: Key, deadline: u64) -> Option<u64> {
         let seq = self.next_seq;
-        let Some(entry) = self.slab.live_mut(key) else {
-            return false;
-        };
+        let entry = self.slab.live_mut(key)?;
         self.next_seq = seq + 1;
         // An entry in a slot is due at or after the slot's start, so a deadline
         // no earlier than its current one can wait there: the slot re-files it
         // when it comes round. This is the heartbeat path: one cache line, and
         // small enough that many resets overlap their cache misses.
         if entry.location != EXPIRED && deadline >= entry.deadline {
+            let old = entry.deadline;
             entry.deadline = deadline;
             entry.seq = seq;
-            return true;
+            return Some(old);
         }
+        let old = entry.deadline;
         self.reset_earlier(key.index, deadline, seq);
-        true
+        Some(old)
     }
 
     /// [`reset`](Wheel::reset) of a live entry to an earlier deadline, or of an
@@ -285,8 +292,7 @@ impl<T> Wheel<T> {
             // Still within reach of its slot: lower the slot's bound instead.
             entry.deadline = deadline;
             entry.seq = seq;
-            let min = &mut self.lists.min_deadline[location as usize];
-            *min = (*min).min(deadline);
+            self.bound_add(location, index, deadline);
             return;
         }
         self.unlink(index);
@@ -363,95 +369,11 @@ impl<T> Wheel<T> {
         (index != NIL).then(|| Key { index, generation: self.slab.entry(index).generation })
     }
 
-    /// A tick before which nothing will expire: `advance` to an earlier tick
-    /// expires nothing. It is the current tick if entries wait to be popped,
-    /// `None` if the wheel is empty. It is exact unless entries were removed or
-    /// reset later since their slot was filed, in which case it may be early:
-    /// advancing to it then re-files those entries and expires nothing.
-    #[inline]
-    pub fn next_expiration(&self) -> Option<u64> {
-        if self.expired_len > 0 {
-            return Some(self.elapsed);
-        }
-        let (location, start) = self.next_slot()?;
-        Some(start.max(self.lists.min_deadline[location as usize]))
-    }
-
-    /// The key of the entry that [`pop_expired`](Wheel::pop_expired) will take
-    /// next, once the wheel has advanced far enough: the first expired entry if
-    /// any wait, else the pending entry with the earliest deadline, ties in
-    /// insertion order (a reset counts as an insertion).
-    ///
-    /// Finds it by walking the first occupied slots until no later slot can
-    /// hold an earlier deadline, so it costs the entries of one slot, or a few
-    /// where entries were reset later.
-    ///
-    /// # Example
-    /// ```
-    /// use hourglass::Wheel;
-    ///
-    /// let mut wheel = Wheel::new();
-    /// let _late = wheel.insert(120, "late").unwrap();
-    /// let early = wheel.insert(100, "early").unwrap(); // the same 64-tick slot
-    /// assert_eq!(wheel.peek(), Some(early));
-    /// wheel.advance(1_000);
-    /// assert_eq!(wheel.pop_expired().unwrap().key, early);
-    /// ```
-    pub fn peek(&self) -> Option<Key> {
-        if let Some(key) = self.peek_expired() {
-            return Some(key);
-        }
-        // Slots are processed lowest level first, lowest slot first, and every
-        // entry in a slot is due at or after the slot's start: once the best
-        // entry found is due before a slot's start, nothing later can beat it.
-        let mut best: Option<(u64, u64, u32)> = None;
-        'levels: for level in 0..NUM_LEVELS {
-            let mut occupied = self.lists.occupancy[level];
-            while occupied != 0 {
-                let slot = occupied.trailing_zeros() as usize;
-                occupied &= occupied - 1;
-                let location = location(level, slot);
-                if let Some((deadline, _, _)) = best {
-                    if deadline < slot_start(level, slot, self.elapsed) {
-                        break 'levels;
-                    }
-                    if self.lists.min_deadline[location as usize] > deadline {
-                        continue;
-                    }
-                }
-                for list in 0..SUBLISTS {
-                    let mut index = self.lists.head[location as usize * SUBLISTS + list];
-                    while index != NIL {
-                        let entry = self.slab.entry(index);
-                        let candidate = (entry.deadline, entry.seq, index);
-                        if best.is_none_or(|best| (candidate.0, candidate.1) < (best.0, best.1)) {
-                            best = Some(candidate);
-                        }
-                        index = entry.next;
-                    }
-                }
-            }
-        }
-        best.map(|(_, _, index)| Key { index, generation: self.slab.entry(index).generation })
-    }
-
     /// Removes every entry, expired or not, and returns them with their keys,
     /// in no particular order.
     pub fn drain(&mut self) -> impl Iterator<Item = (Key, T)> + '_ {
         let keys: Vec<Key> = self.slab.keys().collect();
         keys.into_iter().filter_map(move |key| self.remove(key).map(|value| (key, value)))
-    }
-
-    /// The next slot to process and the tick it starts at.
-    #[inline]
-    fn next_slot(&self) -> Option<(u16, u64)> {
-        let levels = self.lists.occupied_levels;
-        if levels == 0 {
-            return None;
-        }
-        let level = levels.trailing_zeros() as usize;
-        let slot = self.lists.occupancy[level].trailing_zeros() as usize;
-        Some((location(level, slot), slot_start(level, slot, self.elapsed)))
     }
 
     /// Files an unlinked entry by its deadline.
@@ -463,8 +385,7 @@ impl<T> Wheel<T> {
         }
         let level = level_for(self.elapsed, deadline);
         let location = location(level, slot_for(level, deadline));
-        let min = &mut self.lists.min_deadline[location as usize];
-        *min = (*min).min(deadline);
+        self.bound_add(location, index, deadline);
         self.push_back(location, index);
     }
 
@@ -512,8 +433,10 @@ impl<T> Wheel<T> {
     }
 
     /// Restores insertion order in the last `len` expired entries, which follow
-    /// `before` (or start the list). Needed only when an entry reset to a later
-    /// deadline was re-filed behind entries inserted after its reset.
+    /// `before` (or start the list). Needed when the round-robin walk of a
+    /// slot's sublists met its entries out of insertion order (most batches of
+    /// more than one entry), or an entry reset to a later deadline was re-filed
+    /// behind entries inserted after its reset.
     #[cold]
     fn sort_expired_batch(&mut self, before: u32, len: usize) {
         let mut batch = Vec::with_capacity(len);

@@ -209,7 +209,7 @@ impl<T> Slab<T> {
 
     /// Vacates the slot at `index` (which must be live and already unlinked) and
     /// returns its value. An empty top page may be given back.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn remove(&mut self, index: u32) -> T {
         let page = index as usize / PAGE_LEN;
         let book = &mut self.books[page];
