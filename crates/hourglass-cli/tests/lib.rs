@@ -7,8 +7,10 @@ mod crash;
 mod nodes;
 mod people;
 mod python_client;
+mod readme;
 mod schedules;
 mod store;
+mod worker;
 
 use std::time::Duration;
 

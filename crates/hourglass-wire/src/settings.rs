@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!((target.url.as_str(), target.method.as_deref()), ("https://example.com/hook", None));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HttpTarget {
     /// An `http` or `https` URL.
@@ -31,6 +32,7 @@ pub struct HttpTarget {
 /// A queue's push target (`"push"` of [`QueueSettings`]): where every task
 /// of the queue without a target of its own is delivered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PushTarget {
     /// An `http` or `https` URL.
@@ -60,6 +62,7 @@ pub struct PushTarget {
 /// assert_eq!(serde_json::to_string(&QueueSettings::default()).unwrap(), r#"{"push":null}"#);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct QueueSettings {
     /// The queue's push target, or `null`: a queue with one delivers every
