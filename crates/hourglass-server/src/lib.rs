@@ -13,6 +13,7 @@ mod history;
 mod metrics;
 mod openapi;
 mod overview;
+mod push;
 mod routes;
 mod ui;
 mod wire;
