@@ -1,0 +1,1 @@
+//! Integration tests of push delivery, one binary.
