@@ -127,10 +127,32 @@ impl SigningKey {
     }
 }
 
+/// A key from its text's bytes: what a command-line flag gives. With clap,
+/// `#[arg(long = "push-signing-key", env = "HOURGLASS_PUSH_SIGNING_KEYS",
+/// value_delimiter = ',', hide_env_values = true)] keys: Vec<SigningKey>`
+/// takes the flag repeated or the variable comma-separated, and never shows
+/// a key in `--help` or `Debug`.
+impl std::str::FromStr for SigningKey {
+    type Err = KeyError;
+
+    fn from_str(key: &str) -> Result<SigningKey, KeyError> {
+        SigningKey::new(key)
+    }
+}
+
 impl SigningKeys {
     /// No keys: requests go unsigned.
     pub fn none() -> SigningKeys {
         SigningKeys::default()
+    }
+
+    /// `keys`, in order.
+    pub fn new(keys: impl IntoIterator<Item = SigningKey>) -> Result<SigningKeys, KeyError> {
+        let mut all = SigningKeys::none();
+        for key in keys {
+            all.push(key)?;
+        }
+        Ok(all)
     }
 
     /// Adds `key` after those there.
@@ -146,11 +168,8 @@ impl SigningKeys {
     /// each key is its text's bytes, spaces around it trimmed, empty items
     /// skipped.
     pub fn parse_list(list: &str) -> Result<SigningKeys, KeyError> {
-        let mut keys = SigningKeys::none();
-        for key in list.split(',').map(str::trim).filter(|k| !k.is_empty()) {
-            keys.push(SigningKey::new(key)?)?;
-        }
-        Ok(keys)
+        let keys = list.split(',').map(str::trim).filter(|k| !k.is_empty()).map(SigningKey::new);
+        SigningKeys::new(keys.collect::<Result<Vec<_>, _>>()?)
     }
 
     /// Whether there are no keys.
@@ -266,6 +285,9 @@ mod tests {
         );
         let many = vec!["k".repeat(SIGNING_KEY_BYTES_MIN); SIGNING_KEYS_MAX + 1].join(",");
         assert_eq!(SigningKeys::parse_list(&many).unwrap_err(), KeyError::TooMany);
+        let flags: Vec<SigningKey> = ["flag-key-0123456789", "other-key-0123456789"].map(|k| k.parse().unwrap()).into();
+        assert_eq!(SigningKeys::new(flags).unwrap(), keys("flag-key-0123456789,other-key-0123456789"));
+        assert_eq!("short".parse::<SigningKey>().unwrap_err(), KeyError::Length(5));
         let secret = "very-secret-key-material";
         let shown = format!("{:?} {:?}", keys(secret), SigningKey::new(secret).unwrap());
         assert!(!shown.contains("secret") && !shown.contains("very"), "{shown}");
