@@ -37,8 +37,11 @@ pub struct Delivery<T> {
 ///   queue's push target, or the task's own `http`), each under a new lease
 ///   of its target's timeout plus `lease_margin_ms`, so that no other node
 ///   delivers it meanwhile and a node that dies mid-delivery leaves it to be
-///   delivered again when the lease ends (at least once). It may wait for a
-///   task to come due (long-poll), and may return an empty batch. The loop
+///   delivered again when the lease ends (at least once;
+///   [`Target::lease_ms`] says how long). It should wait a while for a task
+///   to come due (long-poll) before it returns an empty batch: the loop
+///   claims again at once, and a source that answers empty at once would
+///   keep a core busy. The loop
 ///   drops a claim in progress when asked to stop: a claim must then lose
 ///   nothing but leases (the tasks it held return when they end).
 /// - [`settle`](Source::settle) applies an [`Outcome`] under the ticket's

@@ -168,6 +168,12 @@ impl Target {
     pub fn timeout_ms(&self) -> u64 {
         self.timeout_ms
     }
+
+    /// The lease a delivery to this target holds: its timeout plus
+    /// `margin_ms` (the loop passes [`LEASE_MARGIN_MS`](crate::limits::LEASE_MARGIN_MS)).
+    pub fn lease_ms(&self, margin_ms: u64) -> u64 {
+        self.timeout_ms.saturating_add(margin_ms)
+    }
 }
 
 /// Header values are left out: they often hold a receiver's credentials.
@@ -191,6 +197,7 @@ mod tests {
         let target = Target::new("http://example.com/hook?x=1").unwrap();
         assert_eq!(target.method(), Method::POST);
         assert_eq!(target.timeout_ms(), TIMEOUT_MS_DEFAULT);
+        assert_eq!(target.lease_ms(5_000), TIMEOUT_MS_DEFAULT + 5_000);
         assert!(target.headers().is_empty());
     }
 
