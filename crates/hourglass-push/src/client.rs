@@ -68,6 +68,7 @@ pub struct PushClientBuilder {
     clock: Arc<dyn WallClock>,
     lookup: Arc<dyn Lookup>,
     idle_per_host: usize,
+    roots: Vec<reqwest::Certificate>,
 }
 
 /// One delivery's result.
@@ -113,10 +114,19 @@ impl PushClientBuilder {
         self
     }
 
+    /// Trusts `root` as well as the Mozilla roots built in: for receivers
+    /// behind a private certificate authority.
+    pub fn root_certificate(mut self, root: reqwest::Certificate) -> Self {
+        self.roots.push(root);
+        self
+    }
+
     /// The client. Fails only if TLS cannot be set up.
     pub fn build(self) -> Result<PushClient, reqwest::Error> {
         let http = |resolver: GuardedResolver| {
-            reqwest::Client::builder()
+            let builder =
+                self.roots.iter().cloned().fold(reqwest::Client::builder(), |b, root| b.add_root_certificate(root));
+            builder
                 .user_agent(concat!("hourglass/", env!("CARGO_PKG_VERSION")))
                 .redirect(redirect::Policy::none())
                 .no_proxy()
@@ -146,6 +156,7 @@ impl PushClient {
             clock: Arc::new(SystemWallClock),
             lookup: Arc::new(SystemLookup),
             idle_per_host: crate::limits::CONCURRENCY_DEFAULT,
+            roots: Vec::new(),
         }
     }
 

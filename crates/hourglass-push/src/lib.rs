@@ -85,3 +85,6 @@ pub use retry_after::retry_after_ms;
 pub use signature::{KeyError, SigningKey, SigningKeys, VerifyError, SIGNATURE_HEADER};
 pub use source::{Delivery, Source};
 pub use target::{Target, TargetError, HEADER_PREFIX, METHODS};
+
+/// A certificate to trust, for [`PushClientBuilder::root_certificate`].
+pub use reqwest::Certificate;

@@ -6,3 +6,4 @@ mod outbound;
 mod outcomes;
 mod receiver;
 mod signature;
+mod tls;

@@ -16,7 +16,7 @@ use crate::receiver::Receiver;
 
 /// A resolver that answers 127.0.0.1 for every name, as a rebinding DNS
 /// server would once the check it hoped for had passed.
-struct Loopback;
+pub struct Loopback;
 
 impl Lookup for Loopback {
     fn lookup(&self, _: &str) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>> {
