@@ -16,6 +16,8 @@
 
 use std::error::Error as _;
 
+use hourglass_queue::Nack;
+
 use crate::limits::{ERROR_BODY_BYTES_MAX, LAST_ERROR_BYTES_MAX};
 use crate::outbound::Refusal;
 use crate::retry_after::retry_after_ms;
@@ -145,6 +147,32 @@ impl Outcome {
             }
         };
         Outcome::Failed { error: bounded(text), not_before_ms: None }
+    }
+
+    /// The outcome as the contract's calls under the delivery's lease: `None`
+    /// is an ack; a failed attempt is a [`Nack`] with the error as the
+    /// reason, after the backoff or, when the receiver said when, after the
+    /// time left until then (from `now_ms`); a dead outcome is a `Nack` that
+    /// makes the task dead at once, with the reason.
+    ///
+    /// ```
+    /// use hourglass_push::Outcome;
+    /// use hourglass_queue::Nack;
+    ///
+    /// assert_eq!(Outcome::Done.as_nack(0), None);
+    /// let later = Outcome::Failed { error: "HTTP 429".into(), not_before_ms: Some(9_000) };
+    /// assert_eq!(later.as_nack(2_000), Some(Nack::after(7_000).because("HTTP 429")));
+    /// ```
+    pub fn as_nack(&self, now_ms: u64) -> Option<Nack> {
+        match self {
+            Outcome::Done => None,
+            Outcome::Failed { error, not_before_ms } => Some(Nack {
+                delay_ms: not_before_ms.map(|at_ms| at_ms.saturating_sub(now_ms)),
+                reason: Some(error.clone()),
+                ..Nack::default()
+            }),
+            Outcome::Dead { reason } => Some(Nack { reason: Some(reason.clone()), dead: true, ..Nack::default() }),
+        }
     }
 
     /// The outcome of a target refused before any connection.
@@ -279,6 +307,17 @@ mod tests {
         assert!(cut.len() <= LAST_ERROR_BYTES_MAX && cut.len() >= LAST_ERROR_BYTES_MAX - 1);
         assert!(cut.chars().all(|c| c == 'é'));
         assert_eq!(printable(b"  \x00ok\x7f "), "ok");
+    }
+
+    #[test]
+    fn outcomes_are_acks_and_nacks_of_the_contract() {
+        assert_eq!(Outcome::Done.as_nack(5), None);
+        let failed = Outcome::Failed { error: "HTTP 500: boom".into(), not_before_ms: None };
+        assert_eq!(failed.as_nack(5), Some(Nack::default().because("HTTP 500: boom")));
+        let late = Outcome::Failed { error: "HTTP 503".into(), not_before_ms: Some(3) };
+        assert_eq!(late.as_nack(5), Some(Nack::after(0).because("HTTP 503")), "a time past is due at once");
+        let dead = Outcome::Dead { reason: "HTTP 410".into() };
+        assert_eq!(dead.as_nack(5), Some(Nack { dead: true, ..Nack::default().because("HTTP 410") }));
     }
 
     #[test]

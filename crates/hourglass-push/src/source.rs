@@ -48,7 +48,9 @@ pub struct Delivery<T> {
 ///   lease: [`Outcome::Done`] acks; [`Outcome::Failed`] records the error as
 ///   `last_error` and makes the task due after its backoff (or at
 ///   `not_before_ms`, when given), or dead if it has no attempt left;
-///   [`Outcome::Dead`] makes it dead with the reason. A lease that is no
+///   [`Outcome::Dead`] makes it dead with the reason
+///   ([`Outcome::as_nack`] says it in the contract's terms: an ack, or a
+///   [`Nack`](hourglass_queue::Nack) under the lease). A lease that is no
 ///   longer the task's (it ran out, and another node delivered it) changes
 ///   nothing, and is an error the loop counts.
 pub trait Source: Send + Sync + 'static {
