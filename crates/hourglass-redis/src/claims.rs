@@ -80,7 +80,16 @@ impl RedisBackend {
                 c.delivered += 1;
                 c.lateness.record(lateness_us);
             });
-            claimed.push(Claimed { id, queue: queue.clone(), payload, attempt, lease, lease_until_ms, run_at_ms });
+            claimed.push(Claimed {
+                id,
+                queue: queue.clone(),
+                payload,
+                attempt,
+                lease,
+                lease_until_ms,
+                run_at_ms,
+                target: None,
+            });
         }
         self.totals.lock().delivered += claimed.len() as u64;
         Ok((claimed, pause))

@@ -13,7 +13,7 @@ use redis::AsyncCommands;
 
 use hourglass_queue::limits::LIST_MAX;
 use hourglass_queue::validate;
-use hourglass_queue::{Backend, Claim, ListRequest, Page, QueueAdmin, Stats, Tasks};
+use hourglass_queue::{Backend, Claim, Delivery, ListRequest, Page, QueueAdmin, Stats, Tasks};
 use hourglass_queue::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, TaskInfo, TaskState};
 use hourglass_queue::{QueueError, QueueStats, StorageStats, Totals};
 
@@ -29,6 +29,9 @@ impl Tasks for RedisBackend {
         validate::queue_name(queue)?;
         let times: Vec<(RunAt, Option<RunAt>)> = batch.iter().map(|new| (new.run_at, new.expires)).collect();
         let checked = validate::batch(batch, self.options.limits.payload_bytes_max, self.redis_ms())?;
+        if checked.iter().any(|task| task.http.is_some()) {
+            return Err(QueueError::Unsupported("tasks with an http target, on Redis (yet)".into()));
+        }
         self.register(queue, None).await?;
         // Tasks with a key go to their key's shard; the others with the
         // first of those, or to the next shard in turn: one shard, one
@@ -105,6 +108,9 @@ impl Tasks for RedisBackend {
     }
 
     async fn claim_from(&self, claim: Claim<'_>) -> Result<Vec<Claimed>, QueueError> {
+        if claim.delivery() == Delivery::Push {
+            return Err(QueueError::Unsupported("push claims, on Redis (yet)".into()));
+        }
         self.claim_tasks(claim).await
     }
 
@@ -125,6 +131,7 @@ impl Tasks for RedisBackend {
             lease,
             lease_until_ms: until_ms,
             run_at_ms: info.task.run_at_ms,
+            target: None,
         })
     }
 

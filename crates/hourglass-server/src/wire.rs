@@ -123,6 +123,7 @@ pub(crate) fn new_task(task: wire::NewTask) -> Result<NewTask, ApiError> {
             (None, Some(after_ms)) => Some(RunAt::Delay(after_ms)),
             (None, None) => None,
         },
+        http: None,
     })
 }
 
