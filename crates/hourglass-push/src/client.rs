@@ -29,7 +29,8 @@ use crate::source::Delivery;
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
-/// use hourglass_push::{AllowList, Delivery, PushClient, SigningKeys, Target};
+/// use hourglass_push::{AllowList, Delivery, PushClient, SigningKeys};
+/// use hourglass_queue::{HttpTarget, PushTarget};
 ///
 /// let client = PushClient::builder()
 ///     .allow(AllowList::parse(["127.0.0.1:8080"])?)
@@ -41,7 +42,7 @@ use crate::source::Delivery;
 ///     attempt: 1,
 ///     due_at_ms: 0,
 ///     payload: "{}".into(),
-///     target: Arc::new(Target::new("http://127.0.0.1:8080/hook")?),
+///     target: Arc::new(PushTarget::new(HttpTarget::post("http://127.0.0.1:8080/hook"))),
 ///     ticket: (),
 /// };
 /// println!("{:?}", client.send(&delivery).await.outcome);
@@ -167,17 +168,19 @@ impl PushClient {
 
     /// Sends `delivery` to its target and tells the outcome.
     pub async fn send<T>(&self, delivery: &Delivery<T>) -> Sent {
-        let url = delivery.target.url();
-        let client = if self.outbound.allows(url) {
+        let sent_at_us = self.clock.now_us();
+        let request = match Outgoing::build(delivery, &self.keys, sent_at_us / 1_000) {
+            Ok(request) => request,
+            Err(bad) => return Sent { outcome: Outcome::dead(bad.to_string()), sent_at_us: None },
+        };
+        let client = if self.outbound.allows(&request.url) {
             &self.open
-        } else if let Err(refusal) = self.outbound.check_url(url) {
+        } else if let Err(refusal) = self.outbound.check_url(&request.url) {
             // An IP literal never reaches the resolver: it is checked here.
             return Sent { outcome: Outcome::refused(&refusal), sent_at_us: None };
         } else {
             &self.guarded
         };
-        let sent_at_us = self.clock.now_us();
-        let request = Outgoing::build(delivery, &self.keys, sent_at_us / 1_000);
         let timeout_ms = request.timeout_ms;
         let response = client
             .request(request.method, request.url)

@@ -9,7 +9,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::client::PushClient;
-use crate::limits::{CLAIM_BATCH_MAX, CLAIM_RETRY_MS, CONCURRENCY_MAX, LEASE_MARGIN_MS};
+use crate::limits::{CLAIM_BATCH_MAX, CLAIM_RETRY_MS, CONCURRENCY_MAX};
 use crate::metrics::PushMetrics;
 use crate::source::{Delivery, Source};
 
@@ -19,7 +19,7 @@ use crate::source::{Delivery, Source};
 /// A semaphore of `concurrency` permits bounds the requests in flight on
 /// this node. The loop waits for a free permit, then claims as many tasks
 /// as there are free permits (at most [`CLAIM_BATCH_MAX`]), each leased for
-/// its target's timeout plus the lease margin, and spawns one delivery per
+/// its target's timeout and a margin, and spawns one delivery per
 /// task holding one permit: build and sign the request, send it, classify
 /// the answer, settle the outcome with the source, release the permit. Only
 /// the loop takes permits, so a claim never gets more tasks than there are
@@ -51,7 +51,6 @@ pub struct Deliverer<S: Source> {
     client: Arc<PushClient>,
     metrics: Arc<PushMetrics>,
     concurrency: usize,
-    lease_margin_ms: u64,
 }
 
 /// A loop started by [`Deliverer::start`].
@@ -72,14 +71,13 @@ pub struct StopReport {
 impl<S: Source> Deliverer<S> {
     /// A loop over `source` sending with `client`, with
     /// [`CONCURRENCY_DEFAULT`](crate::limits::CONCURRENCY_DEFAULT) requests in
-    /// flight at most and the lease margin [`LEASE_MARGIN_MS`].
+    /// flight at most.
     pub fn new(source: Arc<S>, client: PushClient) -> Deliverer<S> {
         Deliverer {
             source,
             client: Arc::new(client),
             metrics: Arc::default(),
             concurrency: crate::limits::CONCURRENCY_DEFAULT,
-            lease_margin_ms: LEASE_MARGIN_MS,
         }
     }
 
@@ -87,12 +85,6 @@ impl<S: Source> Deliverer<S> {
     /// [`CONCURRENCY_MAX`]; values outside are brought within).
     pub fn concurrency(mut self, concurrency: usize) -> Deliverer<S> {
         self.concurrency = concurrency.clamp(1, CONCURRENCY_MAX);
-        self
-    }
-
-    /// What each lease holds beyond its target's timeout.
-    pub fn lease_margin_ms(mut self, lease_margin_ms: u64) -> Deliverer<S> {
-        self.lease_margin_ms = lease_margin_ms;
         self
     }
 
@@ -122,7 +114,7 @@ impl<S: Source> Deliverer<S> {
             // are leased to this node, and are better delivered than left.
             let claimed = tokio::select! {
                 biased;
-                claimed = self.source.claim(max, self.lease_margin_ms) => claimed,
+                claimed = self.source.claim(max) => claimed,
                 deadline = stop_asked(&mut stopped) => break deadline,
             };
             match claimed {

@@ -1,21 +1,22 @@
 //! Push delivery: a due task calls its HTTP target.
 //!
-//! A backend that holds push tasks (a queue with a push target, or a task
-//! with its own `http`) implements [`Source`]; a [`Deliverer`] claims from it
-//! and sends each task with a [`PushClient`]. This crate knows the contract's
-//! model and limits (`hourglass-queue`), no backend and no server.
+//! A [`Deliverer`] claims push tasks (of a queue with a push target, or with
+//! an `http` target of their own) from a [`Source`], sends each with a
+//! [`PushClient`], and settles the outcome. [`TasksSource`] is the source
+//! over any backend of the contract (its push claims, acks and nacks). This
+//! crate knows the contract (`hourglass-queue`), no backend and no server.
 //!
 //! ```no_run
-//! # async fn demo<S: hourglass_push::Source>(source: S) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(backend: std::sync::Arc<dyn hourglass_queue::Backend>) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use hourglass_push::{AllowList, Deliverer, PushClient, SigningKeys};
+//! use hourglass_push::{AllowList, Deliverer, PushClient, SigningKeys, TasksSource};
 //!
 //! let client = PushClient::builder()
 //!     .keys(SigningKeys::parse_list("old-key-0123456789,new-key-0123456789")?)
 //!     .allow(AllowList::parse(["hooks.internal:8443"])?)
 //!     .build()?;
-//! let running = Deliverer::new(Arc::new(source), client).concurrency(64).start();
+//! let running = Deliverer::new(Arc::new(TasksSource::new(backend)), client).concurrency(64).start();
 //! // ... on shutdown: stop claiming, let requests in flight finish for 30 s.
 //! running.stop(Duration::from_secs(30)).await;
 //! # Ok(()) }
@@ -26,7 +27,8 @@
 //!   the payload (a JSON payload as its JSON text, `Content-Type:
 //!   application/json`); headers `Hourglass-Task-Id`, `Hourglass-Queue`,
 //!   `Hourglass-Attempt` (from 1), `Hourglass-Due-At` (Unix ms), then the
-//!   [`Target`]'s own (which may not be `Hourglass-*` or framing headers).
+//!   target's own ([`HttpTarget`]: never `Hourglass-*` or framing headers,
+//!   as the contract checks at enqueue).
 //! - **Signatures** ([`SigningKeys`]): with keys,
 //!   `Hourglass-Signature: t=<Unix ms>,v1=<hex>[,v1=<hex>]`, one `v1` per key,
 //!   each the HMAC-SHA256 under that key of `<t>.` followed by the body. Two
@@ -45,18 +47,18 @@
 //!   connections kept alive and reused, redirects not followed, response
 //!   bodies read up to [`RESPONSE_BODY_BYTES_MAX`](limits::RESPONSE_BODY_BYTES_MAX),
 //!   each request bounded by its target's timeout (default
-//!   [`TIMEOUT_MS_DEFAULT`](limits::TIMEOUT_MS_DEFAULT), at most
-//!   [`TIMEOUT_MS_MAX`](limits::TIMEOUT_MS_MAX)).
+//!   [`PUSH_TIMEOUT_MS_DEFAULT`](hourglass_queue::limits::PUSH_TIMEOUT_MS_DEFAULT), at most
+//!   [`PUSH_TIMEOUT_MS_MAX`](hourglass_queue::limits::PUSH_TIMEOUT_MS_MAX)).
 //! - **Outcomes** ([`Outcome`]): 2xx done; 410 dead now; 429 or 503 with
 //!   `Retry-After` (seconds or an HTTP date) due again then, at most
-//!   [`RETRY_AFTER_MS_MAX`](limits::RETRY_AFTER_MS_MAX) away; anything else,
+//!   [`PUSH_RETRY_AFTER_MS_MAX`](hourglass_queue::limits::PUSH_RETRY_AFTER_MS_MAX) away; anything else,
 //!   a timeout or a connection failure a failed attempt with `last_error`
 //!   (`HTTP 500: <first bytes of the body>`, `timeout after 500 ms`,
 //!   `connection refused by host:port`), at most
 //!   [`LAST_ERROR_BYTES_MAX`](limits::LAST_ERROR_BYTES_MAX) bytes.
 //! - **The loop** ([`Deliverer`]): at most `concurrency` requests in flight
 //!   per node; each task leased for its timeout plus
-//!   [`LEASE_MARGIN_MS`](limits::LEASE_MARGIN_MS), so a node that dies
+//!   [`PUSH_LEASE_MARGIN_MS`](hourglass_queue::limits::PUSH_LEASE_MARGIN_MS), so a node that dies
 //!   mid-delivery leaves it to be delivered again (at least once;
 //!   `Hourglass-Task-Id` lets receivers deduplicate); a graceful stop;
 //!   [`PushMetrics`]: deliveries by outcome and lateness from due time to
@@ -64,6 +66,7 @@
 #![deny(missing_docs)]
 
 mod client;
+mod contract;
 mod deliver;
 pub mod limits;
 mod metrics;
@@ -73,18 +76,18 @@ mod request;
 mod retry_after;
 mod signature;
 mod source;
-mod target;
 
 pub use client::{PushClient, PushClientBuilder, Sent};
+pub use contract::TasksSource;
 pub use deliver::{Deliverer, Running, StopReport};
+pub use hourglass_queue::{HttpMethod, HttpTarget, PushTarget};
 pub use metrics::{PushCounts, PushMetrics};
 pub use outbound::{AllowList, Outbound, Refusal};
 pub use outcome::{Answer, Outcome, OutcomeKind};
-pub use request::{Outgoing, ATTEMPT_HEADER, DUE_AT_HEADER, QUEUE_HEADER, TASK_ID_HEADER};
+pub use request::{BadTarget, Outgoing, ATTEMPT_HEADER, DUE_AT_HEADER, QUEUE_HEADER, TASK_ID_HEADER};
 pub use retry_after::retry_after_ms;
 pub use signature::{KeyError, SigningKey, SigningKeys, VerifyError, SIGNATURE_HEADER};
 pub use source::{Delivery, Source};
-pub use target::{Target, TargetError, HEADER_PREFIX, METHODS};
 
 /// A certificate to trust, for [`PushClientBuilder::root_certificate`].
 pub use reqwest::Certificate;

@@ -4,7 +4,7 @@
 //! |------------------------------------------------|----------------------------------------------|
 //! | answers 2xx                                    | done (acked)                                 |
 //! | answers 410 Gone                               | dead now, `HTTP 410: <body>` the reason      |
-//! | answers 429 or 503 with a `Retry-After`        | a failed attempt, due again after that time (at most [`RETRY_AFTER_MS_MAX`](crate::limits::RETRY_AFTER_MS_MAX)) |
+//! | answers 429 or 503 with a `Retry-After`        | a failed attempt, due again after that time (at most [`PUSH_RETRY_AFTER_MS_MAX`](hourglass_queue::limits::PUSH_RETRY_AFTER_MS_MAX)) |
 //! | answers anything else (3xx are not followed)   | a failed attempt: `HTTP 500: <first bytes of the body>` |
 //! | does not answer within the timeout             | a failed attempt: `timeout after 500 ms`     |
 //! | cannot be reached, or drops the connection     | a failed attempt: `connection refused by host:port`, ... |
@@ -119,7 +119,7 @@ impl Outcome {
             }
         }
         if status == 410 {
-            return Outcome::Dead { reason: bounded(error) };
+            return Outcome::dead(error);
         }
         let not_before_ms = match status {
             429 | 503 => answer.retry_after.and_then(|v| retry_after_ms(v, now_ms)).map(|wait| now_ms + wait),
@@ -177,7 +177,12 @@ impl Outcome {
 
     /// The outcome of a target refused before any connection.
     pub fn refused(refusal: &Refusal) -> Outcome {
-        Outcome::Dead { reason: bounded(refusal.to_string()) }
+        Outcome::dead(refusal.to_string())
+    }
+
+    /// Dead at once for `reason`, cut to [`LAST_ERROR_BYTES_MAX`].
+    pub fn dead(reason: String) -> Outcome {
+        Outcome::Dead { reason: bounded(reason) }
     }
 }
 
@@ -241,7 +246,7 @@ fn bounded(mut text: String) -> Box<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::RETRY_AFTER_MS_MAX;
+    use hourglass_queue::limits::PUSH_RETRY_AFTER_MS_MAX as RETRY_AFTER_MS_MAX;
 
     fn answer(status: u16, body: &[u8]) -> Answer<'_> {
         Answer { status, retry_after: None, location: None, body }

@@ -33,6 +33,19 @@ pub struct Outgoing {
     pub timeout_ms: u64,
 }
 
+/// A stored target the HTTP client cannot send: the contract's checks at
+/// enqueue make this a target that was stored before them, or a bug.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTarget(pub String);
+
+impl std::fmt::Display for BadTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "target cannot be sent: {}", self.0)
+    }
+}
+
+impl std::error::Error for BadTarget {}
+
 impl Outgoing {
     /// The request for `delivery`, signed with `keys` at `now_ms`: the body is
     /// the payload (a JSON payload as its JSON text, `Content-Type:
@@ -43,7 +56,8 @@ impl Outgoing {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use hourglass_push::{Delivery, Outgoing, SigningKeys, Target};
+    /// use hourglass_push::{Delivery, Outgoing, SigningKeys};
+    /// use hourglass_queue::{HttpTarget, PushTarget};
     ///
     /// let delivery = Delivery {
     ///     task_id: 7,
@@ -51,19 +65,22 @@ impl Outgoing {
     ///     attempt: 1,
     ///     due_at_ms: 1_700_000_000_000,
     ///     payload: r#"{"order":42}"#.into(),
-    ///     target: Arc::new(Target::new("https://hooks.example.com/")?),
+    ///     target: Arc::new(PushTarget::new(HttpTarget::post("https://hooks.example.com/"))),
     ///     ticket: (),
     /// };
-    /// let request = Outgoing::build(&delivery, &SigningKeys::none(), 1_700_000_000_003);
+    /// let request = Outgoing::build(&delivery, &SigningKeys::none(), 1_700_000_000_003).unwrap();
     /// assert_eq!(request.body, br#"{"order":42}"#);
     /// assert_eq!(request.headers["hourglass-task-id"], "7");
     /// assert_eq!(request.headers["hourglass-due-at"], "1700000000000");
     /// assert_eq!(request.headers["content-type"], "application/json");
-    /// # Ok::<(), hourglass_push::TargetError>(())
     /// ```
-    pub fn build<T>(delivery: &Delivery<T>, keys: &SigningKeys, now_ms: u64) -> Outgoing {
+    pub fn build<T>(delivery: &Delivery<T>, keys: &SigningKeys, now_ms: u64) -> Result<Outgoing, BadTarget> {
+        let target = &delivery.target;
+        let url = Url::parse(&target.http.url).map_err(|e| BadTarget(format!("url: {e}")))?;
+        let method =
+            Method::from_bytes(target.http.method.as_str().as_bytes()).expect("the contract's methods are HTTP's");
         let body = delivery.payload.as_bytes().to_vec();
-        let mut headers = HeaderMap::with_capacity(6 + delivery.target.headers().len());
+        let mut headers = HeaderMap::with_capacity(6 + target.http.headers.len());
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(TASK_ID_HEADER, delivery.task_id.into());
         headers.insert(QUEUE_HEADER, text_value(&delivery.queue));
@@ -72,20 +89,17 @@ impl Outgoing {
         if let Some(signature) = keys.header_value(now_ms, &body) {
             headers.insert(SIGNATURE_HEADER, text_value(&signature));
         }
-        for (name, value) in delivery.target.headers() {
+        for (name, value) in &target.http.headers {
+            let name =
+                HeaderName::from_bytes(name.as_bytes()).map_err(|_| BadTarget(format!("header name {name:?}")))?;
+            let value = HeaderValue::from_str(value).map_err(|_| BadTarget(format!("header {name}'s value")))?;
             if name == CONTENT_TYPE {
-                headers.insert(name.clone(), value.clone());
+                headers.insert(name, value);
             } else {
-                headers.append(name.clone(), value.clone());
+                headers.append(name, value);
             }
         }
-        Outgoing {
-            method: delivery.target.method().clone(),
-            url: delivery.target.url().clone(),
-            headers,
-            body,
-            timeout_ms: delivery.target.timeout_ms(),
-        }
+        Ok(Outgoing { method, url, headers, body, timeout_ms: u64::from(target.timeout_ms) })
     }
 }
 
@@ -102,10 +116,11 @@ fn text_value(text: &str) -> HeaderValue {
 mod tests {
     use std::sync::Arc;
 
-    use super::*;
-    use crate::target::Target;
+    use hourglass_queue::{HttpMethod, HttpTarget, PushTarget};
 
-    fn delivery(target: Target) -> Delivery<()> {
+    use super::*;
+
+    fn delivery(target: PushTarget) -> Delivery<()> {
         Delivery {
             task_id: 12,
             queue: "mail:eu".into(),
@@ -119,15 +134,13 @@ mod tests {
 
     #[test]
     fn the_request_carries_the_payload_and_the_tasks_headers_then_the_users() {
-        let target = Target::new("https://example.com/hook")
-            .unwrap()
-            .with_method("PUT")
-            .unwrap()
-            .with_header("Authorization", "Bearer x")
-            .unwrap()
-            .with_timeout_ms(500)
-            .unwrap();
-        let request = Outgoing::build(&delivery(target), &SigningKeys::none(), 2_000);
+        let http = HttpTarget {
+            url: "https://example.com/hook".into(),
+            method: HttpMethod::Put,
+            headers: vec![("Authorization".into(), "Bearer x".into())],
+        };
+        let target = PushTarget { http, timeout_ms: 500 };
+        let request = Outgoing::build(&delivery(target), &SigningKeys::none(), 2_000).unwrap();
         assert_eq!(request.method, Method::PUT);
         assert_eq!(request.url.as_str(), "https://example.com/hook");
         assert_eq!(request.body, br#"{"to":"ann"}"#);
@@ -152,7 +165,8 @@ mod tests {
     #[test]
     fn the_signature_covers_the_body_at_the_time_sent() {
         let keys = SigningKeys::parse_list("0123456789abcdef").unwrap();
-        let request = Outgoing::build(&delivery(Target::new("https://example.com/").unwrap()), &keys, 2_000);
+        let target = PushTarget::new(HttpTarget::post("https://example.com/"));
+        let request = Outgoing::build(&delivery(target), &keys, 2_000).unwrap();
         let header = request.headers[SIGNATURE_HEADER].to_str().unwrap();
         assert!(header.starts_with("t=2000,v1="), "{header}");
         assert_eq!(keys.verify(header, &request.body, 2_000, 0), Ok(()));
@@ -160,9 +174,22 @@ mod tests {
 
     #[test]
     fn a_content_type_of_the_users_replaces_json() {
-        let target = Target::new("https://example.com/").unwrap().with_header("content-type", "text/plain").unwrap();
-        let request = Outgoing::build(&delivery(target), &SigningKeys::none(), 0);
+        let mut http = HttpTarget::post("https://example.com/");
+        http.headers.push(("content-type".into(), "text/plain".into()));
+        let request = Outgoing::build(&delivery(PushTarget::new(http)), &SigningKeys::none(), 0).unwrap();
         assert_eq!(request.headers.get_all(CONTENT_TYPE).iter().collect::<Vec<_>>(), ["text/plain"]);
+    }
+
+    #[test]
+    fn a_target_the_client_cannot_send_says_why() {
+        let bad = |http| Outgoing::build(&delivery(PushTarget::new(http)), &SigningKeys::none(), 0).unwrap_err();
+        assert_eq!(
+            bad(HttpTarget::post("not a url")).to_string(),
+            "target cannot be sent: url: relative URL without a base"
+        );
+        let mut http = HttpTarget::post("https://example.com/");
+        http.headers.push(("bad name".into(), "v".into()));
+        assert_eq!(bad(http).0, "header name \"bad name\"");
     }
 
     #[test]

@@ -3,10 +3,11 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::limits::RETRY_AFTER_MS_MAX;
+use hourglass_queue::limits::PUSH_RETRY_AFTER_MS_MAX as RETRY_AFTER_MS_MAX;
 
 /// How long `value` asks to wait from `now_ms`, in milliseconds, at most
-/// [`RETRY_AFTER_MS_MAX`]; a date past is no wait. `None` if it is neither
+/// [`PUSH_RETRY_AFTER_MS_MAX`](hourglass_queue::limits::PUSH_RETRY_AFTER_MS_MAX)
+/// (the longest backoff); a date past is no wait. `None` if it is neither
 /// a number of seconds nor an HTTP date.
 ///
 /// ```

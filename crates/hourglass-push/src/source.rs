@@ -4,8 +4,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use hourglass_queue::PushTarget;
+
 use crate::outcome::Outcome;
-use crate::target::Target;
 
 /// One task to push, as a claim hands it out.
 #[derive(Debug, Clone)]
@@ -21,24 +22,25 @@ pub struct Delivery<T> {
     pub due_at_ms: u64,
     /// The payload: the request's body.
     pub payload: Box<str>,
-    /// Where to send it: the task's own target, or its queue's.
-    pub target: Arc<Target>,
+    /// Where to send it: the task's own target, or its queue's, resolved
+    /// ([`PushTarget::resolve`]).
+    pub target: Arc<PushTarget>,
     /// What [`Source::settle`] needs to find this delivery again: the task's
     /// id and lease, say.
     pub ticket: T,
 }
 
-/// Push tasks to deliver, and their outcomes. A backend implements it over
-/// its claims; the delivery loop ([`Deliverer`](crate::Deliverer)) is generic
-/// over it.
+/// Push tasks to deliver, and their outcomes: what the delivery loop
+/// ([`Deliverer`](crate::Deliverer)) is generic over. [`TasksSource`](crate::TasksSource)
+/// is it over any backend of the contract; a test's source in memory is another.
 ///
 /// The contract:
 /// - [`claim`](Source::claim) hands out at most `max` due push tasks (the
 ///   queue's push target, or the task's own `http`), each under a new lease
-///   of its target's timeout plus `lease_margin_ms`, so that no other node
+///   of its target's [`lease_ms`](PushTarget::lease_ms) (its timeout and a
+///   margin), so that no other node
 ///   delivers it meanwhile and a node that dies mid-delivery leaves it to be
-///   delivered again when the lease ends (at least once;
-///   [`Target::lease_ms`] says how long). It should wait a while for a task
+///   delivered again when the lease ends (at least once). It should wait a while for a task
 ///   to come due (long-poll) before it returns an empty batch: the loop
 ///   claims again at once, and a source that answers empty at once would
 ///   keep a core busy. The loop
@@ -59,13 +61,9 @@ pub trait Source: Send + Sync + 'static {
     /// A failed claim's or settle's error.
     type Error: std::error::Error + Send + Sync + 'static;
 
-    /// Up to `max` due push tasks, each leased for its target's timeout plus
-    /// `lease_margin_ms`.
-    fn claim(
-        &self,
-        max: usize,
-        lease_margin_ms: u64,
-    ) -> impl Future<Output = Result<Vec<Delivery<Self::Ticket>>, Self::Error>> + Send;
+    /// Up to `max` due push tasks, each leased for its target's
+    /// [`lease_ms`](PushTarget::lease_ms).
+    fn claim(&self, max: usize) -> impl Future<Output = Result<Vec<Delivery<Self::Ticket>>, Self::Error>> + Send;
 
     /// Applies `outcome` to the delivery of `ticket`.
     fn settle(&self, ticket: Self::Ticket, outcome: Outcome) -> impl Future<Output = Result<(), Self::Error>> + Send;

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hourglass_push::limits::LEASE_MARGIN_MS;
-use hourglass_push::{AllowList, Deliverer, Delivery, Outcome, OutcomeKind, PushClient, StopReport, Target};
+use hourglass_push::{AllowList, Deliverer, Delivery, Outcome, OutcomeKind, PushClient, PushTarget, StopReport};
 use hourglass_test_support::within_async;
 use tokio::sync::Notify;
 
+use crate::outcomes::post;
 use crate::receiver::Receiver;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -27,7 +27,6 @@ struct Fake {
     claims_started: AtomicUsize,
     claims_ended: AtomicUsize,
     most_asked: AtomicUsize,
-    margin_ms: AtomicU64,
     next_id: AtomicU64,
 }
 
@@ -41,7 +40,7 @@ impl Drop for ClaimEnds<'_> {
 }
 
 impl Fake {
-    fn add(&self, n: u64, target: &Arc<Target>) {
+    fn add(&self, n: u64, target: &Arc<PushTarget>) {
         let mut pending = self.pending.lock().unwrap();
         for _ in 0..n {
             let id = self.next_id.fetch_add(1, SeqCst);
@@ -68,11 +67,10 @@ impl hourglass_push::Source for Fake {
     type Ticket = u64;
     type Error = std::io::Error;
 
-    async fn claim(&self, max: usize, lease_margin_ms: u64) -> Result<Vec<Delivery<u64>>, std::io::Error> {
+    async fn claim(&self, max: usize) -> Result<Vec<Delivery<u64>>, std::io::Error> {
         self.claims_started.fetch_add(1, SeqCst);
         let _ends = ClaimEnds(&self.claims_ended);
         self.most_asked.fetch_max(max, SeqCst);
-        self.margin_ms.store(lease_margin_ms, SeqCst);
         loop {
             let more = self.more.notified();
             tokio::pin!(more);
@@ -99,8 +97,8 @@ fn client(receiver: &Receiver) -> PushClient {
     PushClient::builder().allow(AllowList::parse([receiver.host_port()]).unwrap()).build().unwrap()
 }
 
-fn target(receiver: &Receiver, path: &str) -> Arc<Target> {
-    Arc::new(Target::new(&receiver.url(path)).unwrap())
+fn target(receiver: &Receiver, path: &str) -> Arc<PushTarget> {
+    Arc::new(post(&receiver.url(path)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,7 +116,6 @@ async fn every_task_is_settled_with_its_outcome_and_counted() {
     let outcomes: Vec<_> = settled.iter().map(|(_, o)| o.kind()).collect();
     assert_eq!(outcomes.iter().filter(|k| **k == OutcomeKind::Done).count(), 3);
     assert_eq!(outcomes.iter().filter(|k| **k == OutcomeKind::Dead).count(), 2);
-    assert_eq!(fake.margin_ms.load(SeqCst), LEASE_MARGIN_MS);
     let counts = metrics.read();
     assert_eq!((counts.deliveries(OutcomeKind::Done), counts.deliveries(OutcomeKind::Dead)), (3, 2));
     assert_eq!(counts.lateness.samples, 5);

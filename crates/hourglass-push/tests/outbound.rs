@@ -9,9 +9,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use hourglass_push::outbound::Lookup;
-use hourglass_push::{AllowList, Outcome, PushClient, Target};
+use hourglass_push::{AllowList, Outcome, PushClient};
 
-use crate::outcomes::delivery;
+use crate::outcomes::{delivery, post};
 use crate::receiver::Receiver;
 
 /// A resolver that answers 127.0.0.1 for every name, as a rebinding DNS
@@ -46,14 +46,13 @@ async fn a_target_on_loopback_never_reaches_the_receiver_without_the_allow_list(
         format!("http://2130706433:{port}/ok"),
         format!("http://[::ffff:127.0.0.1]:{port}/ok"),
     ] {
-        let reason = dead_reason(strict.send(&delivery(Target::new(&url).unwrap())).await.outcome);
+        let reason = dead_reason(strict.send(&delivery(post(&url))).await.outcome);
         assert!(
             reason.contains("is a loopback address, and the host is not on the push allow list"),
             "{url}: {reason}"
         );
     }
-    let reason =
-        dead_reason(strict.send(&delivery(Target::new(&format!("http://localhost:{port}/ok")).unwrap())).await.outcome);
+    let reason = dead_reason(strict.send(&delivery(post(&format!("http://localhost:{port}/ok")))).await.outcome);
     assert_eq!(
         reason,
         "target refused: localhost names a loopback address, and the host is not on the push allow list"
@@ -68,7 +67,7 @@ async fn a_name_that_resolves_to_loopback_is_refused_at_the_connection() {
     // No check before the request can know: the name is not an address.
     let strict = client(AllowList::none());
     assert_eq!(strict.outbound().check_url(&url.parse().unwrap()), Ok(()));
-    let reason = dead_reason(strict.send(&delivery(Target::new(&url).unwrap())).await.outcome);
+    let reason = dead_reason(strict.send(&delivery(post(&url))).await.outcome);
     assert_eq!(
         reason,
         "target refused: rebind.test resolves to 127.0.0.1, a loopback address, and the host is not on the push allow list"
@@ -82,13 +81,13 @@ async fn the_allow_list_opens_its_hosts_and_ports_only() {
     let port = receiver.addr.port();
     let allowed = client(AllowList::parse([format!("127.0.0.1:{port}"), format!("rebind.test:{port}")]).unwrap());
     for url in [format!("http://127.0.0.1:{port}/ok"), format!("http://rebind.test:{port}/ok")] {
-        assert_eq!(allowed.send(&delivery(Target::new(&url).unwrap())).await.outcome, Outcome::Done, "{url}");
+        assert_eq!(allowed.send(&delivery(post(&url))).await.outcome, Outcome::Done, "{url}");
     }
     assert_eq!(receiver.requests(), 2);
     // The same hosts on another port are not opened.
     let other = format!("http://rebind.test:{}/ok", port.wrapping_add(1).max(1));
-    assert!(dead_reason(allowed.send(&delivery(Target::new(&other).unwrap())).await.outcome).contains("refused"));
+    assert!(dead_reason(allowed.send(&delivery(post(&other))).await.outcome).contains("refused"));
     let any = client(AllowList::any());
-    assert_eq!(any.send(&delivery(Target::new(&receiver.url("/ok")).unwrap())).await.outcome, Outcome::Done);
+    assert_eq!(any.send(&delivery(post(&receiver.url("/ok")))).await.outcome, Outcome::Done);
     assert_eq!(receiver.requests(), 3);
 }

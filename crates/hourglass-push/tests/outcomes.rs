@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use hourglass_push::{AllowList, Delivery, Outcome, OutcomeKind, PushClient, Target};
+use hourglass_push::{AllowList, Delivery, HttpTarget, Outcome, OutcomeKind, PushClient, PushTarget};
 use hourglass_queue::ManualWallClock;
 
 use crate::receiver::{closer, Receiver};
@@ -13,7 +13,18 @@ use crate::receiver::{closer, Receiver};
 /// A whole second, so that an HTTP date (seconds) names it exactly.
 pub const NOW_MS: u64 = 1_800_000_000_000;
 
-pub fn delivery(target: Target) -> Delivery<()> {
+/// A `POST` to `url`, with the default timeout.
+pub fn post(url: &str) -> PushTarget {
+    PushTarget::new(HttpTarget::post(url))
+}
+
+/// The same target with one more header.
+fn with_header(mut target: PushTarget, name: &str, value: &str) -> PushTarget {
+    target.http.headers.push((name.into(), value.into()));
+    target
+}
+
+pub fn delivery(target: PushTarget) -> Delivery<()> {
     Delivery {
         task_id: 42,
         queue: "orders".into(),
@@ -34,14 +45,14 @@ pub fn client_for(receiver_host_port: &str) -> PushClient {
         .expect("a client")
 }
 
-async fn outcome_of(receiver: &Receiver, target: Target) -> Outcome {
+async fn outcome_of(receiver: &Receiver, target: PushTarget) -> Outcome {
     client_for(&receiver.host_port()).send(&delivery(target)).await.outcome
 }
 
 #[tokio::test]
 async fn a_2xx_is_done() {
     let receiver = Receiver::start().await;
-    assert_eq!(outcome_of(&receiver, Target::new(&receiver.url("/ok")).unwrap()).await, Outcome::Done);
+    assert_eq!(outcome_of(&receiver, post(&receiver.url("/ok"))).await, Outcome::Done);
     assert_eq!(receiver.requests(), 1);
 }
 
@@ -49,7 +60,7 @@ async fn a_2xx_is_done() {
 async fn a_500_is_a_failed_attempt_with_the_first_bytes_of_the_body() {
     let receiver = Receiver::start().await;
     assert_eq!(
-        outcome_of(&receiver, Target::new(&receiver.url("/fail")).unwrap()).await,
+        outcome_of(&receiver, post(&receiver.url("/fail"))).await,
         Outcome::Failed { error: "HTTP 500: database is down retry later".into(), not_before_ms: None }
     );
 }
@@ -58,7 +69,7 @@ async fn a_500_is_a_failed_attempt_with_the_first_bytes_of_the_body() {
 async fn a_410_is_dead_at_once() {
     let receiver = Receiver::start().await;
     assert_eq!(
-        outcome_of(&receiver, Target::new(&receiver.url("/gone")).unwrap()).await,
+        outcome_of(&receiver, post(&receiver.url("/gone"))).await,
         Outcome::Dead { reason: "HTTP 410: no such order".into() }
     );
 }
@@ -66,7 +77,7 @@ async fn a_410_is_dead_at_once() {
 #[tokio::test]
 async fn a_429_with_retry_after_in_seconds_is_due_again_then() {
     let receiver = Receiver::start().await;
-    let outcome = outcome_of(&receiver, Target::new(&receiver.url("/slow-down")).unwrap()).await;
+    let outcome = outcome_of(&receiver, post(&receiver.url("/slow-down"))).await;
     assert_eq!(outcome, Outcome::Failed { error: "HTTP 429".into(), not_before_ms: Some(NOW_MS + 7_000) });
     assert_eq!(outcome.kind(), OutcomeKind::RetryAfter);
 }
@@ -75,7 +86,7 @@ async fn a_429_with_retry_after_in_seconds_is_due_again_then() {
 async fn a_503_with_retry_after_as_a_date_is_due_again_then() {
     let receiver = Receiver::start().await;
     let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(NOW_MS + 60_000));
-    let target = Target::new(&receiver.url("/unavailable")).unwrap().with_header("X-Retry-After", &date).unwrap();
+    let target = with_header(post(&receiver.url("/unavailable")), "X-Retry-After", &date);
     assert_eq!(
         outcome_of(&receiver, target).await,
         Outcome::Failed { error: "HTTP 503".into(), not_before_ms: Some(NOW_MS + 60_000) }
@@ -85,7 +96,7 @@ async fn a_503_with_retry_after_as_a_date_is_due_again_then() {
 #[tokio::test]
 async fn a_receiver_that_hangs_past_the_timeout_is_a_failed_attempt() {
     let receiver = Receiver::start().await;
-    let target = Target::new(&receiver.url("/hang")).unwrap().with_timeout_ms(200).unwrap();
+    let target = PushTarget { timeout_ms: 200, ..post(&receiver.url("/hang")) };
     assert_eq!(
         outcome_of(&receiver, target).await,
         Outcome::Failed { error: "timeout after 200 ms".into(), not_before_ms: None }
@@ -97,7 +108,7 @@ async fn a_receiver_that_hangs_past_the_timeout_is_a_failed_attempt() {
 async fn a_receiver_that_closes_the_connection_is_a_failed_attempt() {
     let (addr, taken) = closer().await;
     let client = client_for(&addr.to_string());
-    let outcome = client.send(&delivery(Target::new(&format!("http://{addr}/")).unwrap())).await.outcome;
+    let outcome = client.send(&delivery(post(&format!("http://{addr}/")))).await.outcome;
     let Outcome::Failed { error, not_before_ms: None } = outcome else { panic!("{outcome:?}") };
     assert!(error.starts_with(&format!("request to {addr} failed: ")), "{error}");
     assert!(error.contains("closed"), "{error}");
@@ -108,7 +119,7 @@ async fn a_receiver_that_closes_the_connection_is_a_failed_attempt() {
 async fn nobody_listening_is_a_refused_connection() {
     let port = hourglass_test_support::free_port();
     let client = client_for(&format!("127.0.0.1:{port}"));
-    let outcome = client.send(&delivery(Target::new(&format!("http://127.0.0.1:{port}/")).unwrap())).await.outcome;
+    let outcome = client.send(&delivery(post(&format!("http://127.0.0.1:{port}/")))).await.outcome;
     assert_eq!(
         outcome,
         Outcome::Failed { error: format!("connection refused by 127.0.0.1:{port}").into(), not_before_ms: None }
@@ -118,7 +129,7 @@ async fn nobody_listening_is_a_refused_connection() {
 #[tokio::test]
 async fn the_receiver_gets_the_payload_and_the_tasks_headers() {
     let receiver = Receiver::start().await;
-    let target = Target::new(&receiver.url("/ok")).unwrap().with_header("Authorization", "Bearer t0k3n").unwrap();
+    let target = with_header(post(&receiver.url("/ok")), "Authorization", "Bearer t0k3n");
     let sent = client_for(&receiver.host_port()).send(&delivery(target)).await;
     assert_eq!(sent.sent_at_us, Some(NOW_MS * 1_000));
     let got = receiver.got().pop().expect("a request");
@@ -140,7 +151,7 @@ async fn connections_are_kept_alive_and_reused() {
     let receiver = Receiver::start().await;
     let client = client_for(&receiver.host_port());
     for _ in 0..5 {
-        assert_eq!(client.send(&delivery(Target::new(&receiver.url("/ok")).unwrap())).await.outcome, Outcome::Done);
+        assert_eq!(client.send(&delivery(post(&receiver.url("/ok")))).await.outcome, Outcome::Done);
     }
     assert_eq!(receiver.requests(), 5);
     assert_eq!(receiver.connections(), 1, "five requests in a row over one connection");

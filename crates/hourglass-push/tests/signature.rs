@@ -5,10 +5,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use hourglass_push::{AllowList, Outcome, PushClient, SigningKeys, Target};
+use hourglass_push::{AllowList, Outcome, PushClient, SigningKeys};
 use hourglass_queue::ManualWallClock;
 
-use crate::outcomes::{delivery, NOW_MS};
+use crate::outcomes::{delivery, post, NOW_MS};
 use crate::receiver::Receiver;
 
 const OLD_KEY: &str = "old-signing-key-0123456789";
@@ -52,7 +52,7 @@ async fn pythons_hmac_verifies_both_keys_signatures() {
         .clock(Arc::new(ManualWallClock::at_ms(NOW_MS)))
         .build()
         .unwrap();
-    let outcome = client.send(&delivery(Target::new(&receiver.url("/ok")).unwrap())).await.outcome;
+    let outcome = client.send(&delivery(post(&receiver.url("/ok")))).await.outcome;
     assert_eq!(outcome, Outcome::Done);
 
     let got = receiver.got().pop().expect("a request");

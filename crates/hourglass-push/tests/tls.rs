@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use hourglass_push::{AllowList, Certificate, Outcome, PushClient, Target};
+use hourglass_push::{AllowList, Certificate, Outcome, PushClient};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::crypto::ring;
@@ -14,7 +14,7 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
 use crate::outbound::Loopback;
-use crate::outcomes::delivery;
+use crate::outcomes::{delivery, post};
 use crate::receiver::Receiver;
 
 const NAME: &str = "hooks.test";
@@ -70,7 +70,7 @@ async fn an_https_receiver_with_a_trusted_certificate_gets_the_task() {
     let receiver = Receiver::start().await;
     let (front, authority) = tls_front(&receiver).await;
     let url = format!("https://{NAME}:{}/ok", front.port());
-    let outcome = client(front, Some(&authority)).send(&delivery(Target::new(&url).unwrap())).await.outcome;
+    let outcome = client(front, Some(&authority)).send(&delivery(post(&url))).await.outcome;
     assert_eq!(outcome, Outcome::Done);
     assert_eq!(receiver.requests(), 1);
 }
@@ -80,7 +80,7 @@ async fn an_untrusted_certificate_is_a_failed_attempt_that_says_so() {
     let receiver = Receiver::start().await;
     let (front, _) = tls_front(&receiver).await;
     let url = format!("https://{NAME}:{}/ok", front.port());
-    let outcome = client(front, None).send(&delivery(Target::new(&url).unwrap())).await.outcome;
+    let outcome = client(front, None).send(&delivery(post(&url))).await.outcome;
     let Outcome::Failed { error, not_before_ms: None } = outcome else { panic!("{outcome:?}") };
     assert_eq!(
         &*error,
