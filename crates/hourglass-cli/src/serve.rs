@@ -92,6 +92,8 @@ pub struct ServeArgs {
     /// `hourglass=debug` one per expired lease).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    #[command(flatten)]
+    push: crate::push::PushArgs,
 }
 
 /// How logs are written.
@@ -122,6 +124,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("--fsync-every-ms must be at least 1 (leave it out to fsync before every reply)");
     }
     let started = Instant::now();
+    let push_client = crate::push::client(&args.push)?;
     if args.max_payload_bytes > PAYLOAD_BYTES_CEILING {
         anyhow::bail!("--max-payload-bytes must be at most {PAYLOAD_BYTES_CEILING}");
     }
@@ -148,6 +151,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 RedisBackend::connect(options).await.with_context(|| format!("cannot use the store {target}"))?;
             tracing::info!(store = %target, node = backend.node(), "joined the service on redis");
             (backend.clone(), "as redis persists it (its appendfsync)".to_owned(), Running::Redis(backend))
+        }
+    };
+    let push = match &running {
+        Running::Embedded { .. } => Some(crate::push::start(&args.push, push_client, backend.clone())),
+        // Redis has no push claims yet (it refuses tasks with a target).
+        Running::Redis(_) => {
+            if crate::push::asked(&args.push) {
+                tracing::warn!("push delivery is not on redis yet: the --push-* flags do nothing");
+            }
+            None
         }
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -210,6 +223,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let _ = stop.send(true);
     });
     hourglass_server::serve(listener, state, args.max_payload_bytes, stopping()).await?;
+    if let Some(push) = push {
+        let report = push.stop(crate::push::STOP_GRACE).await;
+        tracing::info!(drained = report.drained, abandoned = report.abandoned, "push delivery stopped");
+    }
     drop(front);
     drop(backend);
     running.stop().await;
