@@ -202,7 +202,10 @@ async fn drain(mut deliveries: JoinSet<()>, deadline: Instant) -> StopReport {
         drained += 1;
     }
     let abandoned = deliveries.len();
+    // Aborted tasks end at once; waiting for them lets go of what they hold
+    // (the source, a backend) before the stop returns.
     deliveries.abort_all();
+    while deliveries.join_next().await.is_some() {}
     StopReport { drained, abandoned }
 }
 

@@ -127,11 +127,9 @@ impl SigningKey {
     }
 }
 
-/// A key from its text's bytes: what a command-line flag gives. With clap,
-/// `#[arg(long = "push-signing-key", env = "HOURGLASS_PUSH_SIGNING_KEYS",
-/// value_delimiter = ',', hide_env_values = true)] keys: Vec<SigningKey>`
-/// takes the flag repeated or the variable comma-separated, and never shows
-/// a key in `--help` or `Debug`.
+/// A key from its text's bytes: what a command-line flag or an environment
+/// variable gives. (A command line had better check keys itself than hand
+/// this to its parser, whose errors may quote the refused value.)
 impl std::str::FromStr for SigningKey {
     type Err = KeyError;
 
