@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
 use crate::wire;
-use crate::AppState;
+use crate::{push, AppState};
 
 type ApiResult<T = Response> = Result<T, ApiError>;
 
@@ -31,6 +31,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/queues/{queue}/dead", get(dead).delete(delete_dead))
         .route("/v1/queues/{queue}/pause", post(pause_queue))
         .route("/v1/queues/{queue}/resume", post(resume_queue))
+        .route("/v1/queues/{queue}/settings", put(put_settings).get(settings))
         .route("/v1/queues/{queue}/tasks", post(enqueue).get(list_tasks))
         .route("/v1/queues/{queue}/tasks/batch", post(enqueue_batch))
         .route("/v1/queues/{queue}/keys/{key}", get(find_by_key))
@@ -115,6 +116,22 @@ async fn pause_queue(State(app): State<AppState>, Path(queue): Path<String>) -> 
 
 async fn resume_queue(State(app): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<w::Queue>> {
     Ok(Json(wire::queue(app.backend.pause_queue(&queue, Pause::Resume).await?)))
+}
+
+/// `GET /v1/queues/{queue}/settings`: the defaults for a queue never set.
+async fn settings(State(app): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<w::QueueSettings>> {
+    Ok(Json(push::wire_settings(&app.backend.settings(&queue).await?)))
+}
+
+/// `PUT /v1/queues/{queue}/settings`: replaced whole, durably; answered with
+/// them as they now hold.
+async fn put_settings(
+    State(app): State<AppState>,
+    Path(queue): Path<String>,
+    Json(settings): Json<w::QueueSettings>,
+) -> ApiResult<Json<w::QueueSettings>> {
+    let settings = app.backend.put_settings(&queue, push::settings(settings)?).await?;
+    Ok(Json(push::wire_settings(&settings)))
 }
 
 /// `DELETE /v1/queues/{queue}/dead`: every dead task of the queue, in writes

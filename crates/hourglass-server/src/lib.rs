@@ -12,6 +12,7 @@ mod extract;
 mod history;
 mod metrics;
 mod overview;
+mod push;
 mod ui;
 mod wire;
 

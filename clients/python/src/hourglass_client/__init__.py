@@ -61,7 +61,10 @@ from .models import (
     Lateness,
     Misfire,
     Overlap,
+    HttpTarget,
+    PushTarget,
     Queue,
+    QueueSettings,
     Queues,
     Run,
     Schedule,
@@ -71,7 +74,7 @@ from .models import (
     TaskPage,
     Totals,
 )
-from .options import NewTask, ScheduleOptions, TaskOptions
+from .options import HttpOptions, NewTask, PushOptions, ScheduleOptions, TaskOptions
 from .report import WorkerReport
 from .worker import AsyncWorker, Handler, Worker, WorkerOptions
 
@@ -93,6 +96,8 @@ __all__ = [
     "ErrorDetail",
     "Handler",
     "HourglassError",
+    "HttpOptions",
+    "HttpTarget",
     "InvalidRequest",
     "Lateness",
     "Misfire",
@@ -101,7 +106,10 @@ __all__ = [
     "OverBudget",
     "Overlap",
     "PayloadTooLarge",
+    "PushOptions",
+    "PushTarget",
     "Queue",
+    "QueueSettings",
     "Queues",
     "Run",
     "Schedule",

@@ -4,6 +4,7 @@
 mod access;
 mod errors;
 mod listings;
+mod push;
 mod queues;
 mod schedules;
 mod tasks;

@@ -114,6 +114,7 @@ impl QueueState {
             enqueued: self.enqueued,
             delivered: self.delivered,
             acked: self.acked,
+            settings: self.settings.clone(),
         };
         (stats, self.lateness_us.clone())
     }
