@@ -6,6 +6,7 @@ mod beanstalk;
 mod crash;
 mod nodes;
 mod people;
+mod push;
 mod python_client;
 mod schedules;
 

@@ -15,7 +15,7 @@ use hourglass_queue::{ManualWallClock, NewTask, QueueError, QueueSettings, RunAt
 use hourglass_test_support::within_async;
 
 use crate::outcomes::NOW_MS;
-use crate::receiver::Receiver;
+use hourglass_test_support::receiver::Receiver;
 
 const WAIT: Duration = Duration::from_secs(30);
 

@@ -13,7 +13,7 @@ use hourglass_test_support::within_async;
 use tokio::sync::Notify;
 
 use crate::outcomes::post;
-use crate::receiver::Receiver;
+use hourglass_test_support::receiver::Receiver;
 
 const WAIT: Duration = Duration::from_secs(20);
 

@@ -5,6 +5,5 @@ mod contract;
 mod deliver;
 mod outbound;
 mod outcomes;
-mod receiver;
 mod signature;
 mod tls;

@@ -12,7 +12,7 @@ use hourglass_push::outbound::Lookup;
 use hourglass_push::{AllowList, Outcome, PushClient};
 
 use crate::outcomes::{delivery, post};
-use crate::receiver::Receiver;
+use hourglass_test_support::receiver::Receiver;
 
 /// A resolver that answers 127.0.0.1 for every name, as a rebinding DNS
 /// server would once the check it hoped for had passed.

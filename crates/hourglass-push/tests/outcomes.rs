@@ -8,7 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use hourglass_push::{AllowList, Delivery, HttpTarget, Outcome, OutcomeKind, PushClient, PushTarget};
 use hourglass_queue::ManualWallClock;
 
-use crate::receiver::{closer, Receiver};
+use hourglass_test_support::receiver::{closer, Receiver};
 
 /// A whole second, so that an HTTP date (seconds) names it exactly.
 pub const NOW_MS: u64 = 1_800_000_000_000;

@@ -9,7 +9,7 @@ use hourglass_push::{AllowList, Outcome, PushClient, SigningKeys};
 use hourglass_queue::ManualWallClock;
 
 use crate::outcomes::{delivery, post, NOW_MS};
-use crate::receiver::Receiver;
+use hourglass_test_support::receiver::Receiver;
 
 const OLD_KEY: &str = "old-signing-key-0123456789";
 const NEW_KEY: &str = "new-signing-key-abcdefghij";

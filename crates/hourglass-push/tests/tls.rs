@@ -15,7 +15,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::outbound::Loopback;
 use crate::outcomes::{delivery, post};
-use crate::receiver::Receiver;
+use hourglass_test_support::receiver::Receiver;
 
 const NAME: &str = "hooks.test";
 

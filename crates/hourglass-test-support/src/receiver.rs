@@ -1,5 +1,6 @@
-//! A real HTTP receiver on 127.0.0.1, on a port of its own: it answers by
-//! path, keeps what it was sent, and counts requests, and requests at once.
+//! A real HTTP receiver on 127.0.0.1, on a port of its own, for tests of
+//! push delivery: it answers by path, keeps what it was sent, and counts
+//! requests, and requests at once.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -16,9 +17,13 @@ use tokio::sync::watch;
 /// One request as the receiver got it.
 #[derive(Debug, Clone)]
 pub struct Got {
+    /// The connection it came over.
     pub peer: SocketAddr,
+    /// The request's path.
     pub path: String,
+    /// Its headers.
     pub headers: HeaderMap,
+    /// Its body.
     pub body: Bytes,
 }
 
@@ -35,6 +40,7 @@ struct Counts {
 /// `X-Retry-After` as its `Retry-After`, `/hang` never answers, `/hold` answers 200 once
 /// [`Receiver::release`] is called.
 pub struct Receiver {
+    /// Where it listens.
     pub addr: SocketAddr,
     counts: Arc<Counts>,
     release: watch::Sender<bool>,
@@ -93,6 +99,7 @@ async fn answer(
 }
 
 impl Receiver {
+    /// Starts one on the current runtime.
     pub async fn start() -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the receiver");
         let addr = listener.local_addr().expect("the receiver's address");
@@ -104,6 +111,7 @@ impl Receiver {
         Receiver { addr, counts, release }
     }
 
+    /// `http://127.0.0.1:PORT{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
@@ -113,14 +121,17 @@ impl Receiver {
         self.addr.to_string()
     }
 
+    /// Requests received so far.
     pub fn requests(&self) -> usize {
         self.counts.requests.load(SeqCst)
     }
 
+    /// Requests not yet answered.
     pub fn in_flight(&self) -> usize {
         self.counts.in_flight.load(SeqCst)
     }
 
+    /// The most requests it held unanswered at once.
     pub fn max_in_flight(&self) -> usize {
         self.counts.max_in_flight.load(SeqCst)
     }
@@ -131,6 +142,7 @@ impl Receiver {
         peers.len()
     }
 
+    /// Every request received, in order.
     pub fn got(&self) -> Vec<Got> {
         self.counts.got.lock().unwrap().clone()
     }

@@ -1,0 +1,68 @@
+//! Push delivery through the real binary: a queue's push target receives
+//! its due tasks, signed with the key given on the command line; a task
+//! aimed at a loopback address the allow list does not open never reaches
+//! anything, and is dead with the reason.
+
+use std::time::Duration;
+
+use hourglass_client::wire::{HttpTarget, NewTask, PushTarget, QueueSettings, State};
+use hourglass_push::SigningKeys;
+use hourglass_queue::{SystemWallClock, WallClock};
+use hourglass_test_support::receiver::Receiver;
+use hourglass_test_support::within_async;
+
+use crate::{client, serve, Seq};
+
+const KEY: &str = "a-signing-key-of-the-test";
+const WAIT: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hourglass_serve_pushes_due_tasks_signed_and_refuses_loopback_targets() {
+    let receiver = Receiver::start().await;
+    let data = tempfile::tempdir().unwrap();
+    let server =
+        serve().data(data.path()).args(["--push-allow", &receiver.host_port(), "--push-signing-key", KEY]).start();
+    let client = client(&server, WAIT);
+
+    let push = PushTarget { url: receiver.url("/ok"), method: None, headers: Default::default(), timeout_ms: None };
+    let settings = QueueSettings { push: Some(push), ..QueueSettings::default() };
+    client.put_settings("hooks", &settings).await.unwrap();
+    let mut ids = Vec::new();
+    for seq in 0..3 {
+        ids.push(client.enqueue("hooks", &Seq::task(seq, 0)).await.unwrap().value.id);
+    }
+    // Port 9 on loopback: not the receiver's, so not opened by the allow list.
+    let refused_target =
+        HttpTarget { url: "http://127.0.0.1:9/never".into(), method: None, headers: Default::default() };
+    let refused = NewTask { http: Some(refused_target), ..Seq::task(9, 0) };
+    let refused = client.enqueue("aimed", &refused).await.unwrap().value.id;
+
+    within_async(WAIT, "three pushes received", async || receiver.requests() >= 3).await;
+    let keys = SigningKeys::parse_list(KEY).unwrap();
+    let mut delivered = Vec::new();
+    for got in receiver.got() {
+        let header = |name| got.headers[name].to_str().unwrap().to_owned();
+        let signature = header("hourglass-signature");
+        assert_eq!(keys.verify(&signature, &got.body, SystemWallClock.now_ms(), 60_000), Ok(()), "{signature}");
+        assert_eq!(header("hourglass-queue"), "hooks");
+        assert_eq!(header("content-type"), "application/json");
+        delivered.push(header("hourglass-task-id").parse::<u64>().unwrap());
+    }
+    delivered.sort();
+    assert_eq!(delivered, ids, "each task once, and only the queue's");
+    within_async(WAIT, "the pushed tasks acked", async || {
+        let mut gone = true;
+        for &id in &ids {
+            gone &= client.get(id).await.is_err();
+        }
+        gone
+    })
+    .await;
+
+    within_async(WAIT, "the refused task dead", async || client.get(refused).await.unwrap().state == State::Dead).await;
+    assert_eq!(
+        client.get(refused).await.unwrap().last_error.as_deref(),
+        Some("target refused: 127.0.0.1 is a loopback address, and the host is not on the push allow list")
+    );
+    assert_eq!(receiver.requests(), 3, "nothing refused reached the receiver");
+}
