@@ -153,6 +153,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             (backend.clone(), "as redis persists it (its appendfsync)".to_owned(), Running::Redis(backend))
         }
     };
+    let outbound = push_client.outbound().clone();
     let push = match &running {
         Running::Embedded { .. } => Some(crate::push::start(&args.push, push_client, backend.clone())),
         // Redis has no push claims yet (it refuses tasks with a target).
@@ -214,7 +215,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let mut state = AppState::new(backend.clone(), args.token.map(Arc::from));
+    let mut state = AppState::new(backend.clone(), args.token.map(Arc::from)).outbound(outbound);
     if args.read_only_ui {
         state = state.read_only_ui();
     }

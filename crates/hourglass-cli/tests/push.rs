@@ -1,11 +1,12 @@
 //! Push delivery through the real binary: a queue's push target receives
 //! its due tasks, signed with the key given on the command line; a task
-//! aimed at a loopback address the allow list does not open never reaches
-//! anything, and is dead with the reason.
+//! aimed at a loopback address the allow list does not open is refused at
+//! enqueue, and never reaches anything.
 
 use std::time::Duration;
 
-use hourglass_client::wire::{HttpTarget, NewTask, PushTarget, QueueSettings, State};
+use hourglass_client::wire::{HttpTarget, NewTask, PushTarget, QueueSettings};
+use hourglass_client::Error;
 use hourglass_push::SigningKeys;
 use hourglass_queue::{SystemWallClock, WallClock};
 use hourglass_test_support::receiver::Receiver;
@@ -17,7 +18,7 @@ const KEY: &str = "a-signing-key-of-the-test";
 const WAIT: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hourglass_serve_pushes_due_tasks_signed_and_refuses_loopback_targets() {
+async fn hourglass_serve_pushes_due_tasks_signed_and_refuses_loopback_targets_at_enqueue() {
     let receiver = Receiver::start().await;
     let data = tempfile::tempdir().unwrap();
     let server =
@@ -35,7 +36,16 @@ async fn hourglass_serve_pushes_due_tasks_signed_and_refuses_loopback_targets() 
     let refused_target =
         HttpTarget { url: "http://127.0.0.1:9/never".into(), method: None, headers: Default::default() };
     let refused = NewTask { http: Some(refused_target), ..Seq::task(9, 0) };
-    let refused = client.enqueue("aimed", &refused).await.unwrap().value.id;
+    match client.enqueue("aimed", &refused).await {
+        Err(Error::Api { status, code, message }) => {
+            assert_eq!((status.as_u16(), code.as_str()), (400, "invalid"));
+            assert_eq!(
+                message,
+                "target refused: 127.0.0.1 is a loopback address, and the host is not on the push allow list"
+            );
+        }
+        other => panic!("a loopback target was not refused at enqueue: {other:?}"),
+    }
 
     within_async(WAIT, "three pushes received", async || receiver.requests() >= 3).await;
     let keys = SigningKeys::parse_list(KEY).unwrap();
@@ -59,10 +69,5 @@ async fn hourglass_serve_pushes_due_tasks_signed_and_refuses_loopback_targets() 
     })
     .await;
 
-    within_async(WAIT, "the refused task dead", async || client.get(refused).await.unwrap().state == State::Dead).await;
-    assert_eq!(
-        client.get(refused).await.unwrap().last_error.as_deref(),
-        Some("target refused: 127.0.0.1 is a loopback address, and the host is not on the push allow list")
-    );
     assert_eq!(receiver.requests(), 3, "nothing refused reached the receiver");
 }

@@ -69,7 +69,11 @@ async fn healthz() -> Json<w::Health> {
 }
 
 async fn enqueue(State(app): State<AppState>, Path(queue): Path<String>, Json(task): Json<w::NewTask>) -> ApiResult {
-    let done = app.backend.enqueue(&queue, wire::new_task(task)?).await?;
+    let task = wire::new_task(task)?;
+    if let Some(http) = &task.http {
+        app.check_target(&http.url)?;
+    }
+    let done = app.backend.enqueue(&queue, task).await?;
     Ok((created_or_ok(done.created), Json(wire::enqueued(done))).into_response())
 }
 
@@ -79,6 +83,9 @@ async fn enqueue_batch(
     Json(batch): Json<w::NewTasks>,
 ) -> ApiResult {
     let tasks = batch.tasks.into_iter().map(wire::new_task).collect::<Result<Vec<_>, _>>()?;
+    for http in tasks.iter().filter_map(|task| task.http.as_ref()) {
+        app.check_target(&http.url)?;
+    }
     let done = app.backend.enqueue_batch(&queue, tasks).await?;
     let created = done.iter().filter(|d| d.created).count();
     let tasks = done.into_iter().map(wire::enqueued).collect();
@@ -130,7 +137,11 @@ async fn put_settings(
     Path(queue): Path<String>,
     Json(settings): Json<w::QueueSettings>,
 ) -> ApiResult<Json<w::QueueSettings>> {
-    let settings = app.backend.put_settings(&queue, push::settings(settings)?).await?;
+    let settings = push::settings(settings)?;
+    if let Some(push) = &settings.push {
+        app.check_target(&push.http.url)?;
+    }
+    let settings = app.backend.put_settings(&queue, settings).await?;
     Ok(Json(push::wire_settings(&settings)))
 }
 
