@@ -7,7 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use hourglass_push::limits::{CONCURRENCY_DEFAULT, CONCURRENCY_MAX};
-use hourglass_push::{AllowList, Deliverer, KeyError, PushClient, Running, SigningKey, SigningKeys, TasksSource};
+use hourglass_push::{
+    AllowList, Deliverer, KeyError, PushClient, PushMetrics, Running, SigningKey, SigningKeys, TasksSource,
+};
 use hourglass_queue::Backend;
 
 /// How long a stopping server lets push requests in flight finish; those
@@ -57,10 +59,13 @@ pub struct PushArgs {
     push_concurrency: usize,
 }
 
-/// Starts delivering `backend`'s push tasks with `client`, as `args` say.
-pub fn start(args: &PushArgs, client: PushClient, backend: Arc<dyn Backend>) -> Running {
+/// Starts delivering `backend`'s push tasks with `client`, as `args` say;
+/// returns the loop and its counters.
+pub fn start(args: &PushArgs, client: PushClient, backend: Arc<dyn Backend>) -> (Running, Arc<PushMetrics>) {
     let source = Arc::new(TasksSource::new(backend));
-    Deliverer::new(source, client).concurrency(args.push_concurrency).start()
+    let deliverer = Deliverer::new(source, client).concurrency(args.push_concurrency);
+    let metrics = deliverer.metrics();
+    (deliverer.start(), metrics)
 }
 
 /// The HTTP client of push delivery, as `args` set it up: checked before

@@ -216,6 +216,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         });
     }
     let mut state = AppState::new(backend.clone(), args.token.map(Arc::from)).outbound(outbound);
+    if let Some((_, metrics)) = &push {
+        state = state.push_metrics(metrics.clone());
+    }
     if args.read_only_ui {
         state = state.read_only_ui();
     }
@@ -224,7 +227,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let _ = stop.send(true);
     });
     hourglass_server::serve(listener, state, args.max_payload_bytes, stopping()).await?;
-    if let Some(push) = push {
+    if let Some((push, _)) = push {
         let report = push.stop(crate::push::STOP_GRACE).await;
         tracing::info!(drained = report.drained, abandoned = report.abandoned, "push delivery stopped");
     }

@@ -70,4 +70,17 @@ async fn hourglass_serve_pushes_due_tasks_signed_and_refuses_loopback_targets_at
     .await;
 
     assert_eq!(receiver.requests(), 3, "nothing refused reached the receiver");
+
+    // Counted before each settle; in flight until just after it.
+    let lines = [
+        "hourglass_push_deliveries_total{outcome=\"done\"} 3",
+        "hourglass_push_deliveries_total{outcome=\"dead\"} 0",
+        "hourglass_push_lateness_seconds_count 3",
+        "hourglass_push_in_flight 0",
+    ];
+    within_async(WAIT, "the metrics show three pushes done", async || {
+        let metrics = reqwest::get(format!("{}/metrics", server.url())).await.unwrap().text().await.unwrap();
+        lines.iter().all(|line| metrics.lines().any(|l| l == *line))
+    })
+    .await;
 }

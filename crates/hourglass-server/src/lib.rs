@@ -52,13 +52,15 @@ pub struct AppState {
     dashboard: Arc<overview::Dashboard>,
     /// The push delivery's outbound rules, for the targets a request names.
     outbound: Option<Arc<hourglass_push::Outbound>>,
+    /// The push delivery's counters, for `/metrics`.
+    pub(crate) push_metrics: Option<Arc<hourglass_push::PushMetrics>>,
 }
 
 impl AppState {
     /// The state of a server over `backend`, open to every request unless
     /// `token` is set.
     pub fn new(backend: Arc<dyn Backend>, token: Option<Arc<str>>) -> AppState {
-        AppState { backend, token, read_only_ui: false, dashboard: Arc::default(), outbound: None }
+        AppState { backend, token, read_only_ui: false, dashboard: Arc::default(), outbound: None, push_metrics: None }
     }
 
     /// The backend's schedules, or the API's answer to a backend without
@@ -86,6 +88,14 @@ impl AppState {
     /// with the reason.
     pub fn outbound(mut self, outbound: hourglass_push::Outbound) -> AppState {
         self.outbound = Some(Arc::new(outbound));
+        self
+    }
+
+    /// `/metrics` shows these push deliveries: by outcome, in flight, the
+    /// claims and settles that failed, and lateness from due time to
+    /// request sent.
+    pub fn push_metrics(mut self, metrics: Arc<hourglass_push::PushMetrics>) -> AppState {
+        self.push_metrics = Some(metrics);
         self
     }
 
