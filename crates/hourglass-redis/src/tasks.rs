@@ -143,7 +143,8 @@ impl RedisBackend {
                 .arg(optional(task.lease_ms.map(u64::from)))
                 .arg(optional(task.every_ms))
                 .arg(expiry_kind)
-                .arg(expiry);
+                .arg(expiry)
+                .arg(task.http.as_deref().map(crate::push::pack_target).unwrap_or_default());
         }
         let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
         match reply.text()?.as_str() {
