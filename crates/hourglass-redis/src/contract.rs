@@ -246,20 +246,23 @@ impl QueueAdmin for RedisBackend {
 #[async_trait]
 impl Stats for RedisBackend {
     async fn queues(&self) -> Vec<QueueStats> {
-        match self.registry().await {
-            Ok(names) => match self.counts(&names).await {
-                Ok(all) => {
-                    let tasks = all.iter().map(|q| q.scheduled + q.due + q.leased + q.dead).sum();
-                    *self.counted.lock() = Some((std::time::Instant::now(), tasks));
-                    all
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "cannot count the queues");
-                    Vec::new()
-                }
-            },
+        let counted = match self.registry().await {
+            Ok(names) => self.counts(&names).await,
+            Err(error) => Err(error),
+        };
+        match counted {
+            Ok(all) => {
+                let tasks = all.iter().map(|q| q.scheduled + q.due + q.leased + q.dead).sum();
+                *self.counted.lock() = Some((std::time::Instant::now(), tasks));
+                all
+            }
+            // An outage is the heartbeat's to log.
+            Err(error @ QueueError::StoreUnavailable(_)) => {
+                tracing::debug!(%error, "cannot count the queues");
+                Vec::new()
+            }
             Err(error) => {
-                tracing::warn!(%error, "cannot read the queues");
+                tracing::warn!(%error, "cannot count the queues");
                 Vec::new()
             }
         }
@@ -293,6 +296,10 @@ impl Stats for RedisBackend {
 }
 
 impl Backend for RedisBackend {
+    fn store_unavailable(&self) -> Option<String> {
+        self.health.why()
+    }
+
     fn close(&self) {
         self.closed.close();
         self.alarms.close();

@@ -35,6 +35,7 @@ mod contract;
 mod counts;
 mod error;
 mod flow;
+mod health;
 mod keys;
 mod listing;
 mod offset;
@@ -51,7 +52,7 @@ mod watch;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use redis::AsyncCommands;
@@ -60,6 +61,7 @@ use hourglass_queue::{Backend, Closed, QueueError, Totals};
 
 pub use conn::{Target, REPLY_TIMEOUT};
 pub use error::ConnectError;
+pub use health::{OUTAGE_LOG_INTERVAL_FIRST, OUTAGE_LOG_INTERVAL_MAX};
 pub use options::{
     RedisOptions, CLAIM_RECHECK_MS, CLAIM_SHARE_MIN, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE,
     SHARDS_DEFAULT, SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_MAX, SHARD_LEASE_MS_MIN, SWEEP_MS,
@@ -67,6 +69,7 @@ pub use options::{
 
 use conn::Conn;
 use counts::Counters;
+use health::Health;
 use keys::Keys;
 use offset::Offset;
 use watch::Watch;
@@ -81,12 +84,18 @@ pub struct Fired {
     pub by_sweep: u64,
 }
 
+/// While Redis cannot be reached, [`RedisBackend::connect_within`] tries
+/// again this often.
+pub const CONNECT_RETRY_INTERVAL: Duration = Duration::from_millis(250);
+
 /// The Redis [`Backend`]: see the [module](self) documentation. Its requests
 /// are the contract's traits (`contract.rs`).
 pub struct RedisBackend {
     conn: Conn,
     keys: Keys,
     options: RedisOptions,
+    /// Whether Redis answered the last heartbeat, and since when not.
+    health: Health,
     shards: u16,
     channel: String,
     /// This node's name in the membership and in its shard leases.
@@ -138,6 +147,7 @@ impl RedisBackend {
         let alarms = alarms::Alarms::start().map_err(ConnectError::TimerThread)?;
         let backend = Arc::new(RedisBackend {
             conn,
+            health: Health::new(target.clone()),
             channel: keys.channel(),
             keys,
             shards,
@@ -160,6 +170,42 @@ impl RedisBackend {
         });
         shards::start(&backend);
         Ok(backend)
+    }
+
+    /// [`connect`](Self::connect), tried again every
+    /// [`CONNECT_RETRY_INTERVAL`] while Redis cannot be reached (nothing
+    /// listens, or it is loading its data), for up to `wait`. What it waits
+    /// for (the address and the error) is logged at once, then at a slowing
+    /// interval ([`OUTAGE_LOG_INTERVAL_FIRST`], doubling); `waiting` is
+    /// told of each failed attempt.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); once `wait` has passed, the last
+    /// attempt's error.
+    pub async fn connect_within(
+        options: RedisOptions,
+        wait: Duration,
+        mut waiting: impl FnMut(&ConnectError),
+    ) -> Result<Arc<RedisBackend>, ConnectError> {
+        let started = Instant::now();
+        let health = Health::new(options.target.clone());
+        loop {
+            match RedisBackend::connect(options.clone()).await {
+                Ok(backend) => {
+                    health.answered();
+                    return Ok(backend);
+                }
+                Err(error) if error.is_unreachable() && started.elapsed() < wait => {
+                    match error.redis() {
+                        Some(cause) => health.unreachable(cause),
+                        None => health.unreachable(&error),
+                    }
+                    waiting(&error);
+                }
+                Err(error) => return Err(error),
+            }
+            tokio::time::sleep(CONNECT_RETRY_INTERVAL.min(wait.saturating_sub(started.elapsed()))).await;
+        }
     }
 
     /// This node's name, as the shard leases show it.

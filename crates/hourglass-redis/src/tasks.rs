@@ -6,7 +6,7 @@ use std::sync::Arc;
 use redis::{AsyncCommands, Value};
 
 use hourglass_queue::validate;
-use hourglass_queue::{Enqueued, Lease, QueueError, RunAt, TaskInfo};
+use hourglass_queue::{Enqueued, Lease, QueueError, RunAt, Status, TaskInfo};
 
 use crate::error::{storage, unexpected};
 use crate::options::QUEUE_OF_MAX;
@@ -63,6 +63,10 @@ impl RedisBackend {
             match code.as_str() {
                 "ok" => {
                     let record = record::decode(shard, seq, &reply.bytes()?, now_ms)?;
+                    if record.status == Status::Due {
+                        // As an enqueue due now: seen here at once.
+                        self.watch.hint(&record.task.queue, shard);
+                    }
                     return Ok(TaskDone { record, payload: reply.payload()? });
                 }
                 "queue" => queue = reply.text()?.into(),
@@ -152,13 +156,20 @@ impl RedisBackend {
             "too_many_tasks" => return Err(QueueError::TooManyTasks { max: self.options.limits.tasks_max }),
             other => return Err(unexpected(format!("unexpected answer {other}"))),
         }
-        self.saw_time(reply.u64()?);
+        let now_ms = reply.u64()?;
+        self.saw_time(now_ms);
         let mut done = Vec::with_capacity(tasks.len());
         for (at, ..) in tasks {
             let seq = reply.u64()?;
             let run_at_ms = reply.u64()?;
             let created = reply.int()? == 1;
             done.push((*at, Enqueued { id: keys::id(shard, seq), run_at_ms, created }));
+        }
+        // This node's claims see the tasks due now at once, before the
+        // script's hint comes back through the channel: a claim right after
+        // the enqueue that made them due finds them.
+        if done.iter().any(|(_, enqueued)| enqueued.created && enqueued.run_at_ms <= now_ms) {
+            self.watch.hint(queue, shard);
         }
         Ok(done)
     }

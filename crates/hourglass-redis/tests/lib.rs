@@ -1,6 +1,8 @@
 //! The Redis backend against Redis servers the tests start (one Redis, and a
 //! Cluster of three masters), and the contract's conformance kit against both.
 
+mod claims;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

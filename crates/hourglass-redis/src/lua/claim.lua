@@ -1,8 +1,12 @@
 -- Hands out up to `max` due tasks of one queue of one shard, in claim order.
 -- KEYS: t p h lseq paused, the queue's six keys. ARGV: channel shard queue max
 -- lease_ms payload_bytes_max scan_max.
--- Returns {now, pause, then seq payload attempt token lease_end due per task},
--- where pause is -1 (not paused), 0 (until resumed) or when it ends.
+-- Returns {now, pause, stop, then seq payload attempt token lease_end due per
+-- task}, where pause is -1 (not paused), 0 (until resumed) or when it ends
+-- (and nothing follows it), and stop why it handed out fewer than `max`:
+-- STOP_DRAINED (nothing more is due), STOP_BYTES (the next task's payload
+-- would pass payload_bytes_max) or STOP_SCANNED (it looked at scan_max tasks,
+-- dead ones among them, and more may be due).
 local t, p, h, lseq, paused = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local Q = queue_keys(6)
 local channel, shard, q = ARGV[1], ARGV[2], ARGV[3]
@@ -10,7 +14,7 @@ local max, lease_ms, bytes_max, scan_max = tonumber(ARGV[4]), tonumber(ARGV[5]),
 local now = now_ms()
 local pause = redis.call('HGET', paused, q)
 if pause and (pause == '0' or tonumber(pause) > now) then return { now, tonumber(pause) } end
-local out = { now, -1 }
+local out = { now, -1, STOP_DRAINED }
 local before = head_min(h)
 local taken, bytes, looked = 0, 0, 0
 local gone_r, gone_o, leased = {}, {}, {}
@@ -50,6 +54,11 @@ while taken < max and looked < scan_max and not full do
     table.insert(gone_r, m)
     table.insert(gone_o, ready_at(m))
   end
+end
+if full then
+  out[3] = STOP_BYTES
+elseif taken < max and looked >= scan_max then
+  out[3] = STOP_SCANNED
 end
 if #gone_r > 0 then
   redis.call('ZREM', Q.r, unpack(gone_r))
