@@ -27,7 +27,7 @@ impl RedisBackend {
     fn flow_script(&self, queue: &str, op: &str) -> redis::ScriptInvocation<'static> {
         let mut invocation = SCRIPTS.flow.key(self.keys.global("settings"));
         invocation.key(self.keys.global(&format!("holds:{queue}"))).key(self.keys.global(&format!("bucket:{queue}")));
-        invocation.arg(op).arg(queue);
+        invocation.arg(op).arg(queue).arg(&self.channel);
         invocation
     }
 
@@ -56,8 +56,32 @@ impl RedisBackend {
         invocation.invoke_async::<()>(&mut self.conn()).await.map_err(storage)
     }
 
-    /// Frees the slots of tasks `ids` of `queue`: settled.
-    pub(crate) async fn flow_release(&self, queue: &str, ids: &[u64]) -> Result<(), QueueError> {
+    /// Tasks `ids` of `queue` were settled: their slots are freed, if the
+    /// queue has a cap. A release that fails is logged: the slot lapses with
+    /// the lease it stood for.
+    pub(crate) async fn settled(&self, queue: &str, ids: &[u64]) {
+        if ids.is_empty() || !self.capped(queue).await {
+            return;
+        }
+        if let Err(error) = self.flow_release(queue, ids).await {
+            tracing::debug!(%error, queue, "a settled task's slot is freed when its lease would have ended");
+        }
+    }
+
+    /// Task `id` of `queue` had its lease extended to `until_ms`: so is its slot.
+    pub(crate) async fn extended(&self, queue: &str, id: u64, until_ms: u64) {
+        if self.capped(queue).await {
+            if let Err(error) = self.flow_extend(queue, id, until_ms).await {
+                tracing::debug!(%error, queue, "an extended task's slot is freed when its first lease ends");
+            }
+        }
+    }
+
+    async fn capped(&self, queue: &str) -> bool {
+        self.settings_of(queue).await.is_ok_and(|settings| settings.flow.max_in_flight.is_some())
+    }
+
+    async fn flow_release(&self, queue: &str, ids: &[u64]) -> Result<(), QueueError> {
         let mut invocation = self.flow_script(queue, "release");
         for id in ids {
             invocation.arg(id);
@@ -65,8 +89,7 @@ impl RedisBackend {
         invocation.invoke_async::<()>(&mut self.conn()).await.map_err(storage)
     }
 
-    /// Moves the slot of task `id` of `queue` to its lease's new end.
-    pub(crate) async fn flow_extend(&self, queue: &str, id: u64, until_ms: u64) -> Result<(), QueueError> {
+    async fn flow_extend(&self, queue: &str, id: u64, until_ms: u64) -> Result<(), QueueError> {
         let mut invocation = self.flow_script(queue, "extend");
         invocation.arg(id).arg(until_ms);
         invocation.invoke_async::<()>(&mut self.conn()).await.map_err(storage)

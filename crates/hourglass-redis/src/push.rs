@@ -5,6 +5,7 @@
 //! shard (flag `P` of the queue's keys), which the scripts that file a due
 //! task read to pick its set (`r` for pull claims, `R` for push claims).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use redis::AsyncCommands;
@@ -13,6 +14,7 @@ use rmpv::Value;
 use hourglass_queue::{validate, Failure, Flow, HttpMethod, HttpTarget, PushTarget, QueueError, QueueSettings};
 
 use crate::error::storage;
+use crate::options::SETTINGS_FRESH_FOR;
 use crate::scripts::SCRIPTS;
 use crate::RedisBackend;
 
@@ -98,10 +100,13 @@ fn pack_settings(settings: &QueueSettings) -> Vec<u8> {
 }
 
 fn unpack_settings(raw: &[u8]) -> Result<QueueSettings, QueueError> {
-    let value = rmpv::decode::read_value(&mut &raw[..]).map_err(|e| QueueError::Storage(Failure::new("settings", e)))?;
+    let value =
+        rmpv::decode::read_value(&mut &raw[..]).map_err(|e| QueueError::Storage(Failure::new("settings", e)))?;
     let Value::Map(map) = value else { return Err(corrupt("settings are not a map")) };
     let small = |name: &str| {
-        field(&map, name).map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| corrupt(name))).transpose()
+        field(&map, name)
+            .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| corrupt(name)))
+            .transpose()
     };
     let push = match field(&map, "push") {
         Some(target) => {
@@ -122,13 +127,73 @@ impl RedisBackend {
         raw.map_or_else(|| Ok(QueueSettings::default()), |raw| unpack_settings(&raw))
     }
 
+    /// `queue`'s settings as this node last read them, if within
+    /// [`SETTINGS_FRESH_FOR`], else as stored now.
+    pub(crate) async fn settings_of(&self, queue: &str) -> Result<QueueSettings, QueueError> {
+        if let Some((at, settings)) = self.settings.lock().get(queue) {
+            if at.elapsed() < SETTINGS_FRESH_FOR {
+                return Ok(settings.clone());
+            }
+        }
+        let settings = self.stored_settings(queue).await?;
+        self.settings.lock().insert(queue.into(), (std::time::Instant::now(), settings.clone()));
+        Ok(settings)
+    }
+
+    /// Every queue's settings that are not the defaults, read in one
+    /// request (and remembered, as [`settings_of`](Self::settings_of) does).
+    pub(crate) async fn all_settings(&self) -> Result<HashMap<String, QueueSettings>, QueueError> {
+        let raw: HashMap<String, Vec<u8>> = self.conn().hgetall(self.keys.global("settings")).await.map_err(storage)?;
+        let mut all = HashMap::with_capacity(raw.len());
+        for (queue, raw) in raw {
+            all.insert(queue, unpack_settings(&raw)?);
+        }
+        let now = std::time::Instant::now();
+        let mut cache = self.settings.lock();
+        for (queue, settings) in &all {
+            cache.insert(queue.as_str().into(), (now, settings.clone()));
+        }
+        Ok(all)
+    }
+
+    /// Another node put `queue`'s settings: read them again.
+    pub(crate) fn settings_changed(&self, queue: &str) {
+        self.settings.lock().remove(queue);
+        self.watch.wake(queue);
+    }
+
+    /// Notes that `queue` may hold tasks for push claims (it has a target, or
+    /// one of its tasks has): push claims look at such queues only.
+    pub(crate) async fn may_push(&self, queue: &str) -> Result<(), QueueError> {
+        if self.pushing.lock().contains(queue) {
+            return Ok(());
+        }
+        let _: () = self.conn().sadd(self.keys.global("pushing"), queue).await.map_err(storage)?;
+        self.pushing.lock().insert(queue.into());
+        Ok(())
+    }
+
+    /// The queues that may hold tasks for push claims.
+    pub(crate) async fn pushing_queues(&self) -> Result<Vec<String>, QueueError> {
+        let mut queues: Vec<String> = self.conn().smembers(self.keys.global("pushing")).await.map_err(storage)?;
+        queues.sort();
+        Ok(queues)
+    }
+
     /// Stores `queue`'s settings, then sets every shard's copy of whether it
     /// pushes (moving its due tasks to the claims that now take them).
-    pub(crate) async fn store_settings(&self, queue: &str, settings: QueueSettings) -> Result<QueueSettings, QueueError> {
+    pub(crate) async fn store_settings(
+        &self,
+        queue: &str,
+        settings: QueueSettings,
+    ) -> Result<QueueSettings, QueueError> {
         self.closed.check()?;
         validate::queue_name(queue)?;
         validate::settings(&settings)?;
         self.register(queue, None).await?;
+        if settings.push.is_some() {
+            self.may_push(queue).await?;
+        }
         let key = self.keys.global("settings");
         if settings == QueueSettings::default() {
             let _: () = self.conn().hdel(&key, queue).await.map_err(storage)?;
@@ -148,6 +213,8 @@ impl RedisBackend {
         for moved in futures_util::future::join_all(moves).await {
             moved.map_err(storage)?;
         }
+        self.settings.lock().insert(queue.into(), (std::time::Instant::now(), settings.clone()));
+        let _: () = self.conn().publish(&self.channel, format!("s {queue}")).await.map_err(storage)?;
         self.watch.wake(queue);
         Ok(settings)
     }

@@ -4,16 +4,17 @@
 -- reserved by a claim under way (member 'r:' .. claim .. ':' .. i), scored
 -- by when it lapses: the task's lease end, so that a hold whose release was
 -- lost (a node that died) lapses with the lease it stood for.
--- KEYS: settings holds bucket. ARGV: op queue, then the op's own:
+-- KEYS: settings holds bucket. ARGV: op queue channel, then the op's own:
 --   acquire want claim hold_ms -> {granted, wait_ms}: up to `want` slots
 --     reserved for hold_ms and tokens taken; wait_ms (-1: none) is when the
 --     next token comes if tokens are what is short. Without limits: {want, -1}.
 --   bind claim granted refund, then id until per task claimed -> 'ok': the
 --     claim's reservations become its tasks' holds, the rest are dropped, and
 --     `refund` tokens go back.
---   release, then ids -> 'ok'.   extend id until -> 'ok'.
+--   release, then ids -> 'ok' (and claims waiting on the queue wake).
+--   extend id until -> 'ok'.
 local settings, holds, bucket = KEYS[1], KEYS[2], KEYS[3]
-local op, q = ARGV[1], ARGV[2]
+local op, q, channel = ARGV[1], ARGV[2], ARGV[3]
 local now = now_ms()
 
 local function config()
@@ -36,7 +37,7 @@ local function tokens(s)
 end
 
 if op == 'acquire' then
-  local want, claim, hold_ms = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+  local want, claim, hold_ms = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
   local s = config()
   if not s then return { want, -1 } end
   local granted, wait = want, -1
@@ -58,9 +59,9 @@ if op == 'acquire' then
   end
   return { granted, wait }
 elseif op == 'bind' then
-  local claim, granted, refund = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+  local claim, granted, refund = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
   for i = 1, granted do redis.call('ZREM', holds, 'r:' .. claim .. ':' .. i) end
-  for i = 6, #ARGV, 2 do redis.call('ZADD', holds, tonumber(ARGV[i + 1]), ARGV[i]) end
+  for i = 7, #ARGV, 2 do redis.call('ZADD', holds, tonumber(ARGV[i + 1]), ARGV[i]) end
   local s = config()
   if refund > 0 and s and s.r then
     local n, _, burst = tokens(s)
@@ -68,10 +69,11 @@ elseif op == 'bind' then
   end
   return 'ok'
 elseif op == 'release' then
-  for i = 3, #ARGV do redis.call('ZREM', holds, ARGV[i]) end
+  for i = 4, #ARGV do redis.call('ZREM', holds, ARGV[i]) end
+  redis.call('PUBLISH', channel, 'p ' .. q)
   return 'ok'
 elseif op == 'extend' then
-  redis.call('ZADD', holds, 'XX', tonumber(ARGV[4]), ARGV[3])
+  redis.call('ZADD', holds, 'XX', tonumber(ARGV[5]), ARGV[4])
   return 'ok'
 end
 return redis.error_reply('unknown op ' .. op)
