@@ -222,8 +222,17 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            // The chain of causes, without a backtrace: this is for people.
-            eprintln!("error: {error:#}");
+            // The chain of causes, without a backtrace: this is for people. A
+            // cause that its error repeats (redis's, of its I/O error) is
+            // said once.
+            let mut message = error.to_string();
+            for cause in error.chain().skip(1) {
+                let cause = cause.to_string();
+                if !message.ends_with(&cause) {
+                    message = format!("{message}: {cause}");
+                }
+            }
+            eprintln!("error: {message}");
             std::process::ExitCode::FAILURE
         }
     }

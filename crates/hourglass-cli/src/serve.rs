@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bytesize::ByteSize;
@@ -51,6 +51,12 @@ pub struct ServeArgs {
     /// With --store: every key starts with it, so that services can share a Redis.
     #[arg(long, default_value = "hg")]
     redis_prefix: String,
+    /// With --store: how long to wait for the store at start-up. Meanwhile
+    /// the node logs what it waits for, /healthz answers 503 with the reason
+    /// and every request 503 `store_unavailable`; past it, the node exits
+    /// with the error. (A store lost later is waited for without end.)
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = STORE_WAIT_DEFAULT)]
+    store_wait: Duration,
     /// Require `Authorization: Bearer TOKEN` on every request.
     #[arg(long, env = "HOURGLASS_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -114,6 +120,12 @@ fn init_logs(format: LogFormat) {
     }
 }
 
+/// How long a node waits for its store at start-up, unless told.
+const STORE_WAIT_DEFAULT: &str = "60s";
+/// How long the answers given while waiting for the store may take to
+/// finish once it is reached, before the API takes the socket over.
+const UNREACHED_STOP_WITHIN: Duration = Duration::from_secs(5);
+
 /// The largest payload limit allowed: the store records a payload's length
 /// in 32 bits, and a request carries it whole.
 const PAYLOAD_BYTES_CEILING: usize = 256 << 20;
@@ -134,10 +146,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         memory_bytes_max: args.max_memory.as_u64(),
         disk_bytes_max: args.max_disk.map(|max| max.as_u64()),
     };
-    let (backend, durability, running): (Arc<dyn Backend>, String, Running) = match &args.store {
+    let (backend, durability, running, listener): (Arc<dyn Backend>, String, Running, _) = match &args.store {
         None => {
             let (engine, fsync, timers) = open_embedded(&args, limits)?;
-            (engine.clone(), fsync, Running::Embedded { engine, timers })
+            let listener = bind(args.listen)?;
+            (engine.clone(), fsync, Running::Embedded { engine, timers }, listener)
         }
         Some(target) => {
             let options = RedisOptions {
@@ -147,26 +160,20 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 shard_lease_ms: args.shard_lease_ms,
                 limits,
             };
-            let backend =
-                RedisBackend::connect(options).await.with_context(|| format!("cannot use the store {target}"))?;
+            // Listening first: while the store is out of reach, /healthz says why.
+            let listener = bind(args.listen)?;
+            let Some(backend) = connect_redis(options, &listener, args.token.clone(), args.store_wait).await? else {
+                return Ok(());
+            };
             tracing::info!(store = %target, node = backend.node(), "joined the service on redis");
-            (backend.clone(), "as redis persists it (its appendfsync)".to_owned(), Running::Redis(backend))
+            let durability = "as redis persists it (its appendfsync)".to_owned();
+            (backend.clone(), durability, Running::Redis(backend), listener)
         }
     };
     let outbound = push_client.outbound().clone();
-    let push = match &running {
-        Running::Embedded { .. } => Some(crate::push::start(&args.push, push_client, backend.clone())),
-        // Redis has no push claims yet (it refuses tasks with a target).
-        Running::Redis(_) => {
-            if crate::push::asked(&args.push) {
-                tracing::warn!("push delivery is not on redis yet: the --push-* flags do nothing");
-            }
-            None
-        }
-    };
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    // On every backend: claims for push hand each due task to one node only.
+    let (push, push_metrics) = crate::push::start(&args.push, push_client, backend.clone());
+    let listener = tokio::net::TcpListener::from_std(listener)?;
     let totals = backend.totals().await;
     let queues = backend.queues().await;
     let count = |of: fn(&hourglass_queue::QueueStats) -> usize| queues.iter().map(of).sum::<usize>();
@@ -184,8 +191,6 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     let address = listener.local_addr()?;
     tracing::info!(%address, fsync = %durability, read_only_ui = args.read_only_ui, "serving http://{address}/ (dashboard at /)");
-    // On stdout, for whoever started us with port 0.
-    println!("http {address}");
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let stopping = move || {
         let mut stopped = stopped.clone();
@@ -215,10 +220,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let mut state = AppState::new(backend.clone(), args.token.map(Arc::from)).outbound(outbound);
-    if let Some((_, metrics)) = &push {
-        state = state.push_metrics(metrics.clone());
-    }
+    let mut state =
+        AppState::new(backend.clone(), args.token.map(Arc::from)).outbound(outbound).push_metrics(push_metrics);
     if args.read_only_ui {
         state = state.read_only_ui();
     }
@@ -227,10 +230,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let _ = stop.send(true);
     });
     hourglass_server::serve(listener, state, args.max_payload_bytes, stopping()).await?;
-    if let Some((push, _)) = push {
-        let report = push.stop(crate::push::STOP_GRACE).await;
-        tracing::info!(drained = report.drained, abandoned = report.abandoned, "push delivery stopped");
-    }
+    let report = push.stop(crate::push::STOP_GRACE).await;
+    tracing::info!(drained = report.drained, abandoned = report.abandoned, "push delivery stopped");
     drop(front);
     drop(backend);
     running.stop().await;
@@ -258,6 +259,56 @@ impl Running {
             Running::Redis(backend) => backend.shutdown().await,
         }
     }
+}
+
+/// Listens on `listen`, and says where on stdout (`http HOST:PORT`), for
+/// whoever started us with port 0.
+fn bind(listen: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
+    listener.set_nonblocking(true)?;
+    println!("http {}", listener.local_addr()?);
+    Ok(listener)
+}
+
+/// Connects to Redis, waiting up to `wait` while it cannot be reached;
+/// meanwhile `listener` answers 503: `/healthz` with the reason, every other
+/// request `store_unavailable`. `None` if a shutdown signal came first.
+async fn connect_redis(
+    options: RedisOptions,
+    listener: &std::net::TcpListener,
+    token: Option<String>,
+    wait: Duration,
+) -> anyhow::Result<Option<Arc<RedisBackend>>> {
+    let target = options.target.clone();
+    let (why, why_now) = tokio::sync::watch::channel(format!("connecting to redis at {target}"));
+    let (reached, is_reached) = tokio::sync::watch::channel(false);
+    let unreached = tokio::net::TcpListener::from_std(listener.try_clone()?)?;
+    let reached_future = async move {
+        let mut is_reached = is_reached;
+        let _ = is_reached.wait_for(|&reached| reached).await;
+    };
+    let answering =
+        tokio::spawn(hourglass_server::serve_unreached(unreached, token.map(Arc::from), why_now, reached_future));
+    let waiting = |error: &hourglass_redis::ConnectError| {
+        let cause = std::error::Error::source(error).map(|cause| format!(": {cause}")).unwrap_or_default();
+        let _ = why.send(format!("{error}{cause}"));
+    };
+    let connected = tokio::select! {
+        connected = RedisBackend::connect_within(options, wait, waiting) => connected,
+        () = shutdown_signal() => return Ok(None),
+    };
+    let _ = reached.send(true);
+    if tokio::time::timeout(UNREACHED_STOP_WITHIN, answering).await.is_err() {
+        tracing::warn!("the answers given while waiting for the store did not finish in time");
+    }
+    connected.map(Some).map_err(|error| {
+        let gave_up = if error.is_unreachable() {
+            format!(" (waited {} for it: --store-wait)", humantime::format_duration(wait))
+        } else {
+            String::new()
+        };
+        anyhow::Error::new(error).context(format!("cannot use the store {target}{gave_up}"))
+    })
 }
 
 /// Opens the embedded store in --data and starts its timer thread; says how

@@ -9,6 +9,7 @@ mod people;
 mod push;
 mod python_client;
 mod schedules;
+mod store;
 
 use std::time::Duration;
 

@@ -58,6 +58,10 @@ pub enum QueueError {
     /// The store failed; the request changed nothing, unless the failure
     /// says the answer was lost (then the change may or may not stand).
     Storage(Failure),
+    /// The store cannot be reached (no connection to it): the failure says
+    /// whether the request may have reached it before the connection was
+    /// lost. The backend comes back by itself once the store answers.
+    StoreUnavailable(Failure),
     /// The engine is shutting down.
     ShuttingDown,
     /// This backend does not offer the operation; the message says which does.
@@ -79,6 +83,7 @@ impl QueueError {
             QueueError::OverDiskBudget { .. } => "over_disk_budget",
             QueueError::DiskFull(_) => "disk_full",
             QueueError::Storage(_) => "storage",
+            QueueError::StoreUnavailable(_) => "store_unavailable",
             QueueError::ShuttingDown => "shutting_down",
             QueueError::Unsupported(_) => "unsupported",
         }
@@ -107,6 +112,7 @@ impl fmt::Display for QueueError {
             }
             QueueError::DiskFull(message) => write!(f, "the disk is full, nothing was changed: {message}"),
             QueueError::Storage(message) => write!(f, "storage failed: {message}"),
+            QueueError::StoreUnavailable(message) => write!(f, "the store cannot be reached: {message}"),
             QueueError::ShuttingDown => f.write_str("the server is shutting down"),
             QueueError::Unsupported(what) => write!(f, "not supported: {what}"),
         }
@@ -116,7 +122,9 @@ impl fmt::Display for QueueError {
 impl Error for QueueError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            QueueError::DiskFull(failure) | QueueError::Storage(failure) => failure.source(),
+            QueueError::DiskFull(failure) | QueueError::Storage(failure) | QueueError::StoreUnavailable(failure) => {
+                failure.source()
+            }
             _ => None,
         }
     }

@@ -63,6 +63,12 @@ pub(crate) enum Conn {
 /// tasks due at once).
 pub const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Attempts to connect again after one fails, within one request: none. A
+/// request while Redis is away fails at once (the server answers 503
+/// `store_unavailable`) rather than waiting out a backoff; the next request,
+/// or the membership's heartbeat, tries again.
+const RECONNECT_RETRIES: usize = 0;
+
 /// Every connection sends at once (`TCP_NODELAY`): redis-rs leaves Nagle's
 /// algorithm on, which held small writes behind delayed acks and made a
 /// delivery through the timers 19 ms late at the median (BENCHMARKS.md).
@@ -79,7 +85,9 @@ impl Conn {
     pub(crate) async fn open(target: &Target) -> redis::RedisResult<Conn> {
         match target {
             Target::One(url) => {
-                let config = ConnectionManagerConfig::new().set_response_timeout(Some(REPLY_TIMEOUT));
+                let config = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(REPLY_TIMEOUT))
+                    .set_number_of_retries(RECONNECT_RETRIES);
                 Ok(Conn::One(client(url)?.get_connection_manager_with_config(config).await?))
             }
             Target::Cluster(nodes) => {

@@ -13,9 +13,9 @@ use redis::AsyncCommands;
 
 use hourglass_queue::limits::LIST_MAX;
 use hourglass_queue::validate;
-use hourglass_queue::{Backend, Claim, Delivery, ListRequest, Page, QueueAdmin, Stats, Tasks};
+use hourglass_queue::{Backend, Claim, ListRequest, Page, QueueAdmin, Stats, Tasks};
 use hourglass_queue::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, TaskInfo, TaskState};
-use hourglass_queue::{QueueError, QueueStats, StorageStats, Totals};
+use hourglass_queue::{QueueError, QueueSettings, QueueStats, StorageStats, Totals};
 
 use crate::error::{storage, unexpected};
 use crate::options::COUNTED_FRESH_FOR;
@@ -29,10 +29,10 @@ impl Tasks for RedisBackend {
         validate::queue_name(queue)?;
         let times: Vec<(RunAt, Option<RunAt>)> = batch.iter().map(|new| (new.run_at, new.expires)).collect();
         let checked = validate::batch(batch, self.options.limits.payload_bytes_max, self.redis_ms())?;
-        if checked.iter().any(|task| task.http.is_some()) {
-            return Err(QueueError::Unsupported("tasks with an http target, on Redis (yet)".into()));
-        }
         self.register(queue, None).await?;
+        if checked.iter().any(|task| task.http.is_some()) {
+            self.may_push(queue).await?;
+        }
         // Tasks with a key go to their key's shard; the others with the
         // first of those, or to the next shard in turn: one shard, one
         // atomic script, unless keys send a batch to several.
@@ -80,7 +80,8 @@ impl Tasks for RedisBackend {
 
     async fn cancel(&self, id: u64) -> Result<(), QueueError> {
         self.closed.check()?;
-        self.task(id, "cancel", &[]).await?;
+        let done = self.task(id, "cancel", &[]).await?;
+        self.settled(&done.record.task.queue, &[id]).await;
         self.totals.lock().cancelled += 1;
         Ok(())
     }
@@ -108,9 +109,6 @@ impl Tasks for RedisBackend {
     }
 
     async fn claim_from(&self, claim: Claim<'_>) -> Result<Vec<Claimed>, QueueError> {
-        if claim.delivery() == Delivery::Push {
-            return Err(QueueError::Unsupported("push claims, on Redis (yet)".into()));
-        }
         self.claim_tasks(claim).await
     }
 
@@ -139,6 +137,7 @@ impl Tasks for RedisBackend {
         self.closed.check()?;
         let (shard, _) = self.split(id)?;
         let done = self.task(id, "ack", &[record::token(lease, shard)]).await?;
+        self.settled(&done.record.task.queue, &[id]).await;
         self.totals.lock().acked += 1;
         self.count(&done.record.task.queue, |c| c.acked += 1);
         self.queue_of.lock().remove(&id);
@@ -164,6 +163,7 @@ impl Tasks for RedisBackend {
             if nack.dead { "1" } else { "0" }.to_owned(),
         ];
         let info = Self::info(self.task(id, "nack", &args).await?);
+        self.settled(&info.task.queue, &[id]).await;
         let mut totals = self.totals.lock();
         totals.nacked += 1;
         if info.status == Status::Dead {
@@ -178,7 +178,10 @@ impl Tasks for RedisBackend {
         let (shard, _) = self.split(id)?;
         let info = Self::info(self.task(id, "extend", &[record::token(lease, shard), lease_ms.to_string()]).await?);
         match info.task.state {
-            TaskState::Leased { until_ms, .. } => Ok(until_ms),
+            TaskState::Leased { until_ms, .. } => {
+                self.extended(&info.task.queue, id, until_ms).await;
+                Ok(until_ms)
+            }
             _ => Err(unexpected("a task extended but not leased")),
         }
     }
@@ -220,6 +223,14 @@ impl QueueAdmin for RedisBackend {
         Ok(self.counts(&[(queue.into(), value)]).await?.remove(0))
     }
 
+    async fn settings(&self, queue: &str) -> Result<QueueSettings, QueueError> {
+        self.stored_settings(queue).await
+    }
+
+    async fn put_settings(&self, queue: &str, settings: QueueSettings) -> Result<QueueSettings, QueueError> {
+        self.store_settings(queue, settings).await
+    }
+
     async fn delete_dead(&self, queue: &str, max: usize) -> Result<Vec<u64>, QueueError> {
         self.closed.check()?;
         validate::queue_name(queue)?;
@@ -246,20 +257,23 @@ impl QueueAdmin for RedisBackend {
 #[async_trait]
 impl Stats for RedisBackend {
     async fn queues(&self) -> Vec<QueueStats> {
-        match self.registry().await {
-            Ok(names) => match self.counts(&names).await {
-                Ok(all) => {
-                    let tasks = all.iter().map(|q| q.scheduled + q.due + q.leased + q.dead).sum();
-                    *self.counted.lock() = Some((std::time::Instant::now(), tasks));
-                    all
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "cannot count the queues");
-                    Vec::new()
-                }
-            },
+        let counted = match self.registry().await {
+            Ok(names) => self.counts(&names).await,
+            Err(error) => Err(error),
+        };
+        match counted {
+            Ok(all) => {
+                let tasks = all.iter().map(|q| q.scheduled + q.due + q.leased + q.dead).sum();
+                *self.counted.lock() = Some((std::time::Instant::now(), tasks));
+                all
+            }
+            // An outage is the heartbeat's to log.
+            Err(error @ QueueError::StoreUnavailable(_)) => {
+                tracing::debug!(%error, "cannot count the queues");
+                Vec::new()
+            }
             Err(error) => {
-                tracing::warn!(%error, "cannot read the queues");
+                tracing::warn!(%error, "cannot count the queues");
                 Vec::new()
             }
         }
@@ -293,6 +307,10 @@ impl Stats for RedisBackend {
 }
 
 impl Backend for RedisBackend {
+    fn store_unavailable(&self) -> Option<String> {
+        self.health.why()
+    }
+
     fn close(&self) {
         self.closed.close();
         self.alarms.close();

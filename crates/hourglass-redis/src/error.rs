@@ -9,6 +9,7 @@ use redis::RedisError;
 use hourglass_queue::{Failure, QueueError};
 
 use crate::conn::Target;
+use crate::health::is_unreachable;
 
 /// Why [`RedisBackend::connect`](crate::RedisBackend::connect) failed: the
 /// backend never started, and no request was made.
@@ -47,6 +48,26 @@ pub enum ConnectError {
     TimerThread(std::io::Error),
 }
 
+impl ConnectError {
+    /// Whether Redis could not be reached (nothing listens, or it is loading
+    /// its data): trying again later may succeed.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            ConnectError::Unreachable { .. } => true,
+            ConnectError::Store { source, .. } => is_unreachable(source),
+            _ => false,
+        }
+    }
+
+    /// Redis's error, if it is the cause.
+    pub(crate) fn redis(&self) -> Option<&RedisError> {
+        match self {
+            ConnectError::Unreachable { source, .. } | ConnectError::Store { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -66,9 +87,8 @@ impl fmt::Display for ConnectError {
 impl Error for ConnectError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            ConnectError::Unreachable { source, .. } | ConnectError::Store { source, .. } => Some(source),
             ConnectError::TimerThread(source) => Some(source),
-            ConnectError::InvalidOption(_) | ConnectError::ShardsDiffer { .. } => None,
+            _ => self.redis().map(|source| source as &(dyn Error + 'static)),
         }
     }
 }
@@ -78,7 +98,19 @@ impl Error for ConnectError {
 /// before its first write. A reply that never came (a timeout, a connection
 /// lost) leaves the change unknown, and the message says so: at least once, a
 /// client tries again.
+///
+/// Redis out of reach (no connection, or loading its data) is
+/// [`QueueError::StoreUnavailable`]: with a connection refused or a server
+/// loading, the request never ran.
 pub(crate) fn storage(error: RedisError) -> QueueError {
+    if is_unreachable(&error) {
+        let what = if error.is_connection_refusal() || !error.is_io_error() {
+            "redis"
+        } else {
+            "redis did not answer, so the change may or may not have been made"
+        };
+        return QueueError::StoreUnavailable(Failure::new(what, error));
+    }
     let what = if error.is_timeout() || error.is_connection_dropped() || error.is_io_error() {
         "redis did not answer, so the change may or may not have been made"
     } else {
@@ -99,10 +131,16 @@ mod tests {
 
     #[test]
     fn a_storage_error_keeps_redis_s_error_as_its_cause() {
-        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
-        let error = storage(refused);
+        let timed_out = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        let error = storage(timed_out);
         assert!(error.to_string().contains("may or may not have been made"), "{error}");
         assert!(error.source().is_some());
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let error = storage(refused);
+        assert!(matches!(error, QueueError::StoreUnavailable(_)), "{error:?}");
+        assert!(error.to_string().starts_with("the store cannot be reached: redis: "), "{error}");
+        let reset = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(storage(reset).to_string().contains("may or may not have been made"));
         let script = storage(RedisError::from((redis::ErrorKind::Client, "NOSCRIPT")));
         assert!(script.to_string().starts_with("storage failed: redis: "), "{script}");
         assert!(script.source().is_some());

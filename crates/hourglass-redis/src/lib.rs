@@ -34,10 +34,13 @@ mod conn;
 mod contract;
 mod counts;
 mod error;
+mod flow;
+mod health;
 mod keys;
 mod listing;
 mod offset;
 mod options;
+mod push;
 mod record;
 mod registry;
 mod reply;
@@ -49,7 +52,7 @@ mod watch;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use redis::AsyncCommands;
@@ -58,6 +61,7 @@ use hourglass_queue::{Backend, Closed, QueueError, Totals};
 
 pub use conn::{Target, REPLY_TIMEOUT};
 pub use error::ConnectError;
+pub use health::{OUTAGE_LOG_INTERVAL_FIRST, OUTAGE_LOG_INTERVAL_MAX};
 pub use options::{
     RedisOptions, CLAIM_RECHECK_MS, CLAIM_SHARE_MIN, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE,
     SHARDS_DEFAULT, SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_MAX, SHARD_LEASE_MS_MIN, SWEEP_MS,
@@ -65,6 +69,7 @@ pub use options::{
 
 use conn::Conn;
 use counts::Counters;
+use health::Health;
 use keys::Keys;
 use offset::Offset;
 use watch::Watch;
@@ -79,12 +84,18 @@ pub struct Fired {
     pub by_sweep: u64,
 }
 
+/// While Redis cannot be reached, [`RedisBackend::connect_within`] tries
+/// again this often.
+pub const CONNECT_RETRY_INTERVAL: Duration = Duration::from_millis(250);
+
 /// The Redis [`Backend`]: see the [module](self) documentation. Its requests
 /// are the contract's traits (`contract.rs`).
 pub struct RedisBackend {
     conn: Conn,
     keys: Keys,
     options: RedisOptions,
+    /// Whether Redis answered the last heartbeat, and since when not.
+    health: Health,
     shards: u16,
     channel: String,
     /// This node's name in the membership and in its shard leases.
@@ -96,6 +107,10 @@ pub struct RedisBackend {
     /// The queue of tasks this node enqueued or handed out (`tasks.rs`).
     queue_of: Mutex<HashMap<u64, Arc<str>>>,
     counters: Mutex<HashMap<Arc<str>, Counters>>,
+    /// Queues' settings as last read, and when (`push.rs`).
+    settings: Mutex<HashMap<Arc<str>, (Instant, hourglass_queue::QueueSettings)>>,
+    /// Queues this node added to the set of those that may push (`push.rs`).
+    pushing: Mutex<HashSet<Arc<str>>>,
     /// When every queue was last counted, and the tasks they held.
     counted: Mutex<Option<(Instant, usize)>>,
     totals: Mutex<Totals>,
@@ -136,6 +151,7 @@ impl RedisBackend {
         let alarms = alarms::Alarms::start().map_err(ConnectError::TimerThread)?;
         let backend = Arc::new(RedisBackend {
             conn,
+            health: Health::new(target.clone()),
             channel: keys.channel(),
             keys,
             shards,
@@ -145,6 +161,8 @@ impl RedisBackend {
             known_queues: Mutex::default(),
             queue_of: Mutex::default(),
             counters: Mutex::default(),
+            settings: Mutex::default(),
+            pushing: Mutex::default(),
             counted: Mutex::default(),
             totals: Mutex::default(),
             next_shard: AtomicU64::new(rand::random::<u64>() % u64::from(shards)),
@@ -158,6 +176,42 @@ impl RedisBackend {
         });
         shards::start(&backend);
         Ok(backend)
+    }
+
+    /// [`connect`](Self::connect), tried again every
+    /// [`CONNECT_RETRY_INTERVAL`] while Redis cannot be reached (nothing
+    /// listens, or it is loading its data), for up to `wait`. What it waits
+    /// for (the address and the error) is logged at once, then at a slowing
+    /// interval ([`OUTAGE_LOG_INTERVAL_FIRST`], doubling); `waiting` is
+    /// told of each failed attempt.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); once `wait` has passed, the last
+    /// attempt's error.
+    pub async fn connect_within(
+        options: RedisOptions,
+        wait: Duration,
+        mut waiting: impl FnMut(&ConnectError),
+    ) -> Result<Arc<RedisBackend>, ConnectError> {
+        let started = Instant::now();
+        let health = Health::new(options.target.clone());
+        loop {
+            match RedisBackend::connect(options.clone()).await {
+                Ok(backend) => {
+                    health.answered();
+                    return Ok(backend);
+                }
+                Err(error) if error.is_unreachable() && started.elapsed() < wait => {
+                    match error.redis() {
+                        Some(cause) => health.unreachable(cause),
+                        None => health.unreachable(&error),
+                    }
+                    waiting(&error);
+                }
+                Err(error) => return Err(error),
+            }
+            tokio::time::sleep(CONNECT_RETRY_INTERVAL.min(wait.saturating_sub(started.elapsed()))).await;
+        }
     }
 
     /// This node's name, as the shard leases show it.

@@ -20,6 +20,26 @@ use crate::keys::{MS_DIGITS, PRIORITY_DIGITS, QUEUE_KEYS, SEQ_DIGITS};
 
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 
+/// Why a claim script handed out fewer tasks than it was asked for: the
+/// third item of its reply (`lua/claim.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClaimStop {
+    /// Nothing more of the queue is due in the shard (or it handed out all
+    /// it was asked for).
+    Drained = 0,
+    /// The next task's payload would have passed the bytes it was given.
+    Bytes = 1,
+    /// It looked at its most tasks (dead ones met past their expiry among
+    /// them): more may be due.
+    Scanned = 2,
+}
+
+impl ClaimStop {
+    pub(crate) fn from_reply(code: u64) -> Option<ClaimStop> {
+        [ClaimStop::Drained, ClaimStop::Bytes, ClaimStop::Scanned].into_iter().find(|stop| *stop as u64 == code)
+    }
+}
+
 /// Attempts past which [`backoff_ms`] is looked for no further: it stops
 /// growing long before (it doubles from a second to its cap of an hour).
 const BACKOFF_ATTEMPTS_MAX: u32 = 64;
@@ -37,6 +57,8 @@ pub(crate) struct Scripts {
     pub(crate) dead: Script,
     pub(crate) shard_lease: Script,
     pub(crate) queues: Script,
+    pub(crate) settings: Script,
+    pub(crate) flow: Script,
 }
 
 /// [`backoff_ms`] of attempts 1, 2, ... until it stops growing: the last is
@@ -64,6 +86,7 @@ fn constants() -> String {
 local ATTEMPTS_UNLIMITED = {ATTEMPTS_UNLIMITED}
 local SEQ_DIGITS, MS_DIGITS, PRIORITY_DIGITS = {SEQ_DIGITS}, {MS_DIGITS}, {PRIORITY_DIGITS}
 local QUEUE_KEY_COUNT = {count}
+local STOP_DRAINED, STOP_BYTES, STOP_SCANNED = {drained}, {bytes}, {scanned}
 -- A queue's keys, from KEYS[first].
 local function queue_keys(first)
   return {{ {queue_keys} }}
@@ -76,6 +99,9 @@ local function backoff_ms(attempt)
 end
 ",
         count = QUEUE_KEYS.len(),
+        drained = ClaimStop::Drained as u8,
+        bytes = ClaimStop::Bytes as u8,
+        scanned = ClaimStop::Scanned as u8,
         queue_keys = queue_keys.join(", "),
         backoffs = backoffs.join(", "),
     )
@@ -97,6 +123,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dead: script(include_str!("lua/dead.lua")),
     shard_lease: script(include_str!("lua/shard.lease.lua")),
     queues: script(include_str!("lua/queues.lua")),
+    settings: script(include_str!("lua/settings.lua")),
+    flow: script(include_str!("lua/flow.lua")),
 });
 
 #[cfg(test)]
@@ -149,7 +177,7 @@ mod tests {
             assert_eq!(lua, (keys::field(seq), at.clone(), keys::ready_member(priority, ms, seq), at, seq, ms));
         }
 
-        let queue_keys = script("local Q = queue_keys(2) return { Q.s, Q.r, Q.o, Q.l, Q.d, Q.k }");
+        let queue_keys = script("local Q = queue_keys(2) return { Q.s, Q.r, Q.o, Q.l, Q.d, Q.k, Q.R, Q.P }");
         let mut invocation = queue_keys.key("{t}:first");
         for name in QUEUE_KEYS {
             invocation.key(format!("{{t}}:{name}"));

@@ -25,6 +25,7 @@ use hourglass_queue::QueueError;
 
 use crate::conn::{client, subscribe_urls};
 use crate::error::{storage, unexpected};
+use crate::health::is_unreachable;
 use crate::options::{FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -114,8 +115,13 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
     loop {
         let Some(node) = backend.upgrade() else { return };
         let every = Duration::from_millis(node.options.shard_lease_ms / RENEWALS_PER_LEASE);
-        if let Err(error) = node.tick().await {
-            tracing::warn!(%error, "cannot renew this node's shards");
+        match node.tick().await {
+            Ok(()) => node.health.answered(),
+            Err(QueueError::StoreUnavailable(failure)) => match failure.source() {
+                Some(redis) => node.health.unreachable(redis),
+                None => node.health.unreachable(&failure),
+            },
+            Err(error) => tracing::warn!(%error, "cannot renew this node's shards"),
         }
         drop(node);
         tokio::select! {
@@ -163,6 +169,8 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
                 }
                 tracing::warn!(url, "the hint channel closed; subscribing again");
             }
+            // An outage is the heartbeat's to log.
+            Err(error) if is_unreachable(&error) => tracing::debug!(url, %error, "cannot subscribe to hints"),
             Err(error) => tracing::warn!(url, %error, "cannot subscribe to hints"),
         }
         tokio::select! {
@@ -187,6 +195,7 @@ impl RedisBackend {
                 }
             }
             (Some("p"), Some(queue), None) => self.watch.wake(queue),
+            (Some("s"), Some(queue), None) => self.settings_changed(queue),
             _ => tracing::debug!(text, "an unknown hint"),
         }
     }
@@ -380,7 +389,12 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
                 return;
             }
             Err(Some(error)) => {
-                tracing::warn!(shard, %error, "cannot fire a shard's timers");
+                if let QueueError::StoreUnavailable(_) = error {
+                    // An outage is the heartbeat's to log.
+                    tracing::debug!(shard, %error, "cannot fire a shard's timers");
+                } else {
+                    tracing::warn!(shard, %error, "cannot fire a shard's timers");
+                }
                 heads = None;
                 Some(node.redis_ms() + 100)
             }

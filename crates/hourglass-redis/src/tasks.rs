@@ -6,7 +6,7 @@ use std::sync::Arc;
 use redis::{AsyncCommands, Value};
 
 use hourglass_queue::validate;
-use hourglass_queue::{Enqueued, Lease, QueueError, RunAt, TaskInfo};
+use hourglass_queue::{Enqueued, Lease, QueueError, RunAt, Status, TaskInfo};
 
 use crate::error::{storage, unexpected};
 use crate::options::QUEUE_OF_MAX;
@@ -63,6 +63,10 @@ impl RedisBackend {
             match code.as_str() {
                 "ok" => {
                     let record = record::decode(shard, seq, &reply.bytes()?, now_ms)?;
+                    if record.status == Status::Due {
+                        // As an enqueue due now: seen here at once.
+                        self.watch.hint(&record.task.queue, shard);
+                    }
                     return Ok(TaskDone { record, payload: reply.payload()? });
                 }
                 "queue" => queue = reply.text()?.into(),
@@ -143,7 +147,8 @@ impl RedisBackend {
                 .arg(optional(task.lease_ms.map(u64::from)))
                 .arg(optional(task.every_ms))
                 .arg(expiry_kind)
-                .arg(expiry);
+                .arg(expiry)
+                .arg(task.http.as_deref().map(crate::push::pack_target).unwrap_or_default());
         }
         let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
         match reply.text()?.as_str() {
@@ -151,13 +156,20 @@ impl RedisBackend {
             "too_many_tasks" => return Err(QueueError::TooManyTasks { max: self.options.limits.tasks_max }),
             other => return Err(unexpected(format!("unexpected answer {other}"))),
         }
-        self.saw_time(reply.u64()?);
+        let now_ms = reply.u64()?;
+        self.saw_time(now_ms);
         let mut done = Vec::with_capacity(tasks.len());
         for (at, ..) in tasks {
             let seq = reply.u64()?;
             let run_at_ms = reply.u64()?;
             let created = reply.int()? == 1;
             done.push((*at, Enqueued { id: keys::id(shard, seq), run_at_ms, created }));
+        }
+        // This node's claims see the tasks due now at once, before the
+        // script's hint comes back through the channel: a claim right after
+        // the enqueue that made them due finds them.
+        if done.iter().any(|(_, enqueued)| enqueued.created && enqueued.run_at_ms <= now_ms) {
+            self.watch.hint(queue, shard);
         }
         Ok(done)
     }
@@ -211,11 +223,13 @@ impl RedisBackend {
             async move { invocation.invoke_async::<Vec<String>>(&mut conn).await.map_err(storage) }
         });
         let replies = futures_util::future::join_all(scripts).await;
+        let mut settled: HashMap<Arc<str>, Vec<u64>> = HashMap::new();
         for (((_, queue), group), reply) in groups.iter().zip(replies) {
             for ((at, _, _), code) in group.iter().zip(reply?) {
                 let id = acks[*at].0;
                 answers[*at] = Some(match code.as_str() {
                     "ok" => {
+                        settled.entry(queue.clone()).or_default().push(id);
                         self.totals.lock().acked += 1;
                         self.count(queue, |c| c.acked += 1);
                         self.queue_of.lock().remove(&id);
@@ -227,6 +241,9 @@ impl RedisBackend {
                     other => Err(unexpected(format!("task {id} answered {other} to its ack"))),
                 });
             }
+        }
+        for (queue, ids) in settled {
+            self.settled(&queue, &ids).await;
         }
         Ok(answers.into_iter().map(|answer| answer.expect("every ack is answered")).collect())
     }

@@ -64,8 +64,16 @@ fn created_or_ok(created: bool) -> StatusCode {
     }
 }
 
-async fn healthz() -> Json<w::Health> {
-    Json(w::Health::ok())
+async fn healthz(State(app): State<AppState>) -> Response {
+    health(app.backend.store_unavailable())
+}
+
+/// `/healthz`'s answer: 200 `ok`, or 503 `store_unavailable` and why.
+pub(crate) fn health(store_unavailable: Option<String>) -> Response {
+    match store_unavailable {
+        None => Json(w::Health::ok()).into_response(),
+        Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, Json(w::Health::store_unavailable(reason))).into_response(),
+    }
 }
 
 async fn enqueue(State(app): State<AppState>, Path(queue): Path<String>, Json(task): Json<w::NewTask>) -> ApiResult {

@@ -23,6 +23,10 @@ pub struct ApiError {
     source: Option<Box<dyn Error + Send + Sync>>,
 }
 
+/// What a client is told when the store was lost during its request.
+const STORE_UNAVAILABLE: &str =
+    "the store cannot be reached; the change may or may not have been made: try again (GET /healthz says why)";
+
 impl ApiError {
     /// An error with an explicit status and code.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
@@ -37,6 +41,17 @@ impl ApiError {
     /// A missing or wrong bearer token.
     pub fn unauthorized() -> ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid bearer token is required")
+    }
+
+    /// The store cannot be reached (not yet, or not any more): 503
+    /// `store_unavailable`, and the request was not sent to it. Why is
+    /// `/healthz`'s to show.
+    pub fn store_unavailable() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "the store cannot be reached, nothing was changed: try again (GET /healthz says why)",
+        )
     }
 
     /// A route that does not exist.
@@ -74,7 +89,10 @@ impl ApiError {
     /// Logs a failure of the server's own, with its causes; not the request's
     /// errors. 501 is the request's: an operation this backend lacks.
     fn log(&self) {
-        if self.status.is_server_error() && self.status != StatusCode::NOT_IMPLEMENTED {
+        // An outage of the store is logged by the backend, when it begins
+        // and at a slowing interval, not once a request.
+        let logged_elsewhere = self.status == StatusCode::NOT_IMPLEMENTED || self.code == "store_unavailable";
+        if self.status.is_server_error() && !logged_elsewhere {
             let cause = self.source().map(chain).unwrap_or_default();
             tracing::error!(status = self.status.as_u16(), code = self.code, %cause, "request failed");
         }
@@ -104,7 +122,7 @@ impl From<QueueError> for ApiError {
             QueueError::OverMemoryBudget { .. } | QueueError::OverDiskBudget { .. } | QueueError::DiskFull(_) => {
                 StatusCode::INSUFFICIENT_STORAGE
             }
-            QueueError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            QueueError::ShuttingDown | QueueError::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             QueueError::Unsupported(_) => StatusCode::NOT_IMPLEMENTED,
             QueueError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -116,6 +134,7 @@ impl From<QueueError> for ApiError {
                 "storage failed; the change may or may not have been made (the server's log says why)".to_owned()
             }
             QueueError::DiskFull(_) => "the disk is full, nothing was changed".to_owned(),
+            QueueError::StoreUnavailable(_) => STORE_UNAVAILABLE.to_owned(),
             _ if status == StatusCode::INTERNAL_SERVER_ERROR => "the server failed (its log says why)".to_owned(),
             _ => error.to_string(),
         };

@@ -139,21 +139,29 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     if ui::is_static(request.uri().path()) {
         return next.run(request).await;
     }
-    if let Some(token) = &state.token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        if !given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())) {
-            return ApiError::unauthorized().into_response();
-        }
+    if !authorized(state.token.as_deref(), &request) {
+        return ApiError::unauthorized().into_response();
     }
     if state.read_only_ui && request.method() != Method::GET && request.headers().contains_key(UI_HEADER) {
         return ApiError::new(StatusCode::FORBIDDEN, "read_only_ui", "the dashboard is read-only (--read-only-ui)")
             .into_response();
     }
+    // While the store is out of reach, the API's requests are not sent to it.
+    if request.uri().path().starts_with("/v1/") && state.backend.store_unavailable().is_some() {
+        return ApiError::store_unavailable().into_response();
+    }
     next.run(request).await
+}
+
+/// Whether `request` carries the bearer `token`, if one is required.
+fn authorized(token: Option<&str>, request: &Request) -> bool {
+    let Some(token) = token else { return true };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
 }
 
 /// Compares without an early exit, so the time taken does not tell how much
@@ -185,6 +193,35 @@ pub async fn serve(
         .await;
     sampler.abort();
     served
+}
+
+/// Serves `listener` while the store cannot be reached yet, until
+/// `reached` completes: `/healthz` answers 503 `store_unavailable` with the
+/// latest of `why`, every other request 503 `store_unavailable` (401 first
+/// without the `token`, if one is required). The caller then serves the API
+/// on the same socket.
+///
+/// # Errors
+/// An I/O error of the listener.
+pub async fn serve_unreached(
+    listener: tokio::net::TcpListener,
+    token: Option<Arc<str>>,
+    why: tokio::sync::watch::Receiver<String>,
+    reached: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/healthz", axum::routing::get(move || async move { api::health(Some(why.borrow().clone())) }))
+        .fallback(|| async { ApiError::store_unavailable() })
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            let token = token.clone();
+            async move {
+                if !authorized(token.as_deref(), &request) {
+                    return ApiError::unauthorized().into_response();
+                }
+                next.run(request).await
+            }
+        }));
+    axum::serve(listener, app).with_graceful_shutdown(reached).await
 }
 
 #[cfg(test)]

@@ -101,6 +101,11 @@ impl Hourglass {
         address.rsplit(':').next().and_then(|port| port.parse().ok()).expect("a port in the beanstalk address")
     }
 
+    /// What it wrote on stderr so far (its logs): the last few KiB.
+    pub fn stderr(&self) -> String {
+        self.running().stderr.text()
+    }
+
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.running().child.id()
@@ -165,6 +170,7 @@ struct Process {
     child: Child,
     http: String,
     beanstalk: Option<String>,
+    stderr: Stderr,
 }
 
 impl Process {
@@ -195,7 +201,7 @@ impl Process {
             None if !answering => {
                 stderr.fail(&mut child, &format!("hourglass did not answer /healthz on {http} within {START_WITHIN:?}"))
             }
-            None => Process { child, http, beanstalk },
+            None => Process { child, http, beanstalk, stderr },
         }
     }
 }
@@ -249,6 +255,7 @@ fn read_lines(stdout: impl Read + Send + 'static) -> Receiver<String> {
 /// The last [`STDERR_BYTES_KEPT`] bytes a process wrote on stderr, read on
 /// a thread of their own until it closes (so that the server never blocks on
 /// a full pipe).
+#[derive(Debug)]
 struct Stderr {
     tail: Arc<Mutex<Vec<u8>>>,
     reader: Option<std::thread::JoinHandle<()>>,
@@ -270,6 +277,11 @@ impl Stderr {
         Stderr { tail, reader: Some(reader) }
     }
 
+    /// The end of what it wrote so far.
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.tail.lock().unwrap_or_else(|poisoned| poisoned.into_inner())).into_owned()
+    }
+
     /// Kills `child` and panics with `why` and the end of what it wrote.
     fn fail(&mut self, child: &mut Child, why: &str) -> ! {
         let _ = child.kill();
@@ -278,7 +290,6 @@ impl Stderr {
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
-        let tail = self.tail.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        panic!("{why}; its stderr ended with:\n{}", String::from_utf8_lossy(&tail));
+        panic!("{why}; its stderr ended with:\n{}", self.text());
     }
 }

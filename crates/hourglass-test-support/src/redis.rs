@@ -12,12 +12,12 @@ use crate::{free_port, required, within};
 /// How long a server may take to answer once started.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// One `redis-server` process.
+/// One `redis-server` process (or none, while it is stopped).
 pub struct Server {
     /// The port it listens on, on 127.0.0.1.
     pub port: u16,
-    child: Child,
-    _dir: tempfile::TempDir,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
 }
 
 impl Server {
@@ -26,14 +26,19 @@ impl Server {
         Server::with_args(&[])
     }
 
-    fn with_args(extra: &[&str]) -> Option<Server> {
+    /// A server's port and directory, not started yet ([`Server::restart`]
+    /// starts it): for a client started before its Redis. `None` (the test
+    /// skips) without `redis-server`.
+    pub fn not_started() -> Option<Server> {
         if !required("redis-server", &["--version"]) {
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let child = spawn(dir.path(), port, extra);
-        let server = Server { port, child, _dir: dir };
+        Some(Server { port: free_port(), child: None, dir: tempfile::tempdir().unwrap() })
+    }
+
+    fn with_args(extra: &[&str]) -> Option<Server> {
+        let mut server = Server::not_started()?;
+        server.child = Some(spawn(server.dir.path(), server.port, extra));
         server.wait_until_up();
         Some(server)
     }
@@ -46,9 +51,24 @@ impl Server {
     /// `kill -9`, then a new process on the same port and directory: what
     /// its append-only file kept is what it has.
     pub fn kill_and_restart(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.child = spawn(self._dir.path(), self.port, &[]);
+        self.kill();
+        self.restart();
+    }
+
+    /// `kill -9`; nothing listens on its port until [`Server::restart`].
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A new process on the same port and directory (the first, for a
+    /// server [not started](Server::not_started)), once the last is killed;
+    /// returns once it answers.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = Some(spawn(self.dir.path(), self.port, &[]));
         self.wait_until_up();
     }
 
@@ -65,8 +85,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 

@@ -2,16 +2,26 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The answer to `GET /healthz`: the server is up and answering.
+/// The answer to `GET /healthz`: `ok` (200) from a server that is up and
+/// reaches its store; `store_unavailable` (503), with the reason, from one
+/// that cannot reach its store (not yet, or not any more).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
-    /// `ok`.
+    /// `ok` or `store_unavailable`.
     pub status: String,
+    /// Why the store cannot be reached: its address and the error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Health {
     /// The answer of a server that is up.
     pub fn ok() -> Health {
-        Health { status: "ok".to_owned() }
+        Health { status: "ok".to_owned(), reason: None }
+    }
+
+    /// The answer of a server that cannot reach its store, and why.
+    pub fn store_unavailable(reason: impl Into<String>) -> Health {
+        Health { status: "store_unavailable".to_owned(), reason: Some(reason.into()) }
     }
 }

@@ -190,6 +190,7 @@ fn queues_and_the_overview() {
     );
     exact(&DeletedDead { deleted: 1, queue: "a/b".into() }, r#"{"deleted":1,"queue":"a/b"}"#);
     exact(&Health::ok(), r#"{"status":"ok"}"#);
+    exact(&Health::store_unavailable("why"), r#"{"status":"store_unavailable","reason":"why"}"#);
     let overview = Overview {
         now_ms: T0_MS,
         read_only_ui: false,

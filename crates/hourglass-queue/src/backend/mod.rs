@@ -44,6 +44,15 @@ pub trait Backend: Tasks + QueueAdmin + Stats {
         None
     }
 
+    /// Why the store cannot be reached now (its address and the error), if
+    /// it cannot: requests then fail with
+    /// [`QueueError::StoreUnavailable`](crate::QueueError::StoreUnavailable)
+    /// until it answers again. `None` for a store that is always at hand (a
+    /// node's own disk).
+    fn store_unavailable(&self) -> Option<String> {
+        None
+    }
+
     /// Stops handing out tasks and accepting writes, and wakes every waiting
     /// claim. Writes already accepted still complete.
     fn close(&self);

@@ -39,6 +39,7 @@ pub async fn run(backend: Arc<dyn Backend>, prefix: &str) {
     lifecycle(b, &q("life")).await;
     claim_order(b, &q("order")).await;
     claim_any(b, &q("any-a"), &q("any-b")).await;
+    claims_take_every_due(b, &q("all-due")).await;
     lease_expiry(b, &q("expiry")).await;
     nack_dead_retry(b, &q("nack")).await;
     keys(b, &q("keys")).await;
@@ -112,6 +113,50 @@ async fn claim_any(b: &dyn Backend, a: &str, z: &str) {
     }
     assert_eq!(order, [most_urgent, first, second]);
     assert!(b.claim_any(&[a, z], LEASE_MS, 0).await.unwrap().is_none());
+}
+
+/// Due tasks enqueued in every way a backend may spread them (one at a time,
+/// in one batch, by idempotency key), several counts: one claim with room
+/// for them all hands them all out.
+async fn claims_take_every_due(b: &dyn Backend, queue: &str) {
+    for n in [1, 2, 5, 20, 50, 150] {
+        for (way, spread) in ["one at a time", "a batch", "by key"].into_iter().enumerate() {
+            let queue = format!("{queue}-{n}-{way}");
+            let mut due_ids = Vec::new();
+            match spread {
+                "a batch" => {
+                    let batch = (0..n).map(|_| due("{}")).collect();
+                    due_ids.extend(b.enqueue_batch(&queue, batch).await.unwrap().iter().map(|e| e.id));
+                }
+                _ => {
+                    for i in 0..n {
+                        let mut task = due("{}");
+                        task.key = (spread == "by key").then(|| format!("k{i}"));
+                        due_ids.push(b.enqueue(&queue, task).await.unwrap().id);
+                    }
+                }
+            }
+            for max in [n, n + 1, 3 * n] {
+                one_claim_takes_every_due(b, &queue, &due_ids, max).await;
+            }
+        }
+    }
+}
+
+/// `due_ids` are every due task of `queue`, at least one: one claim of `max`
+/// (at least as many), without waiting, hands them all out, wherever the
+/// backend keeps them. They are due again after it (given back at once).
+pub async fn one_claim_takes_every_due(b: &dyn Backend, queue: &str, due_ids: &[u64], max: usize) {
+    assert!(!due_ids.is_empty() && max >= due_ids.len(), "{} due, a claim of {max}", due_ids.len());
+    let claimed = b.claim(queue, max, LEASE_MS, 0).await.unwrap();
+    let mut got: Vec<u64> = claimed.iter().map(|task| task.id).collect();
+    got.sort_unstable();
+    let mut expected = due_ids.to_vec();
+    expected.sort_unstable();
+    assert_eq!(got, expected, "{} due in queue {queue}: one claim of {max} hands them all out", due_ids.len());
+    for task in claimed {
+        b.nack(task.id, task.lease, Nack::after(0)).await.unwrap();
+    }
 }
 
 async fn lease_expiry(b: &dyn Backend, queue: &str) {

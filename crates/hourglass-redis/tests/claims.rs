@@ -1,0 +1,77 @@
+//! A claim hands out every due task it has room for, however they are spread
+//! over the shards, on one Redis and on a Cluster.
+
+use std::collections::HashMap;
+
+use hourglass_queue::kit::one_claim_takes_every_due;
+use hourglass_queue::prelude::*;
+use hourglass_queue::{NewTask, RunAt};
+use hourglass_redis::{RedisBackend, SHARDS_DEFAULT};
+use hourglass_test_support::redis::{Cluster, Server};
+
+use crate::sole_node;
+
+/// Far enough ahead that a placed task is not due while others are placed.
+const LATER_MS: u64 = 3_600_000;
+
+/// Due tasks of `queue`, `count` on each shard of `spread`: tasks are
+/// enqueued for later, those that land on a shard that has its count are
+/// cancelled, and the rest are made due. Their ids.
+async fn place(b: &RedisBackend, queue: &str, spread: &Spread) -> Vec<u64> {
+    let mut wanted: HashMap<u64, usize> = spread.iter().map(|&(shard, count)| (u64::from(shard), count)).collect();
+    let mut placed = Vec::new();
+    while wanted.values().any(|&count| count > 0) {
+        let id = b.enqueue(queue, NewTask::new("{}", RunAt::Delay(LATER_MS))).await.unwrap().id;
+        match wanted.get_mut(&(id % 1_024)) {
+            Some(count) if *count > 0 => {
+                *count -= 1;
+                placed.push(id);
+            }
+            _ => b.cancel(id).await.unwrap(),
+        }
+    }
+    for id in &placed {
+        b.reschedule(*id, RunAt::Delay(0)).await.unwrap();
+    }
+    placed
+}
+
+/// Due tasks on each shard named: `(shard, count)`.
+type Spread = Vec<(u16, usize)>;
+
+/// Each spread, then one claim with room for every task of it.
+async fn every_spread(b: &RedisBackend) {
+    let every = |count| (0..SHARDS_DEFAULT).map(move |shard| (shard, count));
+    let uneven: Spread = every(1).map(|(shard, count)| (shard, if shard == 5 { 100 } else { count })).collect();
+    let spreads: [(&str, Spread, &[usize]); 5] = [
+        ("one shard", vec![(3, 40)], &[40, 64, 1_000]),
+        ("two shards", vec![(0, 30), (15, 1)], &[31, 50]),
+        ("one shard full, the others one each", uneven, &[115, 120]),
+        ("three on every shard", every(3).collect(), &[48, 64]),
+        ("one or two on every shard", every(1).chain([(2, 1), (9, 1), (11, 1), (12, 1)]).collect(), &[20, 50]),
+    ];
+    for (at, (what, spread, maxes)) in spreads.into_iter().enumerate() {
+        let queue = format!("spread-{at}");
+        let due = place(b, &queue, &spread).await;
+        for &max in maxes {
+            println!("{what}: {} due, a claim of {max}", due.len());
+            one_claim_takes_every_due(b, &queue, &due, max).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_takes_every_due_task_in_any_spread_on_one_redis() {
+    let Some(server) = Server::start() else { return };
+    let backend = sole_node(&server.url()).await;
+    every_spread(&backend).await;
+    backend.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_takes_every_due_task_in_any_spread_on_a_cluster() {
+    let Some(cluster) = Cluster::start() else { return };
+    let backend = sole_node(&cluster.url()).await;
+    every_spread(&backend).await;
+    backend.close();
+}
