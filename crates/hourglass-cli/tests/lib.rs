@@ -7,6 +7,8 @@ mod crash;
 mod nodes;
 mod people;
 mod push;
+mod push_crash;
+mod push_flow;
 mod python_client;
 mod schedules;
 mod store;

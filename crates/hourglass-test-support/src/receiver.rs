@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
@@ -25,7 +26,12 @@ pub struct Got {
     pub headers: HeaderMap,
     /// Its body.
     pub body: Bytes,
+    /// When it arrived (its headers read).
+    pub at: Instant,
 }
+
+/// How long a `/busy` request is held before its 200.
+pub const BUSY: Duration = Duration::from_millis(50);
 
 #[derive(Default)]
 struct Counts {
@@ -38,7 +44,8 @@ struct Counts {
 /// Paths: `/ok` 200, `/fail` 500 with a body, `/gone` 410, `/slow-down` 429
 /// with `Retry-After: 7`, `/unavailable` 503 with the request's
 /// `X-Retry-After` as its `Retry-After`, `/hang` never answers, `/hold` answers 200 once
-/// [`Receiver::release`] is called.
+/// [`Receiver::release`] is called, `/busy` answers 200 after [`BUSY`] (so that
+/// requests overlap, for counts of those at once).
 pub struct Receiver {
     /// Where it listens.
     pub addr: SocketAddr,
@@ -75,10 +82,11 @@ async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let at = Instant::now();
     app.counts.requests.fetch_add(1, SeqCst);
     let _flying = InFlight::new(&app.counts);
     let retry_date = headers.get("x-retry-after").cloned();
-    app.counts.got.lock().unwrap().push(Got { peer, path: uri.path().to_owned(), headers, body });
+    app.counts.got.lock().unwrap().push(Got { peer, path: uri.path().to_owned(), headers, body, at });
     match uri.path() {
         "/ok" => StatusCode::OK.into_response(),
         "/fail" => (StatusCode::INTERNAL_SERVER_ERROR, "database is down\nretry later").into_response(),
@@ -89,6 +97,10 @@ async fn answer(
             (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", date)], "").into_response()
         }
         "/hang" => std::future::pending().await,
+        "/busy" => {
+            tokio::time::sleep(BUSY).await;
+            StatusCode::OK.into_response()
+        }
         "/hold" => {
             let mut released = app.released.clone();
             let _ = released.wait_for(|r| *r).await;
@@ -140,6 +152,12 @@ impl Receiver {
     pub fn connections(&self) -> usize {
         let peers: std::collections::HashSet<SocketAddr> = self.got().iter().map(|g| g.peer).collect();
         peers.len()
+    }
+
+    /// The tasks (their `Hourglass-Task-Id`) received so far, each once.
+    pub fn task_ids(&self) -> std::collections::HashSet<u64> {
+        let id = |g: &Got| g.headers.get("hourglass-task-id")?.to_str().ok()?.parse().ok();
+        self.counts.got.lock().unwrap().iter().filter_map(id).collect()
     }
 
     /// Every request received, in order.
