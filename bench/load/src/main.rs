@@ -38,6 +38,7 @@ mod beanstalk;
 mod consumer;
 mod lean;
 mod producer;
+mod receive;
 mod report;
 mod workloads;
 
@@ -71,5 +72,6 @@ async fn run(args: LoadArgs) -> anyhow::Result<()> {
         Workload::Drain => workloads::drain(&args, &tube).await,
         Workload::Burst => workloads::burst(&args, &tube).await,
         Workload::Churn => workloads::churn(&args, &tube).await,
+        Workload::Receive => receive::receive(&args).await,
     }
 }
