@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use hourglass_client::wire::{PushTarget, QueueSettings};
 use hdrhistogram::Histogram;
+use hourglass_client::wire::{PushTarget, QueueSettings};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
