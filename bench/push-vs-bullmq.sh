@@ -20,6 +20,7 @@ cd "$(dirname "$0")/.."
 HG=target/release/hourglass
 LOAD=target/release/hourglass-load
 PORT=${PORT:-6489}
+FSYNC=always
 RECEIVER=127.0.0.1:${RECEIVER_PORT:-7620}
 ROUNDS=${ROUNDS:-3}
 SECONDS_RUN=${SECONDS_RUN:-10}
@@ -37,35 +38,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for tool in redis-server redis-cli node npm curl python3; do
-  command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 1; }
-done
-cargo build --release -q -p hourglass-cli -p hourglass-load
-(cd bench/bullmq && [ -d node_modules ] || npm ci --no-audit --no-fund >/dev/null)
+source bench/common.sh
+needs redis-server redis-cli node npm curl python3
+prepare
 
-fresh_redis() {
-  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-  for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 || break; sleep 0.05; done
-  rm -rf "$work/redis" && mkdir -p "$work/redis"
-  redis-server --port "$PORT" --bind 127.0.0.1 --dir "$work/redis" --appendonly yes --appendfsync always \
-    --save "" --daemonize yes --logfile "$work/redis.log" >/dev/null
-  for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && return; sleep 0.05; done
-  echo "redis-server did not start" >&2; exit 1
-}
-stop_servers() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  pids=()
-}
 up() { for _ in $(seq 200); do curl -sf "http://$1/healthz" >/dev/null && return; sleep 0.05; done; }
 start_embedded() {
-  stop_servers
+  stop_pids
   rm -rf "$work/data"
   "$HG" serve --listen "$EMBEDDED" --data "$work/data" --push-allow "$RECEIVER" >/dev/null 2>>"$work/servers.log" &
   pids+=($!)
   up "$EMBEDDED"
 }
 start_nodes() {
-  stop_servers
+  stop_pids
   fresh_redis
   for node in "${NODES[@]}"; do
     "$HG" serve --listen "$node" --store "redis://127.0.0.1:$PORT" --push-allow "$RECEIVER" \
@@ -100,17 +86,17 @@ for round in $(seq "$ROUNDS"); do
     fi
     start_nodes; receive "$n"; nodes --workload lateness --producers 50 --rate "$rate" --seconds "$SECONDS_RUN" --delay 1s
     received "lateness-$rate hourglass-3-nodes"
-    stop_servers; fresh_redis; receive "$n"; bull lateness "$rate" "$SECONDS_RUN" 1000 "$WORKERS"
+    stop_pids; fresh_redis; receive "$n"; bull lateness "$rate" "$SECONDS_RUN" 1000 "$WORKERS"
     received "lateness-$rate bullmq"
   done
   start_embedded; receive "$BURST"; embedded --workload burst --tasks "$BURST" --batch 1000
   received "burst hourglass-embedded"
   start_nodes; receive "$BURST"; nodes --workload burst --tasks "$BURST" --batch 1000
   received "burst hourglass-3-nodes"
-  stop_servers; fresh_redis; receive "$BURST"; bull burst "$BURST" "$WORKERS"
+  stop_pids; fresh_redis; receive "$BURST"; bull burst "$BURST" "$WORKERS"
   received "burst bullmq"
 done
-stop_servers
+stop_pids
 
 echo "== medians over $ROUNDS rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 python3 - "$out" <<'PY'
