@@ -6,6 +6,7 @@
 //! its own, `hourglass-load` (`bench/load`).
 
 mod client;
+mod push;
 mod queue;
 mod render;
 mod schedule;

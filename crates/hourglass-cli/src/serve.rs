@@ -98,6 +98,8 @@ pub struct ServeArgs {
     /// `hourglass=debug` one per expired lease).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    #[command(flatten)]
+    push: crate::push::PushArgs,
 }
 
 /// How logs are written.
@@ -134,6 +136,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("--fsync-every-ms must be at least 1 (leave it out to fsync before every reply)");
     }
     let started = Instant::now();
+    let push_client = crate::push::client(&args.push)?;
     if args.max_payload_bytes > PAYLOAD_BYTES_CEILING {
         anyhow::bail!("--max-payload-bytes must be at most {PAYLOAD_BYTES_CEILING}");
     }
@@ -167,6 +170,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             (backend.clone(), durability, Running::Redis(backend), listener)
         }
     };
+    let outbound = push_client.outbound().clone();
+    // On every backend: claims for push hand each due task to one node only.
+    let (push, push_metrics) = crate::push::start(&args.push, push_client, backend.clone());
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let totals = backend.totals().await;
     let queues = backend.queues().await;
@@ -214,7 +220,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let mut state = AppState::new(backend.clone(), args.token.map(Arc::from));
+    let mut state =
+        AppState::new(backend.clone(), args.token.map(Arc::from)).outbound(outbound).push_metrics(push_metrics);
     if args.read_only_ui {
         state = state.read_only_ui();
     }
@@ -223,6 +230,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let _ = stop.send(true);
     });
     hourglass_server::serve(listener, state, args.max_payload_bytes, stopping()).await?;
+    let report = push.stop(crate::push::STOP_GRACE).await;
+    tracing::info!(drained = report.drained, abandoned = report.abandoned, "push delivery stopped");
     drop(front);
     drop(backend);
     running.stop().await;

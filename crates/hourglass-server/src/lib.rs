@@ -54,13 +54,17 @@ pub struct AppState {
     read_only_ui: bool,
     /// The dashboard's last fifteen minutes and latest reading.
     dashboard: Arc<overview::Dashboard>,
+    /// The push delivery's outbound rules, for the targets a request names.
+    outbound: Option<Arc<hourglass_push::Outbound>>,
+    /// The push delivery's counters, for `/metrics`.
+    pub(crate) push_metrics: Option<Arc<hourglass_push::PushMetrics>>,
 }
 
 impl AppState {
     /// The state of a server over `backend`, open to every request unless
     /// `token` is set.
     pub fn new(backend: Arc<dyn Backend>, token: Option<Arc<str>>) -> AppState {
-        AppState { backend, token, read_only_ui: false, dashboard: Arc::default() }
+        AppState { backend, token, read_only_ui: false, dashboard: Arc::default(), outbound: None, push_metrics: None }
     }
 
     /// The backend's schedules, or the API's answer to a backend without
@@ -79,6 +83,30 @@ impl AppState {
     pub fn read_only_ui(mut self) -> AppState {
         self.read_only_ui = true;
         self
+    }
+
+    /// Refuses (400 `invalid`) a task or a queue whose target these rules
+    /// would refuse and that can be judged before delivery: an IP address in
+    /// a forbidden range, or `localhost`, unless the allow list opens it.
+    /// Without it, such a target is accepted and its tasks die at delivery
+    /// with the reason.
+    pub fn outbound(mut self, outbound: hourglass_push::Outbound) -> AppState {
+        self.outbound = Some(Arc::new(outbound));
+        self
+    }
+
+    /// `/metrics` shows these push deliveries: by outcome, in flight, the
+    /// claims and settles that failed, and lateness from due time to
+    /// request sent.
+    pub fn push_metrics(mut self, metrics: Arc<hourglass_push::PushMetrics>) -> AppState {
+        self.push_metrics = Some(metrics);
+        self
+    }
+
+    /// Whether the outbound rules, if any, would refuse `url` at once.
+    pub(crate) fn check_target(&self, url: &str) -> Result<(), ApiError> {
+        let (Some(outbound), Ok(url)) = (&self.outbound, url.parse()) else { return Ok(()) };
+        outbound.check_url(&url).map_err(|refusal| ApiError::invalid(refusal.to_string()))
     }
 }
 

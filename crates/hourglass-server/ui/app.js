@@ -288,6 +288,16 @@ async function queuePage(main, name, params) {
   );
 }
 
+// Where a task is pushed: its own target, or else its queue's (whose last
+// response, when not a 2xx, is the task's last error).
+function pushTo(t, o) {
+  const target = (h) => (h.method || "POST") + " " + h.url;
+  if (t.http) return target(t.http);
+  const q = o.queues.find((q) => q.name === t.queue);
+  const push = q && q.settings && q.settings.push;
+  return push ? target(push) + " (the queue's target)" : null;
+}
+
 async function taskPage(main, id) {
   const [o, t] = await Promise.all([api("GET", overviewPath()), api("GET", "/v1/tasks/" + id)]);
   readOnly = o.read_only_ui;
@@ -295,7 +305,7 @@ async function taskPage(main, id) {
     ["id", t.id], ["queue", el("a", { href: "#/queue/" + encodeURIComponent(t.queue) }, t.queue)],
     ["state", el("span", { class: "badge " + t.state, "data-test": "task-state" }, t.state)],
     ["dead reason", t.dead_reason], ["last error", t.last_error], ["due", when(t.run_at_ms, o.now_ms)],
-    ["push to", t.http ? (t.http.method || "POST") + " " + t.http.url : null],
+    ["push to", pushTo(t, o)],
     ["attempts", t.attempt + " of " + t.max_attempts], ["key", t.key],
     ["repeats every", t.every_ms === undefined ? null : ms(t.every_ms)],
     ["lease until", t.lease_until_ms === undefined ? null : when(t.lease_until_ms, o.now_ms)],

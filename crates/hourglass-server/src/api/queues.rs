@@ -108,7 +108,11 @@ pub(crate) async fn put_settings(
     Path(queue): Path<String>,
     Json(settings): Json<w::QueueSettings>,
 ) -> ApiResult<Json<w::QueueSettings>> {
-    let settings = app.backend.put_settings(&queue, crate::push::settings(settings)?).await?;
+    let settings = crate::push::settings(settings)?;
+    if let Some(push) = &settings.push {
+        app.check_target(&push.http.url)?;
+    }
+    let settings = app.backend.put_settings(&queue, settings).await?;
     Ok(Json(crate::push::wire_settings(&settings)))
 }
 

@@ -2,9 +2,11 @@
 //! and what pull claims get of a queue that pushes (nothing).
 
 use axum::http::{Method, StatusCode};
+use hourglass_push::{AllowList, Outbound};
+use hourglass_queue::Limits;
 use serde_json::json;
 
-use super::{api, error_code};
+use super::{api, api_built, error_code};
 
 const CLAIM: &str = r#"{"max": 10, "lease_ms": 30000}"#;
 
@@ -89,4 +91,37 @@ async fn a_queue_that_pushes_answers_pull_claims_with_nothing_and_a_cap_holds_th
     api.call(Method::PUT, "/v1/queues/q/settings", Some(r#"{"max_in_flight": 2}"#)).await;
     let (_, claimed) = api.call(Method::POST, "/v1/queues/q/claim", Some(CLAIM)).await;
     assert_eq!(claimed["tasks"].as_array().unwrap().len(), 2, "no more than the cap: {claimed}");
+}
+
+#[tokio::test]
+async fn targets_the_outbound_rules_refuse_are_refused_at_enqueue() {
+    let allow = AllowList::parse(["127.0.0.1:8080"]).unwrap();
+    let api = api_built(Limits::default(), None, |state| state.outbound(Outbound::new(allow)));
+    let refused = [
+        ("/v1/queues/q/tasks", Method::POST, json!({ "payload": 1, "http": { "url": "http://169.254.169.254/x" } })),
+        (
+            "/v1/queues/q/tasks/batch",
+            Method::POST,
+            json!({ "tasks": [{ "payload": 1 }, { "payload": 2, "http": { "url": "http://localhost:9/" } }] }),
+        ),
+        ("/v1/queues/q/settings", Method::PUT, json!({ "push": { "url": "http://[::1]:8080/" } })),
+        ("/v1/queues/q/tasks", Method::POST, json!({ "payload": 1, "http": { "url": "http://127.0.0.1:8081/" } })),
+    ];
+    for (uri, method, body) in refused {
+        let (status, answer) = api.call(method, uri, Some(&body.to_string())).await;
+        assert_eq!((status, error_code(&answer)), (StatusCode::BAD_REQUEST, "invalid"), "{body}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("target refused: ") && message.ends_with("not on the push allow list"),
+            "{message}"
+        );
+    }
+    let (_, stats) = api.call(Method::GET, "/v1/queues", None).await;
+    assert_eq!(stats["totals"]["tasks"], json!(0), "nothing refused was enqueued: {stats}");
+    // Opened by the allow list, or a name only delivery can judge.
+    for url in ["http://127.0.0.1:8080/hook", "https://hooks.example.com/"] {
+        let task = json!({ "payload": 1, "http": { "url": url } });
+        let (status, answer) = api.call(Method::POST, "/v1/queues/q/tasks", Some(&task.to_string())).await;
+        assert_eq!(status, StatusCode::CREATED, "{url}: {answer}");
+    }
 }
