@@ -8,6 +8,7 @@ mod nodes;
 mod people;
 mod python_client;
 mod schedules;
+mod slow_clients;
 mod store;
 
 use std::time::Duration;
