@@ -91,6 +91,9 @@ impl LoadArgs {
         if !(1..=CLIENTS_MAX).contains(&self.producers) || !(1..=CLIENTS_MAX).contains(&self.consumers) {
             bail!("--producers and --consumers must be within 1 ..= {CLIENTS_MAX}");
         }
+        if self.acks == Acks::Claim && self.workload != Workload::WorkerDrain {
+            bail!("--acks claim is for worker-drain: a raw consumer's claims carry no acks");
+        }
         if self.payload_bytes > PAYLOAD_BYTES_MAX {
             bail!("--payload-bytes must be at most {PAYLOAD_BYTES_MAX}");
         }
@@ -134,8 +137,11 @@ pub enum Target {
 pub enum Acks {
     /// One request a task.
     One,
-    /// One request for each claim's tasks.
+    /// One request for each claim's tasks (`worker-drain`: the worker's
+    /// acks apart from its claims, in `POST /v1/acks`).
     Batch,
+    /// `worker-drain` only: the worker's acks ride on its next claim.
+    Claim,
 }
 
 /// The producers' HTTP client.
@@ -158,6 +164,8 @@ pub enum Workload {
     /// `--tasks` tasks due at once are enqueued first, then claimed and acked
     /// as fast as the consumers go.
     Drain,
+    /// `drain` with the client's `Worker` as each consumer.
+    WorkerDrain,
     /// `--tasks` tasks all due at one instant, enqueued in batches before it
     /// (untimed) while the consumers wait: how long after that instant the
     /// last is delivered.

@@ -17,8 +17,11 @@ use crate::report::now_us;
 /// waiting for tasks at once, as a real one would after handing them to
 /// workers.
 const ACKS_IN_FLIGHT_MAX: usize = 256;
-/// Each claim: up to 64 tasks, waiting up to a second, leased for 30 s.
-const CLAIM: ClaimRequest = ClaimRequest { max: Some(64), wait_ms: Some(1_000), lease_ms: Some(30_000) };
+/// Tasks a consumer claims at once.
+pub const CLAIM_MAX: usize = 64;
+/// Each claim: up to [`CLAIM_MAX`] tasks, waiting up to a second, leased for 30 s.
+const CLAIM: ClaimRequest =
+    ClaimRequest { max: Some(CLAIM_MAX), wait_ms: Some(1_000), lease_ms: Some(30_000), acks: None };
 /// How long a reserve waits, in seconds.
 const RESERVE_TIMEOUT_S: u64 = 1;
 

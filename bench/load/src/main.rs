@@ -16,6 +16,9 @@
 //!   each task reached a consumer, from its due time.
 //! - `drain`: `--tasks` tasks due at once are enqueued first (not timed), then
 //!   consumers claim and ack them as fast as they can; reports tasks per second.
+//! - `worker-drain`: `drain` with `hourglass-client`'s `Worker` as each
+//!   consumer (a handler that does nothing), to weigh the worker against the
+//!   raw claims and batch acks of `drain --acks batch`.
 //! - `burst`: `--tasks` tasks all due at one instant (enqueued before it, in
 //!   batches of `--batch`) while consumers wait; reports how long after that
 //!   instant the last one reached a consumer.
@@ -39,6 +42,7 @@ mod consumer;
 mod lean;
 mod producer;
 mod report;
+mod worker;
 mod workloads;
 
 use clap::Parser;
@@ -69,6 +73,7 @@ async fn run(args: LoadArgs) -> anyhow::Result<()> {
         Workload::Enqueue => workloads::enqueue(&args, &tube).await,
         Workload::Lateness => workloads::lateness(&args, &tube).await,
         Workload::Drain => workloads::drain(&args, &tube).await,
+        Workload::WorkerDrain => worker::worker_drain(&args, &tube).await,
         Workload::Burst => workloads::burst(&args, &tube).await,
         Workload::Churn => workloads::churn(&args, &tube).await,
     }

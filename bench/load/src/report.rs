@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
@@ -47,6 +48,9 @@ pub fn progress(total: u64, what: &str) -> ProgressBar {
 #[derive(Clone)]
 pub struct Tally {
     received: Arc<AtomicU64>,
+    /// When the tally began, and the last delivery since then, in ns.
+    began: Instant,
+    last_ns: Arc<AtomicU64>,
     lateness: Arc<Mutex<Histogram<u64>>>,
     bar: ProgressBar,
 }
@@ -54,7 +58,13 @@ pub struct Tally {
 impl Tally {
     /// A tally shown on `bar`.
     pub fn new(bar: ProgressBar) -> Tally {
-        Tally { received: Arc::new(AtomicU64::new(0)), lateness: Arc::new(Mutex::new(histogram())), bar }
+        Tally {
+            received: Arc::new(AtomicU64::new(0)),
+            began: Instant::now(),
+            last_ns: Arc::new(AtomicU64::new(0)),
+            lateness: Arc::new(Mutex::new(histogram())),
+            bar,
+        }
     }
 
     /// Deliveries so far.
@@ -65,7 +75,15 @@ impl Tally {
     /// One delivery more.
     pub fn count(&self) {
         self.received.fetch_add(1, Ordering::Relaxed);
+        self.last_ns.fetch_max(self.began.elapsed().as_nanos() as u64, Ordering::Relaxed);
         self.bar.inc(1);
+    }
+
+    /// When the last delivery was counted: the end of a drain's time, not
+    /// the consumers' return (a consumer in a claim that waits for a task
+    /// returns up to a second later).
+    pub fn last_at(&self) -> Instant {
+        self.began + Duration::from_nanos(self.last_ns.load(Ordering::Relaxed))
     }
 
     /// Adds a consumer's lateness histogram.

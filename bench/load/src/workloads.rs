@@ -153,9 +153,9 @@ async fn consume(
     Ok(consumers)
 }
 
-/// Enqueues `args.tasks` tasks due at once (untimed), then has the consumers
-/// claim and ack them as fast as they go.
-pub async fn drain(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
+/// Enqueues `args.tasks` tasks due at once, `args.batch` a request: the
+/// untimed start of `drain` and `worker-drain`.
+pub async fn fill(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
     let total = args.tasks;
     let mut sender = Sender::connect(args, tube, 0).await?;
     let filler = filler(args.payload_bytes);
@@ -168,12 +168,20 @@ pub async fn drain(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
         fill.inc(count);
     }
     fill.finish_and_clear();
+    Ok(())
+}
+
+/// Enqueues `args.tasks` tasks due at once (untimed), then has the consumers
+/// claim and ack them as fast as they go.
+pub async fn drain(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
+    let total = args.tasks;
+    fill(args, tube).await?;
     let tally = Tally::new(progress(total, &format!("drain {:?}", args.target)));
     let started = Instant::now();
     for consumer in consume(args, tube, total, started + DRAIN_WITHIN, &tally).await? {
         consumer.await??;
     }
-    let elapsed = started.elapsed();
+    let elapsed = tally.last_at().saturating_duration_since(started);
     tally.finish().await;
     let got = tally.received();
     println!(

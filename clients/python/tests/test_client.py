@@ -105,6 +105,17 @@ def test_ack_batch_answers_each_on_its_own(client: Client) -> None:
     assert results[2].error is not None and results[2].error.code == "stale_lease"
 
 
+def test_a_claim_acks_the_previous_batch_first(client: Client) -> None:
+    client.enqueue_batch("work", [{"payload": n} for n in range(4)])
+    first = client.claim("work", max_tasks=2)
+    claim = client.claim_and_ack("work", [first[0], (first[1].id, "0" * 16)], max_tasks=2)
+    assert [t.payload for t in claim.tasks] == [2, 3]
+    assert [(r.id, r.acked) for r in claim.acks] == [(first[0].id, True), (first[1].id, False)]
+    assert claim.acks[1].error is not None and claim.acks[1].error.code == "stale_lease"
+    assert client.claim_and_ack("work", []).acks == []
+    assert client.queue("work").acked == 1
+
+
 def test_nack_to_dead_then_retry_and_delete(client: Client) -> None:
     ids = [client.enqueue("risky", n, max_attempts=1).id for n in range(2)]
     for task in client.claim("risky", max_tasks=2):

@@ -161,3 +161,42 @@ def test_handler_threads_are_bounded_daemons() -> None:
 
     asyncio.run(scenario())
     assert 1 <= len(seen) <= 3
+
+
+def test_acks_ride_on_a_claim_about_to_go_and_go_alone_otherwise() -> None:
+    from hourglass_client import AckResult, AsyncClient, ClaimedTask
+    from hourglass_client._acks import Acker
+    from hourglass_client._delivery import Delivery
+    from hourglass_client.report import Counts
+
+    sent: list[list[int]] = []
+
+    class Recording(AsyncClient):
+        async def ack_batch(self, acks: object) -> list[AckResult]:
+            ids = [task.id for task in acks]  # type: ignore[attr-defined]
+            sent.append(ids)
+            return [AckResult(id=i) for i in ids]
+
+    def delivery(task_id: int) -> Delivery:
+        return Delivery(ClaimedTask(task_id, "q", None, 1, "0" * 16, 0, 0), deadline=0.0)
+
+    async def scenario() -> None:
+        counts = Counts()
+        acker = Acker(Recording("http://127.0.0.1:9"), counts)
+        acker.start()
+        acker.ride(True)
+        first, second = delivery(1), delivery(2)
+        acker.add(first)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert sent == [], "a claim about to go takes the acks"
+        batch = acker.take()
+        assert batch == [first]
+        acker.ride(False)
+        acker.settle(batch, [AckResult(id=1)])
+        acker.add(second)
+        await acker.stop(5.0)
+        assert sent == [[2]], "with no claim about to go, the acker sends them"
+        assert counts.acked == 2
+
+    asyncio.run(scenario())

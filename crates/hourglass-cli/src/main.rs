@@ -290,7 +290,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Claim { queue, max, lease, wait, ack, server } => {
             let client = connect(&server);
-            let claim = ClaimRequest { max: Some(max), lease_ms: Some(millis(lease)), wait_ms: Some(millis(wait)) };
+            let claim =
+                ClaimRequest { max: Some(max), lease_ms: Some(millis(lease)), wait_ms: Some(millis(wait)), acks: None };
             for task in client.claim(&queue, &claim).await.explain(&client)?.tasks {
                 print(&task)?;
                 if ack {

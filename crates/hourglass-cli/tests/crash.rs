@@ -59,7 +59,7 @@ async fn produce(client: Client, ledger: Arc<Mutex<Ledger>>, first: u64, stop: I
 /// the last claim came back empty.
 async fn consume(client: &Client, ledger: &Mutex<Ledger>, stop: Instant) -> bool {
     let mut empty = false;
-    let claim = ClaimRequest { max: Some(16), wait_ms: Some(50), lease_ms: Some(60_000) };
+    let claim = ClaimRequest { max: Some(16), wait_ms: Some(50), lease_ms: Some(60_000), acks: None };
     while Instant::now() < stop {
         let Ok(claimed) = client.claim("crash", &claim).await else { return empty };
         empty = claimed.tasks.is_empty();

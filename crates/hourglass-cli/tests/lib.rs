@@ -7,9 +7,11 @@ mod crash;
 mod nodes;
 mod people;
 mod python_client;
+mod readme;
 mod schedules;
 mod slow_clients;
 mod store;
+mod worker;
 
 use std::time::Duration;
 

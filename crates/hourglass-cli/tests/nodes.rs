@@ -75,7 +75,7 @@ async fn produce(clients: Clients, ledger: Arc<Mutex<Ledger>>, first: u64, stop:
 /// claim came back empty.
 async fn consume(clients: &[Mutex<Client>], at: usize, ledger: &Mutex<Ledger>, stop: Instant) -> bool {
     let mut empty = false;
-    let claim = ClaimRequest { max: Some(16), wait_ms: Some(200), lease_ms: Some(LEASE_MS) };
+    let claim = ClaimRequest { max: Some(16), wait_ms: Some(200), lease_ms: Some(LEASE_MS), acks: None };
     while Instant::now() < stop {
         let client = clients[at].lock().await.clone();
         let Ok(claimed) = client.claim("nodes", &claim).await else { continue };

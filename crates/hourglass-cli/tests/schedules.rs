@@ -26,7 +26,7 @@ async fn consume(
     seen: &mut BTreeMap<u64, u64>,
     lateness_us: &mut Vec<(u64, u64)>,
 ) -> bool {
-    let claim = ClaimRequest { max: Some(16), wait_ms: Some(200), lease_ms: Some(60_000) };
+    let claim = ClaimRequest { max: Some(16), wait_ms: Some(200), lease_ms: Some(60_000), acks: None };
     while Instant::now() < until {
         let Ok(claimed) = client.claim("ticks", &claim).await else { return false };
         let received_us = SystemWallClock.now_us();

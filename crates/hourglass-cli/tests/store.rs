@@ -36,7 +36,7 @@ async fn try_health(node: &Hourglass) -> Result<(u16, Health), reqwest::Error> {
 
 /// A claim's error code, or `ok`.
 async fn claim_code(client: &Client) -> String {
-    let claim = ClaimRequest { max: Some(10), wait_ms: Some(0), lease_ms: None };
+    let claim = ClaimRequest { max: Some(10), wait_ms: Some(0), ..ClaimRequest::default() };
     match client.claim("outage", &claim).await {
         Ok(_) => "ok".to_owned(),
         Err(error) => error.code().unwrap_or("no code").to_owned(),
@@ -76,7 +76,8 @@ async fn a_node_started_before_its_redis_says_what_it_waits_for_then_joins() {
     redis.restart();
     until_health(&node, 200).await;
     let id = client.enqueue("outage", &Seq::task(1, 0)).await.expect("an enqueue once joined").value.id;
-    let claimed = client.claim("outage", &ClaimRequest { max: Some(10), wait_ms: Some(10_000), lease_ms: None });
+    let request = ClaimRequest { max: Some(10), wait_ms: Some(10_000), ..ClaimRequest::default() };
+    let claimed = client.claim("outage", &request);
     assert_eq!(claimed.await.unwrap().tasks.iter().map(|task| task.id).collect::<Vec<_>>(), [id]);
 }
 
@@ -124,7 +125,7 @@ async fn redis_killed_and_started_again_under_a_running_node() {
 
     redis.restart();
     until_health(&node, 200).await;
-    let claim = ClaimRequest { max: Some(10), wait_ms: Some(10_000), lease_ms: None };
+    let claim = ClaimRequest { max: Some(10), wait_ms: Some(10_000), ..ClaimRequest::default() };
     let claimed = client.claim("outage", &claim).await.expect("a claim once redis is back");
     assert_eq!(claimed.tasks.iter().map(|task| task.id).collect::<Vec<_>>(), [id], "kept by its append-only file");
     let log = node.stderr();

@@ -10,7 +10,9 @@ use crate::path::segment;
 
 impl Client {
     /// `POST /v1/queues/{queue}/claim`: due tasks, each leased; perhaps none
-    /// after waiting up to the request's `wait_ms`.
+    /// after waiting up to the request's `wait_ms`. A request that carries
+    /// `acks` has them applied first, each answered in the answer's `acks`
+    /// as [`ack_batch`](Client::ack_batch) would.
     pub async fn claim(&self, queue: &str, claim: &ClaimRequest) -> Result<Claimed, Error> {
         Ok(self.post(Method::POST, &format!("/v1/queues/{}/claim", segment(queue)), claim).await?.value)
     }

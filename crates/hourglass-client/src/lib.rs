@@ -39,9 +39,11 @@ mod path;
 mod queues;
 mod schedules;
 mod tasks;
+pub mod worker;
 
 pub use client::{Client, Stored};
 pub use error::Error;
 pub use hourglass_wire as wire;
 /// An HTTP status, as [`Error`] carries it.
 pub use reqwest::StatusCode;
+pub use worker::{Worker, WorkerError, WorkerOptions, WorkerReport};

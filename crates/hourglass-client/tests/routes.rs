@@ -67,7 +67,7 @@ async fn deliveries_are_claimed_acked_nacked_extended_and_retried() {
         let one_try = NewTask { max_attempts: Some(1), ..NewTask::new(payload("1")) };
         let batch = NewTasks { tasks: vec![one_try, NewTask::new(payload("2")), NewTask::new(payload("3"))] };
         client.enqueue_batch("q", &batch).await.unwrap();
-        let claim = ClaimRequest { max: Some(10), lease_ms: Some(30_000), wait_ms: Some(0) };
+        let claim = ClaimRequest { max: Some(10), lease_ms: Some(30_000), wait_ms: Some(0), acks: None };
         let claimed = client.claim("q", &claim).await.unwrap().tasks;
         assert_eq!(claimed.len(), 3);
         let (a, b, c) = (&claimed[0], &claimed[1], &claimed[2]);
@@ -100,6 +100,14 @@ async fn deliveries_are_claimed_acked_nacked_extended_and_retried() {
         assert_eq!(again.id, d.id);
         let later = client.nack(again.id, again.lease, Some(500), None).await.unwrap();
         assert_eq!((later.state, later.run_at_ms), (State::Scheduled, T0_MS + 500));
+        // A claim that carries acks answers them beside its tasks.
+        client.enqueue("q", &NewTask::new(payload("5"))).await.unwrap();
+        let e = client.claim("q", &claim).await.unwrap().tasks.remove(0);
+        client.enqueue("q", &NewTask::new(payload("6"))).await.unwrap();
+        let acking = ClaimRequest { acks: Some(vec![Ack::new(e.id, e.lease)]), ..claim.clone() };
+        let answer = client.claim("q", &acking).await.unwrap();
+        assert_eq!(answer.acks, Some(vec![AckResult::Acked(hourglass_client::wire::Acked { acked: true, id: e.id })]));
+        assert_eq!(answer.tasks.len(), 1);
     })
     .await;
     server.stop().await;

@@ -13,7 +13,9 @@ mod error;
 mod extract;
 mod history;
 mod metrics;
+mod openapi;
 mod overview;
+mod routes;
 mod ui;
 mod wire;
 
@@ -33,6 +35,8 @@ pub use connections::{
     Connections, ConnectionsError, BODY_TIMEOUT, CONNECTIONS_MAX, HEADER_TIMEOUT, IDLE_TIMEOUT, TIMEOUT_MIN,
 };
 pub use error::ApiError;
+pub use openapi::{document_text as openapi_text, document_value as openapi};
+pub use routes::ROUTES;
 
 /// Room for a batch request: the batch limit times a small task, plus one
 /// payload of the configured maximum. Bodies over it get 413.
@@ -88,8 +92,7 @@ impl AppState {
 /// Otherwise the layer is left out: idle, it still cost 4 % of durable
 /// enqueues over HTTP (`BENCHMARKS.md`, "The dashboard").
 pub fn router(state: AppState, payload_bytes_max: usize) -> Router {
-    let app = api::routes()
-        .merge(ui::routes())
+    let app = routes::routes()
         .fallback(|| async { ApiError::no_route() })
         .layer(DefaultBodyLimit::max(payload_bytes_max.saturating_add(BODY_BYTES_OVERHEAD)))
         .layer(middleware::from_fn_with_state(state.clone(), guard));

@@ -10,6 +10,10 @@ use hourglass_queue::{BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};
 
 use crate::AppState;
 
+/// Prometheus metrics: lateness histograms per queue, tasks per queue and
+/// state, the store's commits.
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses((status = 200, description = "Prometheus text.", body = String, content_type = "text/plain")))]
 pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     let totals = app.backend.totals().await;
     let mut out = String::new();

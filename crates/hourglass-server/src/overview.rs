@@ -52,6 +52,8 @@ impl Dashboard {
 /// `?fresh=true` reads the queues now rather than sharing the latest reading:
 /// for a command that must see what it just did (`hourglass stats`). The
 /// time shown is this machine's clock, whatever clock the backend reads.
+#[utoipa::path(get, path = "/v1/overview", tag = "queues", params(w::OverviewQuery),
+    responses((status = 200, description = "What the dashboard shows.", body = w::Overview)))]
 pub(crate) async fn overview(
     State(app): State<AppState>,
     Query(query): Query<w::OverviewQuery>,

@@ -5,34 +5,45 @@
 
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
-
-use crate::AppState;
 
 const INDEX_HTML: &str = include_str!("../ui/index.html");
 const APP_JS: &str = include_str!("../ui/app.js");
 const APP_CSS: &str = include_str!("../ui/app.css");
 
-/// Where the files are served; nothing else is served without the token.
-const STATIC_PATHS: [&str; 3] = ["/", "/ui/app.js", "/ui/app.css"];
+/// Where the files are served, and the API's own description; nothing else
+/// is served without the token.
+const STATIC_PATHS: [&str; 4] = ["/", "/ui/app.js", "/ui/app.css", "/v1/openapi.json"];
 
 /// Nothing but this server: no CDN, no inline script, no framing.
 const CONTENT_SECURITY_POLICY: &str =
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/", get(|| file("text/html; charset=utf-8", INDEX_HTML)))
-        .route("/ui/app.js", get(|| file("text/javascript; charset=utf-8", APP_JS)))
-        .route("/ui/app.css", get(|| file("text/css; charset=utf-8", APP_CSS)))
+/// The dashboard's page.
+#[utoipa::path(get, path = "/", tag = "dashboard", security(()),
+    responses((status = 200, description = "The page.", body = String, content_type = "text/html")))]
+pub(crate) async fn index() -> impl IntoResponse {
+    file("text/html; charset=utf-8", INDEX_HTML)
+}
+
+/// The dashboard's script.
+#[utoipa::path(get, path = "/ui/app.js", tag = "dashboard", security(()),
+    responses((status = 200, description = "The script.", body = String, content_type = "text/javascript")))]
+pub(crate) async fn app_js() -> impl IntoResponse {
+    file("text/javascript; charset=utf-8", APP_JS)
+}
+
+/// The dashboard's style sheet.
+#[utoipa::path(get, path = "/ui/app.css", tag = "dashboard", security(()),
+    responses((status = 200, description = "The style sheet.", body = String, content_type = "text/css")))]
+pub(crate) async fn app_css() -> impl IntoResponse {
+    file("text/css; charset=utf-8", APP_CSS)
 }
 
 pub(crate) fn is_static(path: &str) -> bool {
     STATIC_PATHS.contains(&path)
 }
 
-async fn file(content_type: &'static str, body: &'static str) -> impl IntoResponse {
+fn file(content_type: &'static str, body: &'static str) -> impl IntoResponse {
     (
         [
             (header::CONTENT_TYPE, content_type),

@@ -37,6 +37,7 @@ const STDERR_BYTES_KEPT: usize = 8 * 1024;
 #[derive(Debug, Clone)]
 pub struct Serve {
     program: PathBuf,
+    listen: String,
     args: Vec<OsString>,
     beanstalk: bool,
 }
@@ -44,7 +45,19 @@ pub struct Serve {
 impl Serve {
     /// `program serve --listen 127.0.0.1:0`.
     pub fn new(program: impl AsRef<Path>) -> Serve {
-        Serve { program: program.as_ref().to_owned(), args: Vec::new(), beanstalk: false }
+        Serve {
+            program: program.as_ref().to_owned(),
+            listen: "127.0.0.1:0".to_owned(),
+            args: Vec::new(),
+            beanstalk: false,
+        }
+    }
+
+    /// Listening on `address` rather than a port the system picks: a
+    /// [restart](Hourglass::restart) then keeps the address, for a client
+    /// that must find the server again.
+    pub fn listen(self, address: impl Into<String>) -> Serve {
+        Serve { listen: address.into(), ..self }
     }
 
     /// With `--data dir`.
@@ -147,7 +160,8 @@ impl Hourglass {
     }
 
     /// A new process with the same arguments (the same data), after killing
-    /// this one if it still runs. Its addresses are new.
+    /// this one if it still runs. Its addresses are new, unless it was given
+    /// one ([`Serve::listen`]).
     pub fn restart(&mut self) {
         self.kill();
         self.process = Some(Process::spawn(&self.serve));
@@ -177,7 +191,7 @@ impl Process {
     fn spawn(serve: &Serve) -> Process {
         let started = Instant::now();
         let mut child = Command::new(&serve.program)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", &serve.listen])
             .args(&serve.args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

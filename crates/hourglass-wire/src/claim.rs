@@ -3,11 +3,15 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::delivery::{Ack, AckResult};
 use crate::text::Lease;
 
 /// `POST /v1/queues/{queue}/claim`: up to `max` due tasks, each leased for
-/// `lease_ms`, waiting up to `wait_ms` for one if none is due.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// `lease_ms`, waiting up to `wait_ms` for one if none is due; and, with
+/// it, the `acks` of earlier deliveries (a consumer's previous batch),
+/// saving the request of a `POST /v1/acks`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Tasks at most (1 if left out).
@@ -20,17 +24,24 @@ pub struct ClaimRequest {
     /// How long to wait for a task when none is due (0 if left out).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
+    /// Acks applied with the claim, first, each as alone (up to the same
+    /// limit as [`Acks`](crate::Acks)), answered in [`Claimed::acks`]; all
+    /// checked before anything is done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acks: Option<Vec<Ack>>,
 }
 
 /// A task handed out by a claim: ack it, nack it or extend its lease with
 /// `lease` before `lease_until_ms`, or it is delivered again.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimedTask {
     /// The task's id.
     pub id: u64,
     /// Its queue.
     pub queue: String,
     /// Its payload.
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
     /// Which delivery this is, from 1.
     pub attempt: u32,
@@ -42,14 +53,20 @@ pub struct ClaimedTask {
     pub run_at_ms: u64,
 }
 
-/// The answer to a claim: the deliveries, perhaps none.
+/// The answer to a claim: the deliveries, perhaps none, and the results of
+/// the acks the claim carried, if it carried any.
 ///
 /// The server sends it rendered through `serde_json::Value`, as it always
 /// has: each task's keys in alphabetical order and its payload re-rendered
 /// (its object keys sorted, its numbers written anew), unlike the payload
 /// `GET /v1/tasks/{id}` shows, which is the text enqueued.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Claimed {
     /// The deliveries, in claim order.
     pub tasks: Vec<ClaimedTask>,
+    /// One result an ack of the request's `acks`, in order, as
+    /// [`AckResults`](crate::AckResults) has them; absent if it had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acks: Option<Vec<AckResult>>,
 }

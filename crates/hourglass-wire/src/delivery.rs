@@ -20,6 +20,7 @@ use crate::text::Lease;
 /// assert_eq!(serde_json::to_string(&extend).unwrap(), r#"{"lease":"0000000000000001","lease_ms":60000}"#);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
     /// The delivery's lease, as the claim gave it.
@@ -56,6 +57,7 @@ impl LeaseRequest {
 /// The answer to an ack. Its keys are in alphabetical order, as the server
 /// has always sent them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Acked {
     /// Always true.
     pub acked: bool,
@@ -65,6 +67,7 @@ pub struct Acked {
 
 /// The answer to an extend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Extended {
     /// The task.
     pub id: u64,
@@ -74,6 +77,7 @@ pub struct Extended {
 
 /// `POST /v1/acks`: acks of several deliveries in one request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Acks {
     /// The acks, answered in this order.
@@ -82,6 +86,7 @@ pub struct Acks {
 
 /// One ack of [`Acks`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Ack {
     /// The task.
@@ -100,6 +105,7 @@ impl Ack {
 /// The answer to [`Acks`]: each ack's own result, in order. One that fails
 /// (a stale lease, say) fails alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AckResults {
     /// One a request's ack, in order.
     pub results: Vec<AckResult>,
@@ -108,6 +114,7 @@ pub struct AckResults {
 /// One ack's result. Its keys are in alphabetical order, as the server has
 /// always sent them: `{"acked": true, "id"}` or `{"error": {...}, "id"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum AckResult {
     /// Acked.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(serde_json::to_string(&body).unwrap(), r#"{"error":{"code":"not_found","message":"no task 7"}}"#);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     /// What went wrong.
     pub error: ErrorDetail,
@@ -28,6 +29,7 @@ impl ErrorBody {
 
 /// An error: a stable code for programs, a message for people.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     /// Short, stable, machine-readable: `invalid`, `not_found`,
     /// `stale_lease`, `conflict`, `payload_too_large`, `too_many_tasks`,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// reaches its store; `store_unavailable` (503), with the reason, from one
 /// that cannot reach its store (not yet, or not any more).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// `ok` or `store_unavailable`.
     pub status: String,

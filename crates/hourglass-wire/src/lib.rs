@@ -45,6 +45,8 @@ mod delivery;
 mod error;
 mod health;
 mod listing;
+#[cfg(feature = "openapi")]
+mod openapi;
 mod overview;
 mod queue;
 mod schedule;

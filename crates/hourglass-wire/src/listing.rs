@@ -12,6 +12,8 @@ use crate::text::{Cursor, State};
 /// server reads them, so that a wrong one is a 400 `invalid` that says what
 /// is expected.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only tasks in this state (all if left out; not with `/dead`).
@@ -38,6 +40,7 @@ impl ListQuery {
 
 /// One page of a listing.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskPage {
     /// The tasks, in the listing's order.
     pub tasks: Vec<Task>,

@@ -9,6 +9,8 @@ use crate::queue::{Queue, Totals};
 /// rather than sharing the latest reading (at most half a second old), for a
 /// client that must see what it just did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct OverviewQuery {
     /// Read the queues now.
@@ -19,6 +21,7 @@ pub struct OverviewQuery {
 /// Every queue with its counts, lateness and rates, the totals, and the
 /// last fifteen minutes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Overview {
     /// The server's clock, Unix ms: the page shows due times relative to it.
     pub now_ms: u64,
@@ -36,6 +39,7 @@ pub struct Overview {
 
 /// A queue in the overview: its counts, and its rates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OverviewQueue {
     /// Its counts, as `GET /v1/queues/{queue}` shows them.
     #[serde(flatten)]
@@ -46,6 +50,7 @@ pub struct OverviewQueue {
 
 /// Rates per second.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rates {
     /// Tasks enqueued a second.
     pub enqueued: f64,
@@ -59,6 +64,7 @@ pub struct Rates {
 /// deliveries since the sample before, in milliseconds (`null` when there
 /// were none).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Point {
     /// When it was taken, Unix ms.
     pub at_ms: u64,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// One queue's counts, as `GET /v1/queues/{queue}`, pause and resume show
 /// them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Queue {
     /// Its name.
     pub name: String,
@@ -33,6 +34,7 @@ pub struct Queue {
 
 /// From due time to delivery, in fractional milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Lateness {
     /// Deliveries measured.
     pub samples: u64,
@@ -46,6 +48,7 @@ pub struct Lateness {
 
 /// The server's counters since it started, and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Totals {
     /// Tasks enqueued.
     pub enqueued: u64,
@@ -86,6 +89,7 @@ pub struct Totals {
 /// The server sends it rendered through `serde_json::Value`, as it always
 /// has: every object's keys in alphabetical order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Queues {
     /// Every queue, by name.
     pub queues: Vec<Queue>,
@@ -96,6 +100,7 @@ pub struct Queues {
 /// The answer to `DELETE /v1/queues/{queue}/dead`. Its keys are in
 /// alphabetical order, as the server has always sent them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeletedDead {
     /// Dead tasks deleted.
     pub deleted: u64,

@@ -25,6 +25,7 @@ use crate::text::{Misfire, Overlap};
 /// );
 /// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewSchedule {
     /// The queue its tasks go to.
@@ -39,6 +40,7 @@ pub struct NewSchedule {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub every_ms: Option<u64>,
     /// Each task's payload.
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
     /// What to do with missed occurrences (`skip` if left out).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,6 +98,8 @@ impl NewSchedule {
 
 /// The query of `GET /v1/schedules`: `?after=NAME&limit=N`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema, utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct SchedulesQuery {
     /// The page after this name: the previous page's `next`.
@@ -108,6 +112,7 @@ pub struct SchedulesQuery {
 
 /// A schedule as the API shows it. Fields that do not apply are left out.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Schedule {
     /// Its name.
     pub name: String,
@@ -122,6 +127,7 @@ pub struct Schedule {
     /// The time zone its runs are shown in (and its cron read in): UTC for a period.
     pub time_zone: String,
     /// Each task's payload.
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
     /// What it does with missed occurrences.
     pub misfire: Misfire,
@@ -145,6 +151,7 @@ pub struct Schedule {
 
 /// One run of a schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Run {
     /// When, Unix ms.
     pub at_ms: u64,
@@ -157,6 +164,7 @@ pub struct Run {
 
 /// One page of the schedules, by name.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SchedulePage {
     /// The schedules.
     pub schedules: Vec<Schedule>,

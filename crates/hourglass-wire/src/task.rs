@@ -18,9 +18,11 @@ use crate::text::{DeadReason, State};
 /// assert_eq!(serde_json::to_string(&task).unwrap(), r#"{"payload":[1,2],"delay_ms":30000}"#);
 /// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewTask {
     /// Any JSON, passed through as it is.
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
     /// Due this long from now (0 if neither this nor `run_at_ms` is given).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,6 +75,7 @@ impl NewTask {
 /// `POST /v1/queues/{queue}/tasks/batch`: tasks enqueued together, all or
 /// none.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewTasks {
     /// The tasks, in order.
@@ -82,6 +85,7 @@ pub struct NewTasks {
 /// `PATCH /v1/tasks/{id}`: a new due time for a task that is not leased.
 /// One of the two is required.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Reschedule {
     /// Due this long from now.
@@ -95,6 +99,7 @@ pub struct Reschedule {
 /// The answer to an enqueue: 201 when the task is new, 200 when its key
 /// named a live task already (then that task's id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Enqueued {
     /// The task's id.
     pub id: u64,
@@ -105,6 +110,7 @@ pub struct Enqueued {
 /// The answer to a batch: one [`Enqueued`] a task, in order. Its keys are in
 /// alphabetical order, as the server has always sent them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EnqueuedBatch {
     /// How many are new (the others' keys named live tasks).
     pub created: u64,
@@ -114,6 +120,7 @@ pub struct EnqueuedBatch {
 
 /// A task as the API shows it. Fields that do not apply are left out.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Task {
     /// Its id, unique in the server.
     pub id: u64,
@@ -123,6 +130,7 @@ pub struct Task {
     pub state: State,
     /// Its payload as it was enqueued. A payload put through the beanstalkd
     /// front that is not JSON shows as a JSON string of its text.
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
     /// When it is (or was) due, Unix ms.
     pub run_at_ms: u64,

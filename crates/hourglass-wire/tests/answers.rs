@@ -105,6 +105,7 @@ fn claims_and_what_follows() {
             lease_until_ms: T0_MS + 6_000,
             run_at_ms: T0_MS + 1_000,
         }],
+        acks: None,
     };
     through_value(
         &claimed,
@@ -127,6 +128,11 @@ fn claims_and_what_follows() {
     );
     let back: AckResults = serde_json::from_str(&serde_json::to_string(&results).unwrap()).unwrap();
     assert_eq!(back, results);
+    let acked_with_claim = Claimed { tasks: Vec::new(), acks: Some(results.results.clone()) };
+    through_value(
+        &acked_with_claim,
+        r#"{"acks":[{"acked":true,"id":4},{"error":{"code":"stale_lease","message":"the lease on task 5 is not current"},"id":5}],"tasks":[]}"#,
+    );
     assert_eq!(back.results.iter().map(AckResult::id).collect::<Vec<_>>(), [4, 5]);
 }
 

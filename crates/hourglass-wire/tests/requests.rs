@@ -40,7 +40,9 @@ fn tasks() {
 fn claims_and_deliveries() {
     round_trip::<ClaimRequest>(r#"{"max":10,"lease_ms":30000,"wait_ms":0}"#);
     assert_eq!(round_trip::<ClaimRequest>("{}"), ClaimRequest::default());
-    assert!(refusal::<ClaimRequest>(r#"{"max":1,"other":1}"#).contains("expected one of `max`, `lease_ms`, `wait_ms`"));
+    round_trip::<ClaimRequest>(r#"{"max":10,"acks":[{"id":7,"lease":"00000000000000ff"}]}"#);
+    assert!(refusal::<ClaimRequest>(r#"{"max":1,"other":1}"#)
+        .contains("expected one of `max`, `lease_ms`, `wait_ms`, `acks`"));
     let lease = Lease(0xff);
     assert_eq!(round_trip::<LeaseRequest>(r#"{"lease":"00000000000000ff"}"#), LeaseRequest::ack(lease));
     assert_eq!(

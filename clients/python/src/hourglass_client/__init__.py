@@ -53,6 +53,7 @@ from .errors import (
 )
 from .models import (
     AckResult,
+    Claim,
     ClaimedTask,
     DeadReason,
     Enqueued,
@@ -83,6 +84,7 @@ __all__ = [
     "ApiError",
     "AsyncClient",
     "AsyncWorker",
+    "Claim",
     "ClaimedTask",
     "Client",
     "Conflict",

@@ -6,11 +6,14 @@ most one such request on its way: while one is out, the next batch gathers,
 so batches grow with the load and an ack never waits for a timer.
 
 Piggybacking. A claim that also acks the previous batch (``"acks"`` in the
-claim's body, answered beside its ``"tasks"``) saves the round trip. When the
-server has it, the claim loop takes the batch with :meth:`Acker.take`, sends
-it in its claim, and hands the claim's ``"acks"`` to :meth:`Acker.settle`;
-the acker's own loop then carries only what no claim took (a worker that is
-stopping, or a queue with nothing due). Nothing else changes.
+claim's body, answered beside its ``"tasks"``) saves the round trip. A claim
+loop about to send (waiting for slots, which a handler that ends frees at
+once) says so with :meth:`Acker.ride`; it takes the batch with
+:meth:`Acker.take`, sends it in its claim, and hands the claim's ``"acks"``
+to :meth:`Acker.settle`, or the batch back with :meth:`Acker.give_back` if
+the claim failed. The acker's own loop sends only while no claim is about
+to go: when every claim waits on the server (a queue with nothing due), or
+the worker is stopping.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Acker:
         self._idle.set()
         self._backoff = Backoff()
         self._runner: asyncio.Task[None] | None = None
+        #: Claim loops about to send a claim, which carries the acks.
+        self._riders = 0
 
     def add(self, delivery: Delivery) -> None:
         """``delivery``'s handler succeeded: ack it."""
@@ -52,6 +57,22 @@ class Acker:
         """Up to ``most`` deliveries to ack, oldest first, now on their way."""
         batch, self._pending = self._pending[:most], self._pending[most:]
         return batch
+
+    def ride(self, riding: bool) -> None:
+        """A claim loop is about to send a claim, which takes the acks
+        (``True``), or no longer (``False``): the acker's own loop sends only
+        while none is."""
+        self._riders += 1 if riding else -1
+        assert self._riders >= 0, f"{self._riders} claims riding"
+        if not self._riders:
+            self._wake.set()
+
+    def give_back(self, batch: list[Delivery]) -> None:
+        """A claim that took ``batch`` failed: it goes first in the next."""
+        if batch:
+            self._pending[:0] = batch
+            self._idle.clear()
+            self._wake.set()
 
     def settle(self, batch: list[Delivery], results: list[AckResult]) -> None:
         """The server's answer to acking ``batch``: one result a delivery, in order."""
@@ -77,7 +98,7 @@ class Acker:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._pending:
+            while self._pending and not self._riders:
                 batch = self.take()
                 try:
                     results = await self._client.ack_batch(d.task for d in batch)
@@ -89,7 +110,8 @@ class Acker:
                     raise
                 self._backoff.reset()
                 self.settle(batch, results)
-            self._idle.set()
+            if not self._pending:
+                self._idle.set()
 
     async def _failed(self, batch: list[Delivery], error: HourglassError) -> None:
         """Keeps ``batch`` for the next try if the failure may pass. (The

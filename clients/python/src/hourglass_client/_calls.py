@@ -20,6 +20,7 @@ from urllib.parse import quote
 from .errors import ApiError, DecodeError
 from .models import (
     AckResult,
+    Claim,
     ClaimedTask,
     Enqueued,
     EnqueuedBatch,
@@ -199,16 +200,28 @@ def claim(queue: str, max_tasks: int, lease_ms: int | None, wait_ms: int) -> Cal
     )
 
 
+def claim_and_ack(
+    queue: str, acks: Iterable[AckRef], max_tasks: int, lease_ms: int | None, wait_ms: int
+) -> Call[Claim]:
+    body = _without_none({"max": max_tasks, "lease_ms": lease_ms, "wait_ms": wait_ms})
+    refs = [_ack_pair(ref) for ref in acks]
+    if refs:
+        body["acks"] = refs
+    return Call("POST", f"/v1/queues/{segment(queue)}/claim", lambda a: Claim.from_json(a.json()), body,
+                wait_ms=wait_ms)
+
+
 def ack(task_id: int, lease: str) -> Call[None]:
     return Call("POST", f"/v1/tasks/{int(task_id)}/ack", _nothing, {"lease": lease})
 
 
-def ack_batch(acks: Iterable[AckRef]) -> Call[list[AckResult]]:
-    def pair(ref: AckRef) -> dict[str, Any]:
-        task_id, lease = (ref.id, ref.lease) if isinstance(ref, ClaimedTask) else ref
-        return {"id": int(task_id), "lease": lease}
+def _ack_pair(ref: AckRef) -> dict[str, Any]:
+    task_id, lease = (ref.id, ref.lease) if isinstance(ref, ClaimedTask) else ref
+    return {"id": int(task_id), "lease": lease}
 
-    body = {"acks": [pair(ref) for ref in acks]}
+
+def ack_batch(acks: Iterable[AckRef]) -> Call[list[AckResult]]:
+    body = {"acks": [_ack_pair(ref) for ref in acks]}
     return Call("POST", "/v1/acks", lambda a: [AckResult.from_json(r) for r in a.json()["results"]], body)
 
 

@@ -130,14 +130,24 @@ class WorkerRun:
         config = self.config
         failures, quick = Backoff(), Backoff()
         while True:
-            taken = await self.slots.take(config.share)
+            self.acker.ride(True)
+            try:
+                taken = await self.slots.take(config.share)
+            finally:
+                self.acker.ride(False)
+            acks = self.acker.take()
+            # A claim that carries acks does not wait: their results (and
+            # the worker's counts) would wait with it. If nothing is due,
+            # the next claim waits, carrying what has gathered meanwhile.
+            wait_ms = 0 if acks else config.wait_ms
             sent = time.monotonic()
             try:
-                tasks = await self.client.claim(
-                    queue, max_tasks=taken, lease_ms=config.lease_ms, wait_ms=config.wait_ms
+                claim = await self.client.claim_and_ack(
+                    queue, (d.task for d in acks), max_tasks=taken, lease_ms=config.lease_ms, wait_ms=wait_ms
                 )
             except HourglassError as error:
                 self.slots.give(taken)
+                self.acker.give_back(acks)
                 if not error.retryable:
                     log.error("claims from %s refused (%s): the worker stops", queue, error)
                     raise
@@ -149,7 +159,10 @@ class WorkerRun:
                 continue
             except BaseException:
                 self.slots.give(taken)
+                self.acker.give_back(acks)
                 raise
+            self.acker.settle(acks, claim.acks)
+            tasks = claim.tasks
             if failures.failures:
                 log.info("claims from %s go through again, after %d failures", queue, failures.failures)
                 failures.reset()
@@ -159,7 +172,7 @@ class WorkerRun:
                 self._start(Delivery(task, sent + config.lease_ms / 1000))
             # An empty answer before its wait was up (a server that is
             # stopping answers so) is not a reason to ask again at once.
-            if tasks or time.monotonic() - sent >= config.wait_ms / 2000 > 0:
+            if tasks or acks or time.monotonic() - sent >= wait_ms / 2000 > 0:
                 quick.reset()
             else:
                 await asyncio.sleep(quick.next_s())

@@ -14,7 +14,7 @@ from ._calls import AckRef, Call
 from ._transport import DEFAULT_TIMEOUT_MS, Transport, follow_async
 from .errors import Unreachable
 from .models import AckResult, ClaimedTask, Enqueued, EnqueuedBatch, Queue, Queues, Schedule, SchedulePage, State, Task
-from .models import TaskPage
+from .models import Claim, TaskPage
 from .options import NewTask, ScheduleOptions, TaskOptions
 
 if TYPE_CHECKING:
@@ -177,6 +177,21 @@ class AsyncClient:
         ``None``); waits up to ``wait_ms`` (at most 60 s) for one when none
         is due, then answers none."""
         return await self._send(calls.claim(queue, max_tasks, lease_ms, wait_ms))
+
+    async def claim_and_ack(
+        self,
+        queue: str,
+        acks: Iterable[AckRef],
+        *,
+        max_tasks: int = 1,
+        lease_ms: int | None = None,
+        wait_ms: int = 0,
+    ) -> Claim:
+        """``POST /v1/queues/{queue}/claim`` with ``"acks"``: first acks
+        ``acks`` (up to 1,000, as :meth:`ack_batch` does, each answered in
+        ``acks`` of the answer), then claims as :meth:`claim` does; one
+        request for both."""
+        return await self._send(calls.claim_and_ack(queue, acks, max_tasks, lease_ms, wait_ms))
 
     async def ack(self, task_id: int, lease: str) -> None:
         """``POST /v1/tasks/{id}/ack``: the delivery is done; the task is

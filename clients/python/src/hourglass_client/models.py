@@ -245,6 +245,22 @@ class AckResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Claim:
+    """The answer to a claim that also acked: the deliveries, and one result
+    an ack sent with it, in order."""
+
+    tasks: list[ClaimedTask]
+    acks: list[AckResult]
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Claim:
+        return cls(
+            tasks=[ClaimedTask.from_json(t) for t in data["tasks"]],
+            acks=[AckResult.from_json(r) for r in data.get("acks", [])],
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Lateness:
     """From due time to delivery, in fractional milliseconds."""
 

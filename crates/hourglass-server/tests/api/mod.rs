@@ -2,10 +2,13 @@
 //! TCP: one file a concept, sharing the harness below.
 
 mod access;
+mod claim_acks;
 mod errors;
 mod listings;
+mod openapi;
 mod queues;
 mod schedules;
+mod schemas;
 mod tasks;
 mod tcp;
 mod wire;
@@ -97,12 +100,15 @@ impl Api {
 
     /// Sends `request` through the router: its status and body as sent.
     async fn send(&self, request: Request<Body>) -> (StatusCode, Vec<u8>) {
-        within("a request through the router", async {
+        let (method, uri) = (request.method().clone(), request.uri().to_string());
+        let (status, body) = within("a request through the router", async {
             let response = self.router.clone().oneshot(request).await.unwrap();
             let status = response.status();
             (status, response.into_body().collect().await.unwrap().to_bytes().to_vec())
         })
-        .await
+        .await;
+        schemas::check(&method, &uri, status, &body);
+        (status, body)
     }
 
     async fn advance(&self, ms: u64) {

@@ -49,6 +49,7 @@ impl Transcript {
         headers: &[(&str, &str)],
     ) -> Value {
         let _ = writeln!(self.text, "\n>>> {method} {uri}");
+        let (sent_method, sent_uri) = (method.clone(), self.unmask(uri));
         let mut request = Request::builder().method(method).uri(self.unmask(uri));
         if let Some(content_type) = content_type {
             request = request.header(header::CONTENT_TYPE, content_type);
@@ -68,6 +69,7 @@ impl Transcript {
         let content_type =
             response.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
         let bytes = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+        super::schemas::check(&sent_method, &sent_uri, status, &bytes);
         let text = String::from_utf8(bytes.to_vec()).unwrap();
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         for task in value["tasks"].as_array().into_iter().flatten() {

@@ -1,0 +1,174 @@
+//! Deliveries: claim due tasks (acking the previous batch on the way),
+//! then ack (one or several), nack, extend, and retry a dead task.
+
+use axum::extract::State;
+use hourglass_queue::{limits, validate, Lease, Nack, QueueError};
+use hourglass_wire as w;
+
+use super::{through_value, ApiResult, QueuePath, TaskPath};
+use crate::error::ApiError;
+use crate::extract::{Json, Path};
+use crate::wire;
+use crate::AppState;
+
+/// Claim due tasks, oldest first, each leased; wait up to `wait_ms` for one. The `acks` given are applied with it, first.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/claim",
+    tag = "deliveries",
+    params(QueuePath),
+    request_body = w::ClaimRequest,
+    responses(
+        (status = 200, description = "The deliveries, perhaps none; and the results of the acks carried.", body = w::Claimed),
+    )
+)]
+pub(crate) async fn claim(
+    State(app): State<AppState>,
+    Path(queue): Path<String>,
+    Json(claim): Json<w::ClaimRequest>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let max = claim.max.unwrap_or(1);
+    let lease_ms = claim.lease_ms.unwrap_or(limits::LEASE_MS_DEFAULT);
+    let wait_ms = claim.wait_ms.unwrap_or(0);
+    // The acks are checked first (a wrong one changes nothing), then sent to
+    // the backend before the claim and alongside it: the tasks they ack are
+    // leased to this consumer, so no claim could take them, and a store
+    // that groups writes commits both at once. An empty list is no acks.
+    let (acks, tasks) = match claim.acks {
+        Some(acks) if !acks.is_empty() => {
+            let acks = checked_acks(&acks)?;
+            let (results, tasks) =
+                tokio::join!(app.backend.ack_batch(&acks), app.backend.claim(&queue, max, lease_ms, wait_ms));
+            (Some(ack_results(&acks, results?)), tasks?)
+        }
+        acks => (acks.map(|_| Vec::new()), app.backend.claim(&queue, max, lease_ms, wait_ms).await?),
+    };
+    Ok(through_value(&w::Claimed { tasks: tasks.into_iter().map(wire::claimed).collect(), acks }))
+}
+
+/// Ack a delivery: the task is done.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/ack",
+    tag = "deliveries",
+    params(TaskPath),
+    request_body = w::LeaseRequest,
+    responses(
+        (status = 200, description = "Done: the task is removed (or, recurring, scheduled again).", body = w::Acked),
+    )
+)]
+pub(crate) async fn ack(
+    State(app): State<AppState>,
+    Path(id): Path<u64>,
+    Json(body): Json<w::LeaseRequest>,
+) -> ApiResult<Json<w::Acked>> {
+    if body.delay_ms.is_some() || body.lease_ms.is_some() || body.reason.is_some() {
+        return Err(ApiError::invalid("ack takes only lease"));
+    }
+    app.backend.ack(id, wire::parse_lease(&body.lease)?).await?;
+    Ok(Json(w::Acked { acked: true, id }))
+}
+
+/// Ack several deliveries, each as alone.
+#[utoipa::path(
+    post,
+    path = "/v1/acks",
+    tag = "deliveries",
+    request_body = w::Acks,
+    responses(
+        (status = 200, description = "Each ack's result, in order.", body = w::AckResults),
+    )
+)]
+pub(crate) async fn ack_batch(
+    State(app): State<AppState>,
+    Json(body): Json<w::Acks>,
+) -> ApiResult<Json<w::AckResults>> {
+    Ok(Json(w::AckResults { results: acks_then_results(&app, &body.acks).await? }))
+}
+
+/// Applies `acks` (1 to [`ACK_BATCH_MAX`](limits::ACK_BATCH_MAX), each as
+/// alone) and answers each one's result, in order.
+async fn acks_then_results(app: &AppState, acks: &[w::Ack]) -> ApiResult<Vec<w::AckResult>> {
+    let acks = checked_acks(acks)?;
+    let results = app.backend.ack_batch(&acks).await?;
+    Ok(ack_results(&acks, results))
+}
+
+/// `acks` as the backend takes them, if there are 1 to
+/// [`ACK_BATCH_MAX`](limits::ACK_BATCH_MAX) and each lease reads.
+fn checked_acks(acks: &[w::Ack]) -> ApiResult<Vec<(u64, Lease)>> {
+    validate::ack_batch(acks.len())?;
+    acks.iter().map(|ack| Ok((ack.id, wire::parse_lease(&ack.lease)?))).collect()
+}
+
+/// Each ack's result as the API shows it, in order.
+fn ack_results(acks: &[(u64, Lease)], results: Vec<Result<(), QueueError>>) -> Vec<w::AckResult> {
+    acks.iter()
+        .zip(results)
+        .map(|(&(id, _), result)| match result {
+            Ok(()) => w::AckResult::Acked(w::Acked { acked: true, id }),
+            Err(error) => w::AckResult::Failed { error: ApiError::from(error).detail(), id },
+        })
+        .collect()
+}
+
+/// Nack a delivery, with a reason (the task's `last_error`).
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/nack",
+    tag = "deliveries",
+    params(TaskPath),
+    request_body = w::LeaseRequest,
+    responses(
+        (status = 200, description = "The task, due again later, or dead.", body = w::Task),
+    )
+)]
+pub(crate) async fn nack(
+    State(app): State<AppState>,
+    Path(id): Path<u64>,
+    Json(body): Json<w::LeaseRequest>,
+) -> ApiResult<Json<w::Task>> {
+    if body.lease_ms.is_some() {
+        return Err(ApiError::invalid("nack takes lease, delay_ms and reason"));
+    }
+    let lease = wire::parse_lease(&body.lease)?;
+    let nack = Nack { delay_ms: body.delay_ms, reason: body.reason.map(Into::into), ..Nack::default() };
+    Ok(Json(wire::task(app.backend.nack(id, lease, nack).await?)))
+}
+
+/// Extend a delivery's lease to `lease_ms` from now.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/extend",
+    tag = "deliveries",
+    params(TaskPath),
+    request_body = w::LeaseRequest,
+    responses(
+        (status = 200, description = "The lease's new end.", body = w::Extended),
+    )
+)]
+pub(crate) async fn extend(
+    State(app): State<AppState>,
+    Path(id): Path<u64>,
+    Json(body): Json<w::LeaseRequest>,
+) -> ApiResult<Json<w::Extended>> {
+    let (Some(lease_ms), None, None) = (body.lease_ms, body.delay_ms, &body.reason) else {
+        return Err(ApiError::invalid("extend takes lease and lease_ms"));
+    };
+    let lease_until_ms = app.backend.extend(id, wire::parse_lease(&body.lease)?, lease_ms).await?;
+    Ok(Json(w::Extended { id, lease_until_ms }))
+}
+
+/// Revive a dead task.
+#[utoipa::path(
+    post,
+    path = "/v1/tasks/{id}/retry",
+    tag = "deliveries",
+    params(TaskPath),
+    responses(
+        (status = 200, description = "The task, due now with its attempts anew.", body = w::Task),
+    )
+)]
+pub(crate) async fn retry(State(app): State<AppState>, Path(id): Path<u64>) -> ApiResult<Json<w::Task>> {
+    Ok(Json(wire::task(app.backend.retry(id).await?)))
+}
