@@ -36,7 +36,9 @@ pub struct ServeArgs {
     data: PathBuf,
     /// Keep the tasks in Redis instead of --data: `redis://HOST:PORT[/DB]`
     /// (one Redis) or `redis+cluster://HOST:PORT[,HOST:PORT...]` (a Redis
-    /// Cluster). Every node started with the same store is one service. What
+    /// Cluster). A Redis that requires a password or an ACL user:
+    /// `redis://[USER]:PASSWORD@HOST:PORT`, the same after
+    /// `redis+cluster://` for every node; logs show the password as `***`. Every node started with the same store is one service. What
     /// a 2xx means then is Redis's persistence: see docs/DESIGN.md.
     #[arg(long, value_name = "URL", conflicts_with_all = ["data", "fsync_every_ms", "check_store", "max_disk", "max_memory"])]
     store: Option<Target>,
