@@ -197,6 +197,7 @@ impl RedisBackend {
                 }
             }
             (Some("p"), Some(queue), None) => self.watch.wake(queue),
+            (Some("s"), Some(queue), None) => self.settings_changed(queue),
             _ => tracing::debug!(text, "an unknown hint"),
         }
     }

@@ -15,6 +15,7 @@ mod history;
 mod metrics;
 mod openapi;
 mod overview;
+mod push;
 mod routes;
 mod ui;
 mod wire;

@@ -191,6 +191,11 @@ async fn run_in(kind: Kind) {
         .await
         .unwrap();
 
+    // A queue that pushes, with a cap on tasks in flight.
+    let push = hourglass_queue::PushTarget::new(hourglass_queue::HttpTarget::post("https://example.com/hook"));
+    let flow = hourglass_queue::Flow { max_in_flight: Some(3), rate_per_s: Some(20.0), burst: None };
+    engine.put_settings("hooks", hourglass_queue::QueueSettings { push: Some(Arc::new(push)), flow }).await.unwrap();
+
     // The browser.
     let port = free_port();
     let _driver = Driver(
@@ -228,6 +233,9 @@ async fn run_in(kind: Kind) {
     shows(&browser, &format!("{row} [data-count=scheduled]"), "2").await;
     shows(&browser, &format!("{row} [data-count=dead]"), "1").await;
     shows(&browser, &format!("{row} [data-count=due]"), "0").await;
+    shows(&browser, "[data-queue=hooks] [data-test=push]", "push").await;
+    shows(&browser, "[data-queue=hooks] [data-test=rate]", "≤ 20/s").await;
+    shows(&browser, "[data-queue=hooks] [data-test=in-flight]", "0 / 3 in flight").await;
     // A mark a reload would wipe: the counts must change under it.
     browser.execute("window.hourglassTestMark = 42;", vec![]).await.unwrap();
     // The charts draw once the server has sampled twice (a second apart).

@@ -90,6 +90,7 @@ mod tests {
             lease: Lease(id),
             lease_until_ms,
             run_at_ms: 0,
+            target: None,
         }
     }
 
