@@ -12,6 +12,7 @@ mod push_flow;
 mod python_client;
 mod readme;
 mod schedules;
+mod slow_clients;
 mod store;
 mod worker;
 

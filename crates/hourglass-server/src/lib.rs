@@ -7,6 +7,8 @@
 
 mod api;
 pub mod beanstalk;
+mod body_deadline;
+mod connections;
 mod error;
 mod extract;
 mod history;
@@ -30,6 +32,9 @@ use hourglass_queue::{limits, Backend, QueueError, Schedules};
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
+pub use connections::{
+    Connections, ConnectionsError, BODY_TIMEOUT, CONNECTIONS_MAX, HEADER_TIMEOUT, IDLE_TIMEOUT, TIMEOUT_MIN,
+};
 pub use error::ApiError;
 pub use openapi::{document_text as openapi_text, document_value as openapi};
 pub use routes::ROUTES;
@@ -173,9 +178,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then stops
-/// accepting, lets in-flight requests finish (waiting claims return at once),
-/// and returns. The caller drops the backend afterwards, which syncs the store.
+/// Serves `router` on `listener`, within the bounds of `connections`, until
+/// `shutdown` completes, then stops accepting, lets in-flight requests finish
+/// (waiting claims return at once), and returns. The caller drops the backend afterwards, which syncs the store.
 ///
 /// # Errors
 /// An I/O error of the listener.
@@ -183,17 +188,17 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     payload_bytes_max: usize,
+    connections: Connections,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let backend = state.backend.clone();
     let sampler = tokio::spawn(overview::sample(state.backend.clone(), state.dashboard.clone()));
     let app = router(state, payload_bytes_max);
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            backend.close();
-        })
-        .await;
+    let shutdown = async move {
+        shutdown.await;
+        backend.close();
+    };
+    let served = connections::serve(listener, app, connections, shutdown).await;
     sampler.abort();
     served
 }
@@ -201,14 +206,15 @@ pub async fn serve(
 /// Serves `listener` while the store cannot be reached yet, until
 /// `reached` completes: `/healthz` answers 503 `store_unavailable` with the
 /// latest of `why`, every other request 503 `store_unavailable` (401 first
-/// without the `token`, if one is required). The caller then serves the API
-/// on the same socket.
+/// without the `token`, if one is required), within the bounds of
+/// `connections`. The caller then serves the API on the same socket.
 ///
 /// # Errors
 /// An I/O error of the listener.
 pub async fn serve_unreached(
     listener: tokio::net::TcpListener,
     token: Option<Arc<str>>,
+    connections: Connections,
     why: tokio::sync::watch::Receiver<String>,
     reached: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -224,7 +230,7 @@ pub async fn serve_unreached(
                 next.run(request).await
             }
         }));
-    axum::serve(listener, app).with_graceful_shutdown(reached).await
+    connections::serve(listener, app, connections, reached).await
 }
 
 #[cfg(test)]

@@ -167,7 +167,7 @@ async fn run_in(kind: Kind) {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let state = AppState::new(engine.clone(), Some(Arc::from(TOKEN)));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(hourglass_server::serve(listener, state, 1 << 20, async {
+    let server = tokio::spawn(hourglass_server::serve(listener, state, 1 << 20, Default::default(), async {
         let _ = stopped.await;
     }));
 
