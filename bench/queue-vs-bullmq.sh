@@ -27,27 +27,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for tool in redis-server redis-cli node npm; do
-  command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 1; }
-done
-cargo build --release -q -p hourglass-cli -p hourglass-load
-(cd bench/bullmq && [ -d node_modules ] || npm ci --no-audit --no-fund >/dev/null)
+source bench/common.sh
+needs redis-server redis-cli node npm
+prepare
 
-fresh_redis() {
-  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-  for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 || break; sleep 0.05; done
-  rm -rf "$work/redis" && mkdir -p "$work/redis"
-  redis-server --port "$PORT" --bind 127.0.0.1 --dir "$work/redis" --appendonly yes --appendfsync "$FSYNC" \
-    --save "" --daemonize yes --logfile "$work/redis.log" >/dev/null
-  for _ in $(seq 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && return; sleep 0.05; done
-  echo "redis-server did not start" >&2; exit 1
-}
-stop_nodes() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  pids=()
-}
 start_nodes() {
-  stop_nodes
+  stop_pids
   for node in "${NODES[@]}"; do
     "$HG" serve --listen "$node" --store "redis://127.0.0.1:$PORT" >/dev/null 2>>"$work/nodes.log" &
     pids+=($!)
@@ -78,21 +63,21 @@ for round in $(seq "$ROUNDS"); do
     fresh_redis; start_nodes
     echo "hourglass, 3 nodes:"
     per_task $((rate * 10)) hg --workload lateness --rate "$rate" --seconds 10 --delay 1s --consumers 6 | sed 's/^/  /'
-    stop_nodes; fresh_redis
+    stop_pids; fresh_redis
     echo "BullMQ:"
     bull lateness "$rate" 10 1000 6 | sed 's/^/  /'
   done
   fresh_redis; start_nodes
   echo "hourglass, 3 nodes:"; hg --workload burst --tasks 100000 --batch 1000 --consumers 6 | sed 's/^/  /'
-  stop_nodes; fresh_redis
+  stop_pids; fresh_redis
   echo "BullMQ:"; bull burst 100000 6 | sed 's/^/  /'
   fresh_redis; start_nodes
   echo "hourglass, 3 nodes:"; hg --workload enqueue --tasks 50000 --producers 64 | sed 's/^/  /'
-  stop_nodes; fresh_redis
+  stop_pids; fresh_redis
   echo "BullMQ:"; bull enqueue 50000 64 | sed 's/^/  /'
   fresh_redis; start_nodes
   echo "hourglass, 3 nodes:"; hg --workload drain --tasks 50000 --batch 1000 --consumers 6 | sed 's/^/  /'
-  stop_nodes; fresh_redis
+  stop_pids; fresh_redis
   echo "BullMQ:"; bull drain 50000 6 | sed 's/^/  /'
   # Memory: 100,000 delayed tasks with the same payload, INFO memory's delta.
   fresh_redis; start_nodes
@@ -100,7 +85,7 @@ for round in $(seq "$ROUNDS"); do
   hg --workload enqueue --tasks 100000 --batch 1000 --producers 4 >/dev/null
   after=$(info memory used_memory)
   echo "hourglass memory: 100000 delayed tasks: $(( (after - before) / 100000 )) bytes of redis memory a task"
-  stop_nodes; fresh_redis
+  stop_pids; fresh_redis
   bull memory 100000
   # Idle: nothing due, consumers waiting, 10 s.
   fresh_redis; start_nodes
@@ -115,7 +100,7 @@ for round in $(seq "$ROUNDS"); do
   after=$(info stats total_commands_processed)
   for pid in "${waiters[@]}"; do kill "$pid" 2>/dev/null || true; done
   echo "hourglass idle: 3 nodes, 6 waiting claims, nothing due, 10 s: $(( (after - before) / 10 )) redis commands a second"
-  stop_nodes; fresh_redis
+  stop_pids; fresh_redis
   bull idle 10 6
   # Redelivery: the node a consumer claimed a task through (lease 5 s) is
   # killed with kill -9; a consumer on another node waits for the task.
@@ -128,6 +113,6 @@ for round in $(seq "$ROUNDS"); do
   curl -sf -XPOST "http://${NODES[2]}/v1/queues/held/claim" -H 'content-type: application/json' \
     -d '{"wait_ms":30000}' | grep -q '"id"'
   echo "hourglass redelivery: the node a task was claimed through killed (lease 5000 ms): delivered again $(( $(date +%s%3N) - killed )) ms later"
-  stop_nodes; fresh_redis
+  stop_pids; fresh_redis
   bull redelivery 5000
 done

@@ -11,6 +11,8 @@
 //   node bench.mjs idle     SECONDS WORKERS
 //   node bench.mjs redelivery LOCK_MS   (a worker holding a job is killed)
 //
+// With PUSH_URL set, a worker's processor POSTs each job there (bench/push-vs-bullmq.sh).
+//
 // Each worker is one BullMQ Worker (one connection) processing up to
 // CONCURRENCY jobs at once; a job is done (acked) when its processor returns.
 import { Queue, Worker } from 'bullmq';
@@ -38,6 +40,21 @@ async function usedMemory() {
   return Number(/used_memory:(\d+)/.exec(info)[1]);
 }
 
+/// With PUSH_URL, each job is POSTed there as hourglass pushes a task: its
+/// data as the JSON body, its due time in `Hourglass-Due-At` (Unix ms); not
+/// a 2xx fails the job. (Node's fetch keeps connections alive.)
+const PUSH_URL = process.env.PUSH_URL;
+async function push(job) {
+  const headers = {
+    'content-type': 'application/json',
+    'hourglass-task-id': String(job.id),
+    'hourglass-due-at': String(job.timestamp + (job.opts.delay ?? 0)),
+  };
+  const res = await fetch(PUSH_URL, { method: 'POST', headers, body: JSON.stringify(job.data) });
+  await res.arrayBuffer();
+  if (!res.ok) throw new Error(`HTTP ${res.status}`);
+}
+
 /// Workers that record each job's lateness (ms after its due time) and call
 /// `done` when `total` jobs are processed.
 function workers(count, total, onJob) {
@@ -47,6 +64,7 @@ function workers(count, total, onJob) {
   const all = [];
   for (let i = 0; i < count; i++) {
     all.push(new Worker(name, async (job) => {
+      if (PUSH_URL) await push(job);
       onJob(Date.now() - (job.timestamp + (job.opts.delay ?? 0)));
       processed += 1;
       if (processed === total) finish();

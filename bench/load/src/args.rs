@@ -77,6 +77,13 @@ pub struct LoadArgs {
     /// one after the other.
     #[arg(long, value_name = "URL")]
     pub also: Vec<String>,
+    /// For `lateness` and `burst` on hourglass: no consumers; the queue's
+    /// settings push its tasks to URL (a `receive` run reports them).
+    #[arg(long, value_name = "URL")]
+    pub push_to: Option<String>,
+    /// Where `receive` listens.
+    #[arg(long, default_value = "127.0.0.1:7600")]
+    pub listen: String,
     /// The server's base URL.
     #[arg(long, env = "HOURGLASS_SERVER", default_value = "http://127.0.0.1:7463")]
     pub server: String,
@@ -173,6 +180,10 @@ pub enum Workload {
     /// Through beanstalkd's protocol: rounds of delayed puts, all deleted,
     /// with the data directory's size after each.
     Churn,
+    /// No load: an HTTP receiver on `--listen` for push deliveries (or any
+    /// POST with `Hourglass-Due-At`), until `--tasks` requests have come:
+    /// lateness from due time to arrival, and requests a second.
+    Receive,
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ mod beanstalk;
 mod consumer;
 mod lean;
 mod producer;
+mod receive;
 mod report;
 mod worker;
 mod workloads;
@@ -76,5 +77,6 @@ async fn run(args: LoadArgs) -> anyhow::Result<()> {
         Workload::WorkerDrain => worker::worker_drain(&args, &tube).await,
         Workload::Burst => workloads::burst(&args, &tube).await,
         Workload::Churn => workloads::churn(&args, &tube).await,
+        Workload::Receive => receive::receive(&args).await,
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use hdrhistogram::Histogram;
+use hourglass_client::wire::{PushTarget, QueueSettings};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
@@ -107,6 +108,9 @@ pub async fn lateness(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
     for consumer in consumers {
         consumer.await??;
     }
+    if pushed(args, sent) {
+        return Ok(());
+    }
     let lateness = tally.finish().await;
     println!(
         "{:?} lateness: {} of {sent} tasks received (sent at {send_rate:.0}/s, due {:?} later, {} consumers): \
@@ -125,6 +129,14 @@ pub async fn lateness(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// With `--push-to`, what a run pushed (the receiver reports the rest):
+/// says so and returns true.
+fn pushed(args: &LoadArgs, sent: u64) -> bool {
+    let Some(url) = &args.push_to else { return false };
+    println!("{:?} {:?}: {sent} tasks sent, pushed to {url}", args.target, args.workload);
+    true
+}
+
 /// Starts `args.consumers` consumers that receive until `total` tasks are in
 /// or `deadline` passes, recording each one's lateness in `tally`.
 async fn consume(
@@ -135,6 +147,12 @@ async fn consume(
     tally: &Tally,
 ) -> anyhow::Result<Vec<JoinHandle<anyhow::Result<()>>>> {
     let mut consumers = Vec::new();
+    if let Some(url) = &args.push_to {
+        let push = PushTarget { url: url.clone(), method: None, headers: Default::default(), timeout_ms: None };
+        let settings = QueueSettings { push: Some(push), ..QueueSettings::default() };
+        args.client(0).put_settings(tube, &settings).await?;
+        return Ok(consumers);
+    }
     for at in 0..args.consumers {
         let mut receiver = Receiver::connect(args, tube, at).await?;
         let tally = tally.clone();
@@ -223,6 +241,9 @@ pub async fn burst(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
     }
     for consumer in consumers {
         consumer.await??;
+    }
+    if pushed(args, total) {
+        return Ok(());
     }
     let last_ms = now_us() as f64 / 1e3 - due_ms as f64;
     let lateness = tally.finish().await;

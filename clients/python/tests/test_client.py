@@ -19,6 +19,7 @@ from hourglass_client import (
     NotFound,
     Overlap,
     PayloadTooLarge,
+    QueueSettings,
     StaleLease,
     State,
     Unauthorized,
@@ -166,6 +167,27 @@ def test_queues_and_pause(client: Client) -> None:
     assert len(client.claim("a")) == 1
     with pytest.raises(NotFound):
         client.queue("never")
+
+
+def test_queue_settings_and_a_task_s_own_target(client: Client) -> None:
+    assert client.settings("hooks") == QueueSettings()
+    stored = client.put_settings(
+        "hooks", push={"url": "https://example.com/h", "headers": {"X-A": "1"}}, rate_per_s=2.5, max_in_flight=3
+    )
+    assert stored.push is not None and (stored.push.method, stored.push.timeout_ms) == ("POST", 30_000)
+    assert (stored.push.headers, stored.rate_per_s, stored.burst, stored.max_in_flight) == ({"X-A": "1"}, 2.5, None, 3)
+    assert client.settings("hooks") == stored
+    queue = client.queue("hooks")
+    assert queue.settings == stored
+    assert client.claim("hooks", wait_ms=0) == [], "a queue that pushes answers pull claims with nothing"
+    with pytest.raises(InvalidRequest):
+        client.put_settings("hooks", burst=3)
+    assert client.put_settings("hooks") == QueueSettings()
+    done = client.enqueue("hooks", {"n": 1}, http={"url": "https://example.com/own", "method": "PUT"})
+    task = client.get_task(done.id)
+    assert task.http is not None
+    assert (task.http.url, task.http.method, task.http.headers) == ("https://example.com/own", "PUT", {})
+    assert client.claim("hooks", wait_ms=0) == [], "a task with its own target is not pulled"
 
 
 def test_a_claim_waits_past_the_client_timeout(server: Server) -> None:

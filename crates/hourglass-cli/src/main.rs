@@ -6,6 +6,8 @@
 //! its own, `hourglass-load` (`bench/load`).
 
 mod client;
+mod push;
+mod queue;
 mod render;
 mod schedule;
 mod serve;
@@ -14,12 +16,13 @@ mod tail;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use hourglass_client::wire::{ClaimRequest, NewTask, OverviewQueue, Totals};
+use hourglass_client::wire::{ClaimRequest, HttpTarget, NewTask, OverviewQueue, Totals};
 use hourglass_queue::{SystemWallClock, WallClock};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use client::{connect, Explain};
+use queue::QueueCommand;
 use schedule::ScheduleCommand;
 
 /// jemalloc instead of glibc's malloc: under many small requests the server
@@ -68,9 +71,23 @@ enum Command {
         /// (reason `expired`) instead of running late.
         #[arg(long, value_parser = humantime::parse_duration)]
         expires_in: Option<Duration>,
+        /// Deliver it by an HTTP request to this URL (its payload the body)
+        /// instead of to a claim.
+        #[arg(long)]
+        http: Option<String>,
+        /// The request's method (GET, POST, PUT, PATCH, DELETE).
+        #[arg(long, requires = "http")]
+        http_method: Option<String>,
+        /// A header of the request, `Name: value` (repeatable).
+        #[arg(long = "http-header", requires = "http", value_parser = queue::header)]
+        http_headers: Vec<(String, String)>,
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// Show or change a queue's settings: its push target, its rate and its
+    /// cap on tasks in flight.
+    #[command(subcommand)]
+    Queue(QueueCommand),
     /// Put, list, show or delete schedules: a task at every occurrence of a
     /// cron expression in a time zone, or of a period.
     #[command(subcommand)]
@@ -224,8 +241,23 @@ fn main() -> std::process::ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve::serve(args).await,
-        Command::Add { queue, delay, payload: text, key, max_attempts, every, expires_in, server } => {
+        Command::Add {
+            queue,
+            delay,
+            payload: text,
+            key,
+            max_attempts,
+            every,
+            expires_in,
+            http,
+            http_method,
+            http_headers,
+            server,
+        } => {
+            let http =
+                http.map(|url| HttpTarget { url, method: http_method, headers: http_headers.into_iter().collect() });
             let task = NewTask {
+                http,
                 delay_ms: Some(millis(delay)),
                 key,
                 max_attempts,
@@ -237,6 +269,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             print(&client.enqueue(&queue, &task).await.explain(&client)?.value)
         }
         Command::Schedule(command) => schedule::run(command).await,
+        Command::Queue(command) => queue::run(command).await,
         Command::Cancel { id, server } => {
             let client = connect(&server);
             client.cancel(id).await.explain(&client)?;

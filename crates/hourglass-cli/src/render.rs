@@ -180,6 +180,11 @@ pub fn task(task: &Task, now_ms: u64) -> serde_json::Result<String> {
         vec![("id", task.id.to_string()), ("queue", task.queue.clone()), ("state", task.state.to_string())];
     fields.extend(task.dead_reason.map(|reason| ("dead reason", reason.to_string())));
     fields.extend(task.last_error.clone().map(|error| ("last error", error)));
+    fields.extend(
+        task.http
+            .as_ref()
+            .map(|http| ("push to", format!("{} {}", http.method.as_deref().unwrap_or("POST"), http.url))),
+    );
     fields.push(("due", when(task.run_at_ms, now_ms)));
     fields.push(("attempts", format!("{} of {}", task.attempt, task.max_attempts)));
     fields.extend(task.key.clone().map(|key| ("key", key)));
@@ -268,6 +273,7 @@ mod tests {
             enqueued: 5000,
             delivered: 3796,
             acked: 3795,
+            settings: None,
         };
         let totals =
             Totals { tasks: 1204, schedules: 1, enqueued: 5000, delivered: 3796, acked: 3795, ..Totals::default() };

@@ -13,7 +13,7 @@ use hourglass_queue::prelude::*;
 use hourglass_queue::{Limits, SystemWallClock};
 use hourglass_redis::{RedisBackend, RedisOptions, Target};
 use hourglass_server::beanstalk::{self, Front, Listen};
-use hourglass_server::AppState;
+use hourglass_server::{AppState, Connections};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -36,7 +36,9 @@ pub struct ServeArgs {
     data: PathBuf,
     /// Keep the tasks in Redis instead of --data: `redis://HOST:PORT[/DB]`
     /// (one Redis) or `redis+cluster://HOST:PORT[,HOST:PORT...]` (a Redis
-    /// Cluster). Every node started with the same store is one service. What
+    /// Cluster). A Redis that requires a password or an ACL user:
+    /// `redis://[USER]:PASSWORD@HOST:PORT`, the same after
+    /// `redis+cluster://` for every node; logs show the password as `***`. Every node started with the same store is one service. What
     /// a 2xx means then is Redis's persistence: see docs/DESIGN.md.
     #[arg(long, value_name = "URL", conflicts_with_all = ["data", "fsync_every_ms", "check_store", "max_disk", "max_memory"])]
     store: Option<Target>,
@@ -57,6 +59,24 @@ pub struct ServeArgs {
     /// with the error. (A store lost later is waited for without end.)
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = STORE_WAIT_DEFAULT)]
     store_wait: Duration,
+    /// HTTP connections served at once; past it, new connections wait to be
+    /// accepted (and the kernel refuses them once its backlog is full).
+    #[arg(long, default_value_t = hourglass_server::CONNECTIONS_MAX)]
+    max_connections: usize,
+    /// A request's headers must arrive within it, or the connection is
+    /// closed. An HTTP/1 connection waiting for its next request is closed
+    /// at it too. The beanstalkd front gives a command line (or job body)
+    /// begun the same time to arrive whole.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
+    header_timeout: Duration,
+    /// A request's body must arrive within it of its headers.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    body_timeout: Duration,
+    /// A connection with no request in flight and no traffic for this long
+    /// is closed (a waiting claim is in flight). On the beanstalkd front: a
+    /// connection that holds no reserved job and waits in no reserve.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
+    idle_timeout: Duration,
     /// Require `Authorization: Bearer TOKEN` on every request.
     #[arg(long, env = "HOURGLASS_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -98,6 +118,8 @@ pub struct ServeArgs {
     /// `hourglass=debug` one per expired lease).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    #[command(flatten)]
+    push: crate::push::PushArgs,
 }
 
 /// How logs are written.
@@ -134,6 +156,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("--fsync-every-ms must be at least 1 (leave it out to fsync before every reply)");
     }
     let started = Instant::now();
+    let push_client = crate::push::client(&args.push)?;
+    let connections = Connections {
+        connections_max: args.max_connections,
+        header_timeout: args.header_timeout,
+        body_timeout: args.body_timeout,
+        idle_timeout: args.idle_timeout,
+    };
+    connections.check().context("--max-connections, --header-timeout, --body-timeout, --idle-timeout")?;
     if args.max_payload_bytes > PAYLOAD_BYTES_CEILING {
         anyhow::bail!("--max-payload-bytes must be at most {PAYLOAD_BYTES_CEILING}");
     }
@@ -159,7 +189,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             };
             // Listening first: while the store is out of reach, /healthz says why.
             let listener = bind(args.listen)?;
-            let Some(backend) = connect_redis(options, &listener, args.token.clone(), args.store_wait).await? else {
+            let Some(backend) =
+                connect_redis(options, &listener, args.token.clone(), connections.clone(), args.store_wait).await?
+            else {
                 return Ok(());
             };
             tracing::info!(store = %target, node = backend.node(), "joined the service on redis");
@@ -167,6 +199,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             (backend.clone(), durability, Running::Redis(backend), listener)
         }
     };
+    let outbound = push_client.outbound().clone();
+    // On every backend: claims for push hand each due task to one node only.
+    let (push, push_metrics) = crate::push::start(&args.push, push_client, backend.clone());
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let totals = backend.totals().await;
     let queues = backend.queues().await;
@@ -196,6 +231,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(listen) => {
             let options = beanstalk::Options {
                 job_bytes_max: args.beanstalk_max_job_bytes.min(args.max_payload_bytes),
+                line_timeout: args.header_timeout,
+                idle_timeout: args.idle_timeout,
                 ..beanstalk::Options::default()
             };
             let front = Front::new(backend.clone(), options);
@@ -214,7 +251,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let mut state = AppState::new(backend.clone(), args.token.map(Arc::from));
+    let mut state =
+        AppState::new(backend.clone(), args.token.map(Arc::from)).outbound(outbound).push_metrics(push_metrics);
     if args.read_only_ui {
         state = state.read_only_ui();
     }
@@ -222,7 +260,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_signal().await;
         let _ = stop.send(true);
     });
-    hourglass_server::serve(listener, state, args.max_payload_bytes, stopping()).await?;
+    hourglass_server::serve(listener, state, args.max_payload_bytes, connections, stopping()).await?;
+    let report = push.stop(crate::push::STOP_GRACE).await;
+    tracing::info!(drained = report.drained, abandoned = report.abandoned, "push delivery stopped");
     drop(front);
     drop(backend);
     running.stop().await;
@@ -268,6 +308,7 @@ async fn connect_redis(
     options: RedisOptions,
     listener: &std::net::TcpListener,
     token: Option<String>,
+    connections: Connections,
     wait: Duration,
 ) -> anyhow::Result<Option<Arc<RedisBackend>>> {
     let target = options.target.clone();
@@ -278,8 +319,13 @@ async fn connect_redis(
         let mut is_reached = is_reached;
         let _ = is_reached.wait_for(|&reached| reached).await;
     };
-    let answering =
-        tokio::spawn(hourglass_server::serve_unreached(unreached, token.map(Arc::from), why_now, reached_future));
+    let answering = tokio::spawn(hourglass_server::serve_unreached(
+        unreached,
+        token.map(Arc::from),
+        connections,
+        why_now,
+        reached_future,
+    ));
     let waiting = |error: &hourglass_redis::ConnectError| {
         let cause = std::error::Error::source(error).map(|cause| format!(": {cause}")).unwrap_or_default();
         let _ = why.send(format!("{error}{cause}"));

@@ -100,6 +100,7 @@ mod tests {
             enqueued,
             delivered,
             acked,
+            settings: None,
         }
     }
 

@@ -6,9 +6,13 @@ mod beanstalk;
 mod crash;
 mod nodes;
 mod people;
+mod push;
+mod push_crash;
+mod push_flow;
 mod python_client;
 mod readme;
 mod schedules;
+mod slow_clients;
 mod store;
 mod worker;
 

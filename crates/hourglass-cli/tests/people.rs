@@ -69,6 +69,29 @@ async fn the_commands_people_type_print_for_people() {
     ok(&base, &["resume", "emails"]);
     assert_eq!(ok(&base, &["delete-dead", "payments"]), "deleted 1 dead tasks of payments\n");
 
+    // A queue's settings: each `set` changes what it names and keeps the rest.
+    assert!(ok(&base, &["queue", "show", "hooks"]).contains("push:          none"));
+    let set = ["queue", "set", "hooks", "--push-url", "https://example.com/h", "--push-header", "X-Key: k"];
+    ok(&base, &set);
+    let shown = ok(&base, &["queue", "set", "hooks", "--rate", "5", "--max-in-flight", "2"]);
+    println!("hourglass queue set:\n{shown}");
+    for line in [
+        "push:          POST https://example.com/h\n",
+        "X-Key: k",
+        "timeout:     30.00s",
+        "rate:          5/s",
+        "max in flight: 2",
+    ] {
+        assert!(shown.contains(line), "{line:?} in\n{shown}");
+    }
+    let json = ok(&base, &["queue", "show", "hooks", "--json"]);
+    assert!(json.contains("\"max_in_flight\": 2"), "{json}");
+    let lifted = ok(&base, &["queue", "set", "hooks", "--no-push", "--no-rate"]);
+    assert!(lifted.contains("push:          none") && lifted.contains("rate:          unlimited"), "{lifted}");
+    ok(&base, &["add", "hooks", "--http", "https://example.com/one", "--http-header", "X-A: 1"]);
+    let bad = hourglass(&base, &["queue", "set", "hooks", "--push-url", "ftp://example.com/"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("http or https"), "{}", String::from_utf8_lossy(&bad.stderr));
+
     // Errors say what went wrong and what to do.
     let missing = hourglass(&base, &["stats", "nope"]);
     assert!(!missing.status.success());

@@ -131,3 +131,26 @@ async fn redis_killed_and_started_again_under_a_running_node() {
     let log = node.stderr();
     assert!(log.contains("cannot reach the store") && log.contains("the store answers again"), "{log}");
 }
+
+/// A Redis that requires a password, then one whose only user is an ACL
+/// user: the node joins with the URL's credentials, serves a round trip, and
+/// never writes the password in its logs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_with_a_password_and_with_an_acl_user() {
+    const PASSWORD: &str = "pw-that-must-not-be-logged";
+    let servers = [Server::with_password(PASSWORD), Server::with_acl_user("hourglass", PASSWORD)];
+    for redis in servers.into_iter().flatten() {
+        assert!(redis.url().contains(PASSWORD), "the URL carries the password");
+        let node = serve().args(["--store", &redis.url()]).start();
+        until_health(&node, 200).await;
+        let client = client(&node, REQUEST_TIMEOUT);
+        let id =
+            client.enqueue("auth", &Seq::task(7, 0)).await.expect("enqueued on a Redis that requires auth").value.id;
+        let claim = ClaimRequest { max: Some(1), wait_ms: Some(10_000), ..ClaimRequest::default() };
+        let claimed = client.claim("auth", &claim).await.expect("claimed");
+        assert_eq!(claimed.tasks.iter().map(|task| task.id).collect::<Vec<_>>(), [id], "the task enqueued is claimed");
+        let logs = node.stderr();
+        assert!(!logs.contains(PASSWORD), "the password is in the logs:\n{logs}");
+        println!("{}: served; logs without the password ({} bytes)", redis.url().replace(PASSWORD, "***"), logs.len());
+    }
+}

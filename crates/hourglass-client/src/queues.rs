@@ -1,7 +1,7 @@
 //! The server and its queues: health, metrics, the overview, each queue's
-//! counts, pausing, and deleting the dead.
+//! counts, pausing, settings, and deleting the dead.
 
-use hourglass_wire::{DeletedDead, Health, Overview, OverviewQuery, Queue, Queues};
+use hourglass_wire::{DeletedDead, Health, Overview, OverviewQuery, Queue, QueueSettings, Queues};
 use reqwest::Method;
 
 use crate::client::Client;
@@ -46,6 +46,18 @@ impl Client {
     /// `POST /v1/queues/{queue}/resume`.
     pub async fn resume_queue(&self, queue: &str) -> Result<Queue, Error> {
         self.get_json(Method::POST, &format!("/v1/queues/{}/resume", segment(queue))).await
+    }
+
+    /// `GET /v1/queues/{queue}/settings`: its push target and flow control
+    /// (the defaults for a queue never set).
+    pub async fn settings(&self, queue: &str) -> Result<QueueSettings, Error> {
+        self.get_json(Method::GET, &format!("/v1/queues/{}/settings", segment(queue))).await
+    }
+
+    /// `PUT /v1/queues/{queue}/settings`: replaces them whole; answers with
+    /// them as they now hold (defaults filled in).
+    pub async fn put_settings(&self, queue: &str, settings: &QueueSettings) -> Result<QueueSettings, Error> {
+        Ok(self.post(Method::PUT, &format!("/v1/queues/{}/settings", segment(queue)), settings).await?.value)
     }
 
     /// `DELETE /v1/queues/{queue}/dead`: deletes the queue's dead tasks.

@@ -2,7 +2,7 @@
 
 use hourglass_client::wire::{
     Ack, AckResult, Acks, ClaimRequest, Cursor, DeadReason, ListQuery, Misfire, NewSchedule, NewTask, NewTasks,
-    Overlap, Reschedule, SchedulesQuery, State,
+    Overlap, PushTarget, QueueSettings, Reschedule, SchedulesQuery, State,
 };
 use serde_json::value::{to_raw_value, RawValue};
 
@@ -126,6 +126,18 @@ async fn queues_are_counted_paused_resumed_and_cleared() {
         assert_eq!((queue.name.as_str(), queue.dead, queue.delivered), ("a/b", 1, 1));
         let all = client.queues().await.unwrap();
         assert_eq!((all.queues.len(), all.totals.died), (1, 1));
+        assert_eq!(client.settings("a/b").await.unwrap(), QueueSettings::default());
+        let push = PushTarget {
+            url: "https://example.com/h".into(),
+            method: None,
+            headers: Default::default(),
+            timeout_ms: None,
+        };
+        let settings = QueueSettings { push: Some(push), max_in_flight: Some(3), ..QueueSettings::default() };
+        let stored = client.put_settings("a/b", &settings).await.unwrap();
+        assert_eq!((stored.push.as_ref().unwrap().timeout_ms, stored.max_in_flight), (Some(30_000), Some(3)));
+        assert_eq!(client.settings("a/b").await.unwrap(), stored);
+        client.put_settings("a/b", &QueueSettings::default()).await.unwrap();
         assert!(client.pause_queue("a/b").await.unwrap().paused);
         assert!(!client.resume_queue("a/b").await.unwrap().paused);
         let deleted = client.delete_dead("a/b").await.unwrap();

@@ -45,9 +45,15 @@ impl Server {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let state = AppState::new(engine.clone(), token.map(Arc::from));
         let (stop, stopped) = oneshot::channel::<()>();
-        let served = tokio::spawn(hourglass_server::serve(listener, state, Limits::DEFAULT_PAYLOAD_BYTES_MAX, async {
-            let _ = stopped.await;
-        }));
+        let served = tokio::spawn(hourglass_server::serve(
+            listener,
+            state,
+            Limits::DEFAULT_PAYLOAD_BYTES_MAX,
+            Default::default(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Server { _dir: dir, clock, engine, url, stop: Some(stop), served: Some(served) }
     }
 

@@ -174,6 +174,9 @@ impl Store for FillableDisk {
     fn load_paused(&self) -> Result<Vec<hourglass_embedded::PausedQueue>, StoreError> {
         self.inner.load_paused()
     }
+    fn load_settings(&self) -> Result<Vec<(Box<str>, hourglass_queue::QueueSettings)>, StoreError> {
+        self.inner.load_settings()
+    }
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         if self.full.load(Ordering::SeqCst) {
             let enospc = std::io::Error::from_raw_os_error(28);

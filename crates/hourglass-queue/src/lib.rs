@@ -35,7 +35,10 @@ pub mod long_poll;
 mod model;
 pub mod retry;
 mod schedule;
+mod settings;
 mod stats;
+mod target;
+pub mod token_bucket;
 pub mod validate;
 
 pub use backend::{Backend, Claim, Cursor, ListRequest, Page, QueueAdmin, SchedulePage, Schedules, Stats, Tasks};
@@ -48,7 +51,10 @@ pub use schedule::{
     check as check_schedule, occurrence_key, Due, Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo,
     Timetable, UPCOMING,
 };
+pub use settings::{Flow, QueueSettings};
 pub use stats::{LatenessMs, QueueStats, StorageStats, Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};
+pub use target::{Delivery, HttpMethod, HttpTarget, PushTarget};
+pub use token_bucket::TokenBucket;
 
 /// The backend traits, for code that calls a backend's methods: `use
 /// hourglass_queue::prelude::*;`.

@@ -178,3 +178,63 @@ pub const MISFIRE_RUNS_MAX: usize = 100;
 pub const SCHEDULE_RETRY_MS: u64 = 1_000;
 /// Most schedules one listing page returns.
 pub const SCHEDULE_LIST_MAX: usize = 1_000;
+
+/// Longest URL of a push target, in bytes.
+pub const PUSH_URL_BYTES_MAX: usize = 2_048;
+/// Most headers of a push target.
+pub const PUSH_HEADERS_MAX: usize = 32;
+/// Longest header name of a push target, in bytes.
+pub const PUSH_HEADER_NAME_BYTES_MAX: usize = 128;
+/// Longest header value of a push target, in bytes.
+pub const PUSH_HEADER_VALUE_BYTES_MAX: usize = 4_096;
+/// Most bytes of a push target's headers, names and values together.
+pub const PUSH_HEADERS_BYTES_MAX: usize = 16_384;
+/// Headers a push target may not set: hop-by-hop ones (RFC 9110, 7.6.1) and
+/// those the client works out itself. Names are compared without case;
+/// names starting with [`PUSH_RESERVED_HEADER_PREFIX`] are refused too.
+pub const PUSH_FORBIDDEN_HEADERS: [&str; 11] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
+/// The prefix of the headers hourglass sets on a push delivery
+/// (`Hourglass-Task-Id`, `Hourglass-Signature`, ...): a target may not set any.
+pub const PUSH_RESERVED_HEADER_PREFIX: &str = "hourglass-";
+/// Shortest timeout of a push delivery.
+pub const PUSH_TIMEOUT_MS_MIN: u32 = 100;
+/// Longest timeout of a push delivery: 30 minutes.
+pub const PUSH_TIMEOUT_MS_MAX: u32 = 30 * 60 * 1_000;
+/// A push delivery's timeout when its queue sets none: 30 seconds.
+pub const PUSH_TIMEOUT_MS_DEFAULT: u32 = 30_000;
+/// What a push delivery's lease adds to its timeout, so that the delivery
+/// is settled (acked or nacked) before the lease runs out.
+pub const PUSH_LEASE_MARGIN_MS: u64 = 10_000;
+const _: () = assert!(PUSH_TIMEOUT_MS_MIN as u64 + PUSH_LEASE_MARGIN_MS >= LEASE_MS_MIN);
+const _: () = assert!(PUSH_TIMEOUT_MS_MAX as u64 + PUSH_LEASE_MARGIN_MS <= LEASE_MS_MAX);
+const _: () = assert!(PUSH_TIMEOUT_MS_MIN <= PUSH_TIMEOUT_MS_DEFAULT && PUSH_TIMEOUT_MS_DEFAULT <= PUSH_TIMEOUT_MS_MAX);
+/// The longest a `Retry-After` (429, 503) may put a delivery off: the
+/// longest backoff.
+pub const PUSH_RETRY_AFTER_MS_MAX: u64 = BACKOFF_MAX_MS;
+/// Highest rate a queue may be limited to, in tasks a second.
+pub const RATE_PER_S_MAX: f64 = 1_000_000.0;
+/// Lowest rate a queue may be limited to: one task every ten minutes.
+pub const RATE_PER_S_MIN: f64 = 1.0 / 600.0;
+/// Largest token bucket of a queue's rate limit.
+pub const BURST_MAX: u32 = 1_000_000;
+/// Highest cap on a queue's tasks leased at once.
+pub const MAX_IN_FLIGHT_MAX: u32 = 1_000_000;
+/// When a claim finds every due task held back by a queue's flow control, it
+/// looks again at least this often: a slot freed on another node (which may
+/// wake nobody here) is seen within it.
+pub const FLOW_LOOK_AGAIN_MS: u64 = 100;
+/// One hash table entry and one allocation for a task's own HTTP target,
+/// besides its encoded bytes.
+pub const TARGET_OVERHEAD_BYTES: u64 = 64;

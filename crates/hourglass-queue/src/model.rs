@@ -5,6 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::target::{HttpTarget, PushTarget};
+
 /// A task: deliver its payload to whoever claims queue `queue`, at `run_at_ms`.
 /// The payload is kept apart (it is never rewritten once stored).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +41,9 @@ pub struct Task {
     /// most [`NACK_REASON_BYTES_MAX`](crate::limits::NACK_REASON_BYTES_MAX)
     /// bytes), or `lease expired`. Kept until the task is removed.
     pub last_error: Option<Box<str>>,
+    /// Its own push target: delivered by push to it, whatever its queue's
+    /// settings. Never changes.
+    pub http: Option<Arc<HttpTarget>>,
     /// Where it is in its life.
     pub state: TaskState,
     /// When it was enqueued, in milliseconds since the Unix epoch.
@@ -149,6 +154,9 @@ pub struct NewTask {
     /// with the reason `expired` rather than run late. [`RunAt::Delay`]
     /// counts from now.
     pub expires: Option<RunAt>,
+    /// Optional target of its own: the task is delivered by push, as this
+    /// request.
+    pub http: Option<HttpTarget>,
 }
 
 impl NewTask {
@@ -164,6 +172,7 @@ impl NewTask {
             lease_ms: None,
             every_ms: None,
             expires: None,
+            http: None,
         }
     }
 }
@@ -196,6 +205,9 @@ pub struct Claimed {
     pub lease_until_ms: u64,
     /// When the task was due, Unix ms.
     pub run_at_ms: u64,
+    /// For a push claim, where to deliver it: the task's own target or its
+    /// queue's, resolved ([`PushTarget::resolve`]); `None` for a pull claim.
+    pub target: Option<Arc<PushTarget>>,
 }
 
 /// What [`QueueAdmin::pause_queue`](crate::QueueAdmin::pause_queue) asks of a queue.
@@ -217,6 +229,11 @@ pub fn paused_at(paused: bool, until_ms: Option<u64>, now_ms: u64) -> bool {
 }
 
 /// How a consumer gives a delivery back ([`Tasks::nack`](crate::Tasks::nack)).
+///
+/// For push deliveries: a failed attempt is `Nack::default().because("HTTP
+/// 500: ...")`; a 429 or 503 with `Retry-After` is [`Nack::after`] (bounded
+/// by [`PUSH_RETRY_AFTER_MS_MAX`](crate::limits::PUSH_RETRY_AFTER_MS_MAX));
+/// a 410 or a refused target is [`Nack::dead`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Nack {
     /// Due again after this long; without it, after a backoff that doubles
@@ -237,6 +254,12 @@ impl Nack {
     /// Due again after `delay_ms`.
     pub fn after(delay_ms: u64) -> Nack {
         Nack { delay_ms: Some(delay_ms), ..Nack::default() }
+    }
+
+    /// Dead at once, attempts left or not, with `reason` as the task's last
+    /// error (a 410, a target the outbound rules refuse).
+    pub fn dead(reason: &str) -> Nack {
+        Nack { dead: true, ..Nack::default() }.because(reason)
     }
 
     /// With `reason` as the task's last error.

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::settings::QueueSettings;
+
 /// Counts and lateness of one queue.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueueStats {
@@ -32,6 +34,8 @@ pub struct QueueStats {
     pub delivered: u64,
     /// Acks since start.
     pub acked: u64,
+    /// Its push target and flow control (tasks in flight are `leased`).
+    pub settings: QueueSettings,
 }
 
 /// The upper bounds of the lateness histogram's buckets, in microseconds:

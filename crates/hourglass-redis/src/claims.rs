@@ -9,9 +9,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
+use hourglass_queue::limits::{ANSWER_PAYLOAD_BYTES_MAX, PUSH_LEASE_MARGIN_MS, PUSH_TIMEOUT_MS_DEFAULT};
 use hourglass_queue::long_poll::{long_poll, Look};
-use hourglass_queue::{Claim, Claimed, Pause, QueueError};
+use hourglass_queue::{Claim, Claimed, Delivery, Flow, Pause, PushTarget, QueueError};
 
 use crate::error::{storage, unexpected};
 use crate::options::{CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
@@ -20,14 +20,36 @@ use crate::scripts::{ClaimStop, SCRIPTS};
 use crate::watch::QueueWatch;
 use crate::{keys, record, RedisBackend};
 
+/// A queue a claim takes from: its watch (for the claim's delivery), the
+/// lease of the tasks it hands out, its push target and its flow control.
+struct Watched {
+    queue: Arc<str>,
+    watch: Arc<QueueWatch>,
+    lease_ms: u64,
+    push: Option<Arc<PushTarget>>,
+    flow: Flow,
+}
+
 /// A shard that may have due tasks of a queue a claim waits on.
 struct Candidate<'a> {
-    queue: &'a str,
+    of: &'a Watched,
     shard: u16,
     /// The queue's hint count of the shard when the claim began: handed back
     /// if the shard is found drained.
     hints: u64,
-    watch: Arc<QueueWatch>,
+}
+
+/// After a look that found nothing: the queues' wake-ups counted when it
+/// began, when the first timed pause it met ends (Redis ms), and when the
+/// first token it waited for comes (ms from then).
+type FoundNothing = (u64, Option<u64>, Option<u64>);
+
+/// The set of due tasks a delivery takes from.
+fn due_set(delivery: Delivery) -> &'static str {
+    match delivery {
+        Delivery::Pull => "r",
+        Delivery::Push => "R",
+    }
 }
 
 /// `left` tasks asked from the first of `candidates` (taken from it), at
@@ -53,8 +75,8 @@ fn shares<'a>(candidates: &mut Vec<Candidate<'a>>, left: usize, share_min: usize
 impl RedisBackend {
     /// The first due task of `queue` in `shard`, in claim order, and how
     /// many are due there; `None` if none.
-    async fn look(&self, shard: u16, queue: &str) -> Result<Option<(String, usize)>, QueueError> {
-        let key = self.keys.queue(shard, "r", queue);
+    async fn look(&self, shard: u16, queue: &str, delivery: Delivery) -> Result<Option<(String, usize)>, QueueError> {
+        let key = self.keys.queue(shard, due_set(delivery), queue);
         let (first, due): (Vec<String>, usize) =
             redis::pipe().zrange(&key, 0, 0).zcard(&key).query_async(&mut self.conn()).await.map_err(storage)?;
         Ok(first.into_iter().next().map(|first| (first, due)))
@@ -67,11 +89,12 @@ impl RedisBackend {
     async fn claim_shard(
         &self,
         shard: u16,
-        queue: &str,
+        of: &Watched,
         max: usize,
-        lease_ms: u64,
         bytes_max: usize,
+        delivery: Delivery,
     ) -> Result<(Vec<Claimed>, Result<ClaimStop, Pause>), QueueError> {
+        let queue = &*of.queue;
         let mut invocation = SCRIPTS.claim.key(self.keys.shard(shard, "t"));
         invocation
             .key(self.keys.shard(shard, "p"))
@@ -81,7 +104,18 @@ impl RedisBackend {
         for key in self.keys.queue_keys(shard, queue) {
             invocation.key(key);
         }
-        invocation.arg(&self.channel).arg(shard).arg(queue).arg(max).arg(lease_ms).arg(bytes_max).arg(CLAIM_SCAN_MAX);
+        invocation
+            .arg(&self.channel)
+            .arg(shard)
+            .arg(queue)
+            .arg(max)
+            .arg(of.lease_ms)
+            .arg(bytes_max)
+            .arg(CLAIM_SCAN_MAX);
+        invocation.arg(match delivery {
+            Delivery::Pull => "pull",
+            Delivery::Push => "push",
+        });
         let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
         self.saw_time(reply.u64()?);
         let stop = match reply.int()? {
@@ -92,7 +126,7 @@ impl RedisBackend {
             0 => Err(Pause::Indefinitely),
             until => Err(Pause::Until(until as u64)),
         };
-        let queue: Arc<str> = queue.into();
+        let queue = of.queue.clone();
         let mut claimed = Vec::new();
         let now_us = self.redis_us();
         while !reply.is_empty() {
@@ -102,6 +136,15 @@ impl RedisBackend {
             let lease = record::lease(shard, reply.u64()?);
             let lease_until_ms = reply.u64()?;
             let run_at_ms = reply.u64()?;
+            let own = reply.bytes()?;
+            let target = match delivery {
+                Delivery::Pull => None,
+                Delivery::Push if own.is_empty() => of.push.clone(),
+                Delivery::Push => {
+                    let value = rmpv::decode::read_value(&mut &own[..]).map_err(|_| unexpected("a task's target"))?;
+                    PushTarget::resolve(Some(&Arc::new(crate::push::target_of(&value)?)), of.push.as_ref())
+                }
+            };
             let id = keys::id(shard, seq);
             self.remember(id, &queue);
             let lateness_us = (now_us - run_at_ms as i64 * 1_000).max(0) as u64;
@@ -109,7 +152,16 @@ impl RedisBackend {
                 c.delivered += 1;
                 c.lateness.record(lateness_us);
             });
-            claimed.push(Claimed { id, queue: queue.clone(), payload, attempt, lease, lease_until_ms, run_at_ms });
+            claimed.push(Claimed {
+                id,
+                queue: queue.clone(),
+                payload,
+                attempt,
+                lease,
+                lease_until_ms,
+                run_at_ms,
+                target,
+            });
         }
         self.totals.lock().delivered += claimed.len() as u64;
         Ok((claimed, stop))
@@ -132,17 +184,17 @@ impl RedisBackend {
     /// Returns the tasks, and when the first timed pause met ends (Redis ms).
     async fn try_claim(
         &self,
-        queues: &[(&str, Arc<QueueWatch>)],
+        queues: &[&Watched],
         max: usize,
-        lease_ms: u64,
+        delivery: Delivery,
     ) -> Result<(Vec<Claimed>, Option<u64>), QueueError> {
         let mut unasked = Vec::new();
-        for (queue, watch) in queues {
-            for (shard, hints) in watch.maybe_due() {
-                unasked.push(Candidate { queue, shard, hints, watch: watch.clone() });
+        for &of in queues {
+            for (shard, hints) in of.watch.maybe_due() {
+                unasked.push(Candidate { of, shard, hints });
             }
         }
-        let mut asks = self.first_round(&mut unasked, max).await?;
+        let mut asks = self.first_round(&mut unasked, max, delivery).await?;
         let mut claimed = Vec::new();
         let mut pause_ends: Option<u64> = None;
         let mut bytes = 0;
@@ -150,7 +202,7 @@ impl RedisBackend {
         let mut more = Vec::new();
         while !asks.is_empty() {
             let bytes_max = (ANSWER_PAYLOAD_BYTES_MAX - bytes) / asks.len();
-            let claims = asks.iter().map(|(at, ask)| self.claim_shard(at.shard, at.queue, *ask, lease_ms, bytes_max));
+            let claims = asks.iter().map(|(at, ask)| self.claim_shard(at.shard, at.of, *ask, bytes_max, delivery));
             let answers = futures_util::future::join_all(claims).await;
             let mut full = false;
             for ((at, ask), answer) in asks.into_iter().zip(answers) {
@@ -158,7 +210,7 @@ impl RedisBackend {
                 bytes += got.iter().map(|task| task.payload.len()).sum::<usize>();
                 match stop {
                     Ok(_) if got.len() == ask => more.push(at),
-                    Ok(ClaimStop::Drained) => at.watch.found_none(at.shard, at.hints),
+                    Ok(ClaimStop::Drained) => at.of.watch.found_none(at.shard, at.hints),
                     Ok(ClaimStop::Bytes) => full = true,
                     Ok(ClaimStop::Scanned) => more.push(at),
                     Err(Pause::Until(ms)) => pause_ends = Some(pause_ends.map_or(ms, |end| end.min(ms))),
@@ -191,19 +243,20 @@ impl RedisBackend {
         &self,
         unasked: &mut Vec<Candidate<'a>>,
         max: usize,
+        delivery: Delivery,
     ) -> Result<Vec<(Candidate<'a>, usize)>, QueueError> {
         if max >= unasked.len() || max >= CLAIM_SHARE_MIN {
             let start = self.next_shard.fetch_add(1, Ordering::Relaxed) as usize % unasked.len().max(1);
             unasked.rotate_left(start);
             return Ok(shares(unasked, max, CLAIM_SHARE_MIN));
         }
-        let looks = unasked.iter().map(|at| self.look(at.shard, at.queue));
+        let looks = unasked.iter().map(|at| self.look(at.shard, &at.of.queue, delivery));
         let looks = futures_util::future::join_all(looks).await;
         let mut found = Vec::new();
         for (at, look) in std::mem::take(unasked).into_iter().zip(looks) {
             match look? {
                 Some((first, due)) => found.push((first, at, due)),
-                None => at.watch.found_none(at.shard, at.hints),
+                None => at.of.watch.found_none(at.shard, at.hints),
             }
         }
         found.sort_by(|a, b| (&a.0, a.1.shard).cmp(&(&b.0, b.1.shard)));
@@ -221,9 +274,74 @@ impl RedisBackend {
         Ok(asks)
     }
 
-    /// A claim: [`try_claim`](Self::try_claim) in the contract's long-poll,
-    /// woken by the hints of its queues (and their pauses' changes), and
-    /// looking again every [`CLAIM_RECHECK_MS`] and when a timed pause ends.
+    /// The queues a claim takes from, as they are now: the claim's own for
+    /// a pull claim, every queue that may push for a push claim; each with
+    /// its settings as this node last read them.
+    async fn watched(&self, claim: &Claim<'_>) -> Result<Vec<Watched>, QueueError> {
+        let names: Vec<String> = match claim.delivery() {
+            Delivery::Pull => claim.queues().iter().map(|&queue| queue.to_owned()).collect(),
+            Delivery::Push => self.pushing_queues().await?,
+        };
+        let mut watched = Vec::with_capacity(names.len());
+        for name in names {
+            let settings = self.settings_of(&name).await?;
+            let (watch, lease_ms) = match claim.delivery() {
+                Delivery::Pull => (self.watch.of(&name), claim.lease_ms()),
+                Delivery::Push => {
+                    let timeout_ms = settings.push.as_ref().map_or(PUSH_TIMEOUT_MS_DEFAULT, |push| push.timeout_ms);
+                    (self.watch.of_push(&name), u64::from(timeout_ms) + PUSH_LEASE_MARGIN_MS)
+                }
+            };
+            let push = settings.push.filter(|_| claim.delivery() == Delivery::Push);
+            watched.push(Watched { queue: name.into(), watch, lease_ms, push, flow: settings.flow });
+        }
+        Ok(watched)
+    }
+
+    /// One look of a claim: the queues without flow control together
+    /// ([`try_claim`](Self::try_claim)), then each with flow control on its
+    /// own, for what its slots and tokens allow across every node
+    /// (`flow.rs`). Returns the tasks, when the first timed pause met ends,
+    /// and when the first queue held back by its rate gets a token (ms from now).
+    async fn claim_once(
+        &self,
+        watched: &[Watched],
+        max: usize,
+        delivery: Delivery,
+    ) -> Result<(Vec<Claimed>, Option<u64>, Option<u64>), QueueError> {
+        let (limited, free): (Vec<&Watched>, Vec<&Watched>) = watched.iter().partition(|of| of.flow.is_limited());
+        let (mut claimed, mut pause_ends) =
+            if free.is_empty() { (Vec::new(), None) } else { self.try_claim(&free, max, delivery).await? };
+        let mut token_in_ms: Option<u64> = None;
+        for of in limited {
+            let left = max - claimed.len();
+            if left == 0 {
+                break;
+            }
+            let grant = self.flow_acquire(&of.queue, left, of.lease_ms).await?;
+            if let Some(wait_ms) = grant.wait_ms {
+                token_in_ms = Some(token_in_ms.map_or(wait_ms, |first| first.min(wait_ms)));
+            }
+            if grant.granted == 0 {
+                continue;
+            }
+            // On an error the slots lapse with their reservation, and the
+            // tokens are spent.
+            let (got, ends) = self.try_claim(&[of], grant.granted, delivery).await?;
+            self.flow_bind(&of.queue, &grant, &got).await?;
+            if let Some(end) = ends {
+                pause_ends = Some(pause_ends.map_or(end, |first: u64| first.min(end)));
+            }
+            claimed.extend(got);
+        }
+        Ok((claimed, pause_ends, token_in_ms))
+    }
+
+    /// A claim: [`claim_once`](Self::claim_once) in the contract's
+    /// long-poll, woken by the hints of its queues (and their pauses' and
+    /// settings' changes, and slots freed under their caps), and looking
+    /// again every [`CLAIM_RECHECK_MS`], when a timed pause ends and when a
+    /// token comes.
     ///
     /// The long-poll looks twice in a row when the first look finds nothing:
     /// once more after arming the wake-ups, for a wake-up that came between.
@@ -232,37 +350,38 @@ impl RedisBackend {
     /// tasks, and what it did not ask it would not ask now either. A claim
     /// that waits costs the round trips of one look per wake-up, as before.
     pub(crate) async fn claim_tasks(&self, claim: Claim<'_>) -> Result<Vec<Claimed>, QueueError> {
-        let (max, lease_ms) = (claim.max(), claim.lease_ms());
-        let watched: Vec<_> = claim.queues().iter().map(|&queue| (queue, self.watch.of(queue))).collect();
-        let wake_on: Vec<Arc<Notify>> = watched.iter().map(|(_, watch)| watch.notify.clone()).collect();
-        // After a look that found nothing: the queues' wake-ups counted when
-        // it began, and the end of the first timed pause it met (Redis ms).
-        let found_nothing: Mutex<Option<(u64, Option<u64>)>> = Mutex::new(None);
-        let (backend, watched, wake_on, found_nothing) = (self, &watched, &wake_on, &found_nothing);
+        let (max, delivery) = (claim.max(), claim.delivery());
+        let found_nothing: Mutex<Option<FoundNothing>> = Mutex::new(None);
+        let (backend, claim, found_nothing) = (self, &claim, &found_nothing);
         long_poll(Duration::from_millis(claim.wait_ms()), move || async move {
             if backend.closed.is_closed() {
                 return Ok(Look::Closed);
             }
-            let woken = watched.iter().fold(0u64, |sum, (_, watch)| sum.wrapping_add(watch.woken()));
+            let watched = backend.watched(claim).await?;
+            let wake_on: Vec<Arc<Notify>> = watched.iter().map(|of| of.watch.notify.clone()).collect();
+            let woken = watched.iter().fold(0u64, |sum, of| sum.wrapping_add(of.watch.woken()));
             let first = found_nothing.lock().take();
-            let pause_ends = match first {
-                Some((seen, pause_ends)) if seen == woken => pause_ends,
+            let (pause_ends, token_in_ms) = match first {
+                Some((seen, pause_ends, token_in_ms)) if seen == woken => (pause_ends, token_in_ms),
                 _ => {
-                    let (claimed, pause_ends) = backend.try_claim(watched, max, lease_ms).await?;
+                    let (claimed, pause_ends, token_in_ms) = backend.claim_once(&watched, max, delivery).await?;
                     if !claimed.is_empty() {
                         return Ok(Look::Found(claimed));
                     }
                     if first.is_none() {
-                        *found_nothing.lock() = Some((woken, pause_ends));
+                        *found_nothing.lock() = Some((woken, pause_ends, token_in_ms));
                     }
-                    pause_ends
+                    (pause_ends, token_in_ms)
                 }
             };
             let mut look_again_in = Duration::from_millis(CLAIM_RECHECK_MS);
             if let Some(end) = pause_ends {
                 look_again_in = look_again_in.min(Duration::from_millis(end.saturating_sub(backend.redis_ms())));
             }
-            Ok(Look::Nothing { wake_on: wake_on.clone(), look_again_in: Some(look_again_in) })
+            if let Some(token_in_ms) = token_in_ms {
+                look_again_in = look_again_in.min(Duration::from_millis(token_in_ms.max(1)));
+            }
+            Ok(Look::Nothing { wake_on, look_again_in: Some(look_again_in) })
         })
         .await
     }

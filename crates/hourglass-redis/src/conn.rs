@@ -8,13 +8,49 @@ use redis::cluster_async::ClusterConnection;
 use redis::io::tcp::TcpSettings;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
-/// Where the tasks are: one Redis, or a Redis Cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the tasks are: one Redis, or a Redis Cluster. Either may carry a
+/// user and password (`redis://[USER]:PASSWORD@HOST:PORT`); they are shown
+/// (`Display`, `Debug`, errors) with the password as `***`.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Target {
-    /// `redis://HOST:PORT[/DB]`.
+    /// `redis://[[USER]:PASSWORD@]HOST:PORT[/DB]`.
     One(String),
-    /// `redis+cluster://HOST:PORT[,HOST:PORT...]`: any of the Cluster's nodes.
+    /// `redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]`: any of
+    /// the Cluster's nodes, each given the same user and password.
     Cluster(Vec<String>),
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Target({self})")
+    }
+}
+
+/// `[USER]:PASSWORD@` at the start of `authority` (what follows `scheme://`),
+/// and the rest.
+fn split_userinfo(authority: &str) -> (Option<&str>, &str) {
+    let end = authority.find('/').unwrap_or(authority.len());
+    match authority[..end].rfind('@') {
+        Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+        None => (None, authority),
+    }
+}
+
+/// `userinfo` with its password, if any, as `***`.
+fn redacted(userinfo: &str) -> String {
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{user}:***@"),
+        None => format!("{userinfo}@"),
+    }
+}
+
+/// `url` (`scheme://...`) with its password, if any, as `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    match split_userinfo(rest) {
+        (Some(userinfo), rest) => format!("{scheme}://{}{rest}", redacted(userinfo)),
+        (None, _) => url.to_owned(),
+    }
 }
 
 impl FromStr for Target {
@@ -22,17 +58,22 @@ impl FromStr for Target {
 
     fn from_str(url: &str) -> Result<Target, String> {
         if let Some(nodes) = url.strip_prefix("redis+cluster://") {
+            let (userinfo, nodes) = split_userinfo(nodes);
+            let auth = userinfo.map(|userinfo| format!("{userinfo}@")).unwrap_or_default();
             let nodes: Vec<String> =
-                nodes.split(',').filter(|node| !node.is_empty()).map(|node| format!("redis://{node}")).collect();
+                nodes.split(',').filter(|node| !node.is_empty()).map(|node| format!("redis://{auth}{node}")).collect();
             if nodes.is_empty() {
                 return Err("redis+cluster:// names at least one HOST:PORT".into());
             }
             Ok(Target::Cluster(nodes))
         } else if url.starts_with("redis://") {
-            redis::Client::open(url).map_err(|e| format!("{url}: {e}"))?;
+            redis::Client::open(url).map_err(|e| format!("{}: {e}", redact(url)))?;
             Ok(Target::One(url.to_owned()))
         } else {
-            Err(format!("{url}: a store is redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT[,HOST:PORT...]"))
+            Err(format!(
+                "{}: a store is redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT[,HOST:PORT...]",
+                redact(url)
+            ))
         }
     }
 }
@@ -40,10 +81,18 @@ impl FromStr for Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::One(url) => f.write_str(url),
+            Target::One(url) => f.write_str(&redact(url)),
             Target::Cluster(nodes) => {
-                let nodes: Vec<&str> = nodes.iter().map(|n| n.trim_start_matches("redis://")).collect();
-                write!(f, "redis+cluster://{}", nodes.join(","))
+                let mut auth = String::new();
+                let nodes: Vec<&str> = nodes
+                    .iter()
+                    .map(|node| {
+                        let (userinfo, node) = split_userinfo(node.trim_start_matches("redis://"));
+                        auth = userinfo.map(redacted).unwrap_or_default();
+                        node
+                    })
+                    .collect();
+                write!(f, "redis+cluster://{auth}{}", nodes.join(","))
             }
         }
     }
@@ -154,5 +203,20 @@ mod tests {
         assert!("postgres://x".parse::<Target>().unwrap_err().contains("redis://HOST:PORT"));
         let cluster: Target = "redis+cluster://a:1,b:2".parse().unwrap();
         assert_eq!(cluster.to_string(), "redis+cluster://a:1,b:2");
+    }
+
+    #[test]
+    fn passwords_are_never_shown() {
+        let one: Target = "redis://app:s3cret@127.0.0.1:6380/2".parse().unwrap();
+        assert_eq!(one, Target::One("redis://app:s3cret@127.0.0.1:6380/2".into()));
+        assert_eq!(one.to_string(), "redis://app:***@127.0.0.1:6380/2");
+        assert!(!format!("{one:?}").contains("s3cret"));
+        let default_user: Target = "redis://:s3cret@h:1".parse().unwrap();
+        assert_eq!(default_user.to_string(), "redis://:***@h:1");
+        let cluster: Target = "redis+cluster://app:s3cret@a:1,b:2".parse().unwrap();
+        assert_eq!(cluster, Target::Cluster(vec!["redis://app:s3cret@a:1".into(), "redis://app:s3cret@b:2".into()]));
+        assert_eq!(cluster.to_string(), "redis+cluster://app:***@a:1,b:2");
+        let refused = "postgres://app:s3cret@h:1".parse::<Target>().unwrap_err();
+        assert!(!refused.contains("s3cret"), "{refused}");
     }
 }

@@ -15,7 +15,7 @@ use hourglass_queue::limits::LIST_MAX;
 use hourglass_queue::validate;
 use hourglass_queue::{Backend, Claim, ListRequest, Page, QueueAdmin, Stats, Tasks};
 use hourglass_queue::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, TaskInfo, TaskState};
-use hourglass_queue::{QueueError, QueueStats, StorageStats, Totals};
+use hourglass_queue::{QueueError, QueueSettings, QueueStats, StorageStats, Totals};
 
 use crate::error::{storage, unexpected};
 use crate::options::COUNTED_FRESH_FOR;
@@ -30,6 +30,9 @@ impl Tasks for RedisBackend {
         let times: Vec<(RunAt, Option<RunAt>)> = batch.iter().map(|new| (new.run_at, new.expires)).collect();
         let checked = validate::batch(batch, self.options.limits.payload_bytes_max, self.redis_ms())?;
         self.register(queue, None).await?;
+        if checked.iter().any(|task| task.http.is_some()) {
+            self.may_push(queue).await?;
+        }
         // Tasks with a key go to their key's shard; the others with the
         // first of those, or to the next shard in turn: one shard, one
         // atomic script, unless keys send a batch to several.
@@ -77,7 +80,8 @@ impl Tasks for RedisBackend {
 
     async fn cancel(&self, id: u64) -> Result<(), QueueError> {
         self.closed.check()?;
-        self.task(id, "cancel", &[]).await?;
+        let done = self.task(id, "cancel", &[]).await?;
+        self.settled(&done.record.task.queue, &[id]).await;
         self.totals.lock().cancelled += 1;
         Ok(())
     }
@@ -125,6 +129,7 @@ impl Tasks for RedisBackend {
             lease,
             lease_until_ms: until_ms,
             run_at_ms: info.task.run_at_ms,
+            target: None,
         })
     }
 
@@ -132,6 +137,7 @@ impl Tasks for RedisBackend {
         self.closed.check()?;
         let (shard, _) = self.split(id)?;
         let done = self.task(id, "ack", &[record::token(lease, shard)]).await?;
+        self.settled(&done.record.task.queue, &[id]).await;
         self.totals.lock().acked += 1;
         self.count(&done.record.task.queue, |c| c.acked += 1);
         self.queue_of.lock().remove(&id);
@@ -157,6 +163,7 @@ impl Tasks for RedisBackend {
             if nack.dead { "1" } else { "0" }.to_owned(),
         ];
         let info = Self::info(self.task(id, "nack", &args).await?);
+        self.settled(&info.task.queue, &[id]).await;
         let mut totals = self.totals.lock();
         totals.nacked += 1;
         if info.status == Status::Dead {
@@ -171,7 +178,10 @@ impl Tasks for RedisBackend {
         let (shard, _) = self.split(id)?;
         let info = Self::info(self.task(id, "extend", &[record::token(lease, shard), lease_ms.to_string()]).await?);
         match info.task.state {
-            TaskState::Leased { until_ms, .. } => Ok(until_ms),
+            TaskState::Leased { until_ms, .. } => {
+                self.extended(&info.task.queue, id, until_ms).await;
+                Ok(until_ms)
+            }
             _ => Err(unexpected("a task extended but not leased")),
         }
     }
@@ -211,6 +221,14 @@ impl QueueAdmin for RedisBackend {
         let _: () = self.conn().publish(&self.channel, format!("p {queue}")).await.map_err(storage)?;
         self.watch.wake(queue);
         Ok(self.counts(&[(queue.into(), value)]).await?.remove(0))
+    }
+
+    async fn settings(&self, queue: &str) -> Result<QueueSettings, QueueError> {
+        self.stored_settings(queue).await
+    }
+
+    async fn put_settings(&self, queue: &str, settings: QueueSettings) -> Result<QueueSettings, QueueError> {
+        self.store_settings(queue, settings).await
     }
 
     async fn delete_dead(&self, queue: &str, max: usize) -> Result<Vec<u64>, QueueError> {

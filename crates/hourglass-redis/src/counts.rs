@@ -81,6 +81,11 @@ impl RedisBackend {
                 }
             }
         }
+        // Each queue's push target and flow control, for the dashboard.
+        let mut settings = self.all_settings().await?;
+        for stats in &mut stats {
+            stats.settings = settings.remove(&*stats.name).unwrap_or_default();
+        }
         let counters = self.counters.lock();
         let read: Vec<_> = stats
             .into_iter()

@@ -41,9 +41,11 @@ pub(crate) struct Keys {
     prefix: String,
 }
 
-/// The six sets and hashes of one queue in one shard, in the order every
-/// script takes them (`queue_keys`, which `scripts.rs` writes from this).
-pub(crate) const QUEUE_KEYS: [&str; 6] = ["s", "r", "o", "l", "d", "k"];
+/// The sets, hashes and flag of one queue in one shard, in the order every
+/// script takes them (`queue_keys`, which `scripts.rs` writes from this):
+/// scheduled, due for pull claims, due oldest first, leased, dead, keys, due
+/// for push claims, and the flag that the queue has a push target.
+pub(crate) const QUEUE_KEYS: [&str; 8] = ["s", "r", "o", "l", "d", "k", "R", "P"];
 
 impl Keys {
     pub(crate) fn new(prefix: &str) -> Keys {
@@ -61,8 +63,8 @@ impl Keys {
         format!("{{{}:{shard}}}:{name}:{queue}", self.prefix)
     }
 
-    /// The six keys of `queue` in `shard`.
-    pub(crate) fn queue_keys(&self, shard: u16, queue: &str) -> [String; 6] {
+    /// The keys of `queue` in `shard`.
+    pub(crate) fn queue_keys(&self, shard: u16, queue: &str) -> [String; QUEUE_KEYS.len()] {
         QUEUE_KEYS.map(|name| self.queue(shard, name, queue))
     }
 

@@ -34,11 +34,13 @@ mod conn;
 mod contract;
 mod counts;
 mod error;
+mod flow;
 mod health;
 mod keys;
 mod listing;
 mod offset;
 mod options;
+mod push;
 mod record;
 mod registry;
 mod reply;
@@ -105,6 +107,10 @@ pub struct RedisBackend {
     /// The queue of tasks this node enqueued or handed out (`tasks.rs`).
     queue_of: Mutex<HashMap<u64, Arc<str>>>,
     counters: Mutex<HashMap<Arc<str>, Counters>>,
+    /// Queues' settings as last read, and when (`push.rs`).
+    settings: Mutex<HashMap<Arc<str>, (Instant, hourglass_queue::QueueSettings)>>,
+    /// Queues this node added to the set of those that may push (`push.rs`).
+    pushing: Mutex<HashSet<Arc<str>>>,
     /// When every queue was last counted, and the tasks they held.
     counted: Mutex<Option<(Instant, usize)>>,
     totals: Mutex<Totals>,
@@ -155,6 +161,8 @@ impl RedisBackend {
             known_queues: Mutex::default(),
             queue_of: Mutex::default(),
             counters: Mutex::default(),
+            settings: Mutex::default(),
+            pushing: Mutex::default(),
             counted: Mutex::default(),
             totals: Mutex::default(),
             next_shard: AtomicU64::new(rand::random::<u64>() % u64::from(shards)),

@@ -23,14 +23,15 @@ impl RedisBackend {
         after: Option<Cursor>,
         limit: usize,
     ) -> Result<Page, QueueError> {
-        let (name, order): (&str, Order) = match status {
-            Status::Scheduled => ("s", |t| (0, t.task.run_at_ms, t.task.id)),
-            Status::Due => ("r", |t| (u64::from(t.task.priority), t.task.run_at_ms, t.task.id)),
-            Status::Leased => ("l", |t| match t.task.state {
+        let (names, order): (&[&str], Order) = match status {
+            Status::Scheduled => (&["s"], |t| (0, t.task.run_at_ms, t.task.id)),
+            // Due for pull claims and for push claims: two sets, one order.
+            Status::Due => (&["r", "R"], |t| (u64::from(t.task.priority), t.task.run_at_ms, t.task.id)),
+            Status::Leased => (&["l"], |t| match t.task.state {
                 TaskState::Leased { until_ms, .. } => (0, until_ms, t.task.id),
                 _ => (0, 0, t.task.id),
             }),
-            Status::Dead => ("d", |t| (0, 0, t.task.id)),
+            Status::Dead => (&["d"], |t| (0, 0, t.task.id)),
         };
         let start = |shard: u16| -> String {
             let Some(after) = after else { return "-".into() };
@@ -45,7 +46,8 @@ impl RedisBackend {
                 (_, None) => format!("({}", prefix(keys::at_member(after.run_at_ms, 0))),
             }
         };
-        let reads = (0..self.shards).map(|shard| {
+        let sets = (0..self.shards).flat_map(|shard| names.iter().map(move |&name| (shard, name)));
+        let reads = sets.map(|(shard, name)| {
             let mut invocation = SCRIPTS.read.key(self.keys.shard(shard, "t"));
             invocation
                 .key(self.keys.shard(shard, "p"))

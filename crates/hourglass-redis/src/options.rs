@@ -40,6 +40,11 @@ pub const FIRE_QUEUES_MAX: usize = 64;
 /// times the rate (docs/DESIGN.md, "Claims from any node").
 pub const CLAIM_SHARE_MIN: usize = 16;
 
+/// A node uses a queue's settings as it read them this long ago, at most
+/// (a put on another node publishes them at once; this bounds a lost
+/// message): a claim reads its queue's flow control from them.
+pub(crate) const SETTINGS_FRESH_FOR: std::time::Duration = std::time::Duration::from_millis(1_000);
+
 /// Due tasks a claim script looks at, at most, past those it hands out (dead
 /// ones it meets past their expiry).
 pub(crate) const CLAIM_SCAN_MAX: usize = 2 * CLAIM_MAX;

@@ -54,6 +54,7 @@ pub(crate) fn decode(shard: u16, seq: u64, raw: &[u8], now_ms: u64) -> Result<Re
         expires_at_ms: number("x"),
         expired: get("X").is_some(),
         last_error: text("E"),
+        http: get("h").map(crate::push::target_of).transpose()?.map(Arc::new),
         state,
         created_ms: need("c")?,
     };

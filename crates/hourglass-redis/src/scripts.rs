@@ -57,6 +57,8 @@ pub(crate) struct Scripts {
     pub(crate) dead: Script,
     pub(crate) shard_lease: Script,
     pub(crate) queues: Script,
+    pub(crate) settings: Script,
+    pub(crate) flow: Script,
 }
 
 /// [`backoff_ms`] of attempts 1, 2, ... until it stops growing: the last is
@@ -121,6 +123,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dead: script(include_str!("lua/dead.lua")),
     shard_lease: script(include_str!("lua/shard.lease.lua")),
     queues: script(include_str!("lua/queues.lua")),
+    settings: script(include_str!("lua/settings.lua")),
+    flow: script(include_str!("lua/flow.lua")),
 });
 
 #[cfg(test)]
@@ -173,7 +177,7 @@ mod tests {
             assert_eq!(lua, (keys::field(seq), at.clone(), keys::ready_member(priority, ms, seq), at, seq, ms));
         }
 
-        let queue_keys = script("local Q = queue_keys(2) return { Q.s, Q.r, Q.o, Q.l, Q.d, Q.k }");
+        let queue_keys = script("local Q = queue_keys(2) return { Q.s, Q.r, Q.o, Q.l, Q.d, Q.k, Q.R, Q.P }");
         let mut invocation = queue_keys.key("{t}:first");
         for name in QUEUE_KEYS {
             invocation.key(format!("{{t}}:{name}"));

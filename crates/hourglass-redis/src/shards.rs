@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 
 use hourglass_queue::QueueError;
 
-use crate::conn::{client, subscribe_urls};
+use crate::conn::{client, redact, subscribe_urls};
 use crate::error::{storage, unexpected};
 use crate::health::is_unreachable;
 use crate::options::{FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
@@ -167,11 +167,13 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
                         _ = stop.wait_for(|&stop| stop) => return,
                     }
                 }
-                tracing::warn!(url, "the hint channel closed; subscribing again");
+                tracing::warn!(url = %redact(url), "the hint channel closed; subscribing again");
             }
             // An outage is the heartbeat's to log.
-            Err(error) if is_unreachable(&error) => tracing::debug!(url, %error, "cannot subscribe to hints"),
-            Err(error) => tracing::warn!(url, %error, "cannot subscribe to hints"),
+            Err(error) if is_unreachable(&error) => {
+                tracing::debug!(url = %redact(url), %error, "cannot subscribe to hints")
+            }
+            Err(error) => tracing::warn!(url = %redact(url), %error, "cannot subscribe to hints"),
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
@@ -195,6 +197,7 @@ impl RedisBackend {
                 }
             }
             (Some("p"), Some(queue), None) => self.watch.wake(queue),
+            (Some("s"), Some(queue), None) => self.settings_changed(queue),
             _ => tracing::debug!(text, "an unknown hint"),
         }
     }

@@ -147,7 +147,8 @@ impl RedisBackend {
                 .arg(optional(task.lease_ms.map(u64::from)))
                 .arg(optional(task.every_ms))
                 .arg(expiry_kind)
-                .arg(expiry);
+                .arg(expiry)
+                .arg(task.http.as_deref().map(crate::push::pack_target).unwrap_or_default());
         }
         let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
         match reply.text()?.as_str() {
@@ -222,11 +223,13 @@ impl RedisBackend {
             async move { invocation.invoke_async::<Vec<String>>(&mut conn).await.map_err(storage) }
         });
         let replies = futures_util::future::join_all(scripts).await;
+        let mut settled: HashMap<Arc<str>, Vec<u64>> = HashMap::new();
         for (((_, queue), group), reply) in groups.iter().zip(replies) {
             for ((at, _, _), code) in group.iter().zip(reply?) {
                 let id = acks[*at].0;
                 answers[*at] = Some(match code.as_str() {
                     "ok" => {
+                        settled.entry(queue.clone()).or_default().push(id);
                         self.totals.lock().acked += 1;
                         self.count(queue, |c| c.acked += 1);
                         self.queue_of.lock().remove(&id);
@@ -238,6 +241,9 @@ impl RedisBackend {
                     other => Err(unexpected(format!("task {id} answered {other} to its ack"))),
                 });
             }
+        }
+        for (queue, ids) in settled {
+            self.settled(&queue, &ids).await;
         }
         Ok(answers.into_iter().map(|answer| answer.expect("every ack is answered")).collect())
     }

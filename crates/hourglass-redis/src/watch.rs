@@ -112,14 +112,22 @@ impl Watch {
 
     /// A hint from the channel; none is kept for a queue nobody here claimed.
     pub(crate) fn hint(&self, queue: &str, shard: u16) {
-        if let Some(watch) = self.queues.lock().get(queue) {
+        let queues = self.queues.lock();
+        for watch in [queues.get(queue), queues.get(&*push_name(queue))].into_iter().flatten() {
             watch.hint(shard);
         }
     }
 
+    /// The watch of `queue` for push claims: its own, since a shard drained
+    /// of tasks for pull claims may still hold some for push claims.
+    pub(crate) fn of_push(&self, queue: &str) -> Arc<QueueWatch> {
+        self.of(&push_name(queue))
+    }
+
     /// The queue's pause changed: its waiting claims look again.
     pub(crate) fn wake(&self, queue: &str) {
-        if let Some(watch) = self.queues.lock().get(queue) {
+        let queues = self.queues.lock();
+        for watch in [queues.get(queue), queues.get(&*push_name(queue))].into_iter().flatten() {
             watch.wake();
         }
     }
@@ -130,6 +138,12 @@ impl Watch {
             watch.hint_all();
         }
     }
+}
+
+/// The name a queue's push watch is kept under: no queue name starts with a
+/// control character.
+fn push_name(queue: &str) -> String {
+    format!("\u{1}{queue}")
 }
 
 #[cfg(test)]
@@ -153,6 +167,12 @@ mod tests {
         watch.hint("q", 1);
         q.found_none(shard, hints);
         assert_eq!(q.maybe_due().len(), 1);
+        let pushed = watch.of_push("q");
+        for (shard, hints) in pushed.maybe_due() {
+            pushed.found_none(shard, hints);
+        }
+        watch.hint("q", 2);
+        assert_eq!(pushed.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [2], "a hint is for both");
         watch.wake_all();
         assert_eq!(q.maybe_due().len(), 3);
     }

@@ -2,6 +2,7 @@
 //! Cluster of three masters), and the contract's conformance kit against both.
 
 mod claims;
+mod flow;
 mod outage;
 
 use std::sync::Arc;
@@ -66,6 +67,22 @@ async fn conformance_cluster_of_three_masters() {
         println!("master on port {} holds the scheduled set of queue spread in {held} shards", master.port);
         assert!(held > 0, "every master holds some of the queue");
     }
+    backend.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_push_and_flow_redis() {
+    let Some(server) = Server::start() else { return };
+    let backend = sole_node(&server.url()).await;
+    hourglass_queue::kit::push::run(backend.clone(), "redis").await;
+    backend.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_push_and_flow_cluster_of_three_masters() {
+    let Some(cluster) = Cluster::start() else { return };
+    let backend = sole_node(&cluster.url()).await;
+    hourglass_queue::kit::push::run(backend.clone(), "cluster").await;
     backend.close();
 }
 

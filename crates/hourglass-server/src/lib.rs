@@ -7,12 +7,15 @@
 
 mod api;
 pub mod beanstalk;
+mod body_deadline;
+mod connections;
 mod error;
 mod extract;
 mod history;
 mod metrics;
 mod openapi;
 mod overview;
+mod push;
 mod routes;
 mod ui;
 mod wire;
@@ -29,6 +32,9 @@ use hourglass_queue::{limits, Backend, QueueError, Schedules};
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
+pub use connections::{
+    Connections, ConnectionsError, BODY_TIMEOUT, CONNECTIONS_MAX, HEADER_TIMEOUT, IDLE_TIMEOUT, TIMEOUT_MIN,
+};
 pub use error::ApiError;
 pub use openapi::{document_text as openapi_text, document_value as openapi};
 pub use routes::ROUTES;
@@ -53,13 +59,17 @@ pub struct AppState {
     read_only_ui: bool,
     /// The dashboard's last fifteen minutes and latest reading.
     dashboard: Arc<overview::Dashboard>,
+    /// The push delivery's outbound rules, for the targets a request names.
+    outbound: Option<Arc<hourglass_push::Outbound>>,
+    /// The push delivery's counters, for `/metrics`.
+    pub(crate) push_metrics: Option<Arc<hourglass_push::PushMetrics>>,
 }
 
 impl AppState {
     /// The state of a server over `backend`, open to every request unless
     /// `token` is set.
     pub fn new(backend: Arc<dyn Backend>, token: Option<Arc<str>>) -> AppState {
-        AppState { backend, token, read_only_ui: false, dashboard: Arc::default() }
+        AppState { backend, token, read_only_ui: false, dashboard: Arc::default(), outbound: None, push_metrics: None }
     }
 
     /// The backend's schedules, or the API's answer to a backend without
@@ -78,6 +88,30 @@ impl AppState {
     pub fn read_only_ui(mut self) -> AppState {
         self.read_only_ui = true;
         self
+    }
+
+    /// Refuses (400 `invalid`) a task or a queue whose target these rules
+    /// would refuse and that can be judged before delivery: an IP address in
+    /// a forbidden range, or `localhost`, unless the allow list opens it.
+    /// Without it, such a target is accepted and its tasks die at delivery
+    /// with the reason.
+    pub fn outbound(mut self, outbound: hourglass_push::Outbound) -> AppState {
+        self.outbound = Some(Arc::new(outbound));
+        self
+    }
+
+    /// `/metrics` shows these push deliveries: by outcome, in flight, the
+    /// claims and settles that failed, and lateness from due time to
+    /// request sent.
+    pub fn push_metrics(mut self, metrics: Arc<hourglass_push::PushMetrics>) -> AppState {
+        self.push_metrics = Some(metrics);
+        self
+    }
+
+    /// Whether the outbound rules, if any, would refuse `url` at once.
+    pub(crate) fn check_target(&self, url: &str) -> Result<(), ApiError> {
+        let (Some(outbound), Ok(url)) = (&self.outbound, url.parse()) else { return Ok(()) };
+        outbound.check_url(&url).map_err(|refusal| ApiError::invalid(refusal.to_string()))
     }
 }
 
@@ -144,9 +178,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then stops
-/// accepting, lets in-flight requests finish (waiting claims return at once),
-/// and returns. The caller drops the backend afterwards, which syncs the store.
+/// Serves `router` on `listener`, within the bounds of `connections`, until
+/// `shutdown` completes, then stops accepting, lets in-flight requests finish
+/// (waiting claims return at once), and returns. The caller drops the backend afterwards, which syncs the store.
 ///
 /// # Errors
 /// An I/O error of the listener.
@@ -154,17 +188,17 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     payload_bytes_max: usize,
+    connections: Connections,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let backend = state.backend.clone();
     let sampler = tokio::spawn(overview::sample(state.backend.clone(), state.dashboard.clone()));
     let app = router(state, payload_bytes_max);
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            backend.close();
-        })
-        .await;
+    let shutdown = async move {
+        shutdown.await;
+        backend.close();
+    };
+    let served = connections::serve(listener, app, connections, shutdown).await;
     sampler.abort();
     served
 }
@@ -172,14 +206,15 @@ pub async fn serve(
 /// Serves `listener` while the store cannot be reached yet, until
 /// `reached` completes: `/healthz` answers 503 `store_unavailable` with the
 /// latest of `why`, every other request 503 `store_unavailable` (401 first
-/// without the `token`, if one is required). The caller then serves the API
-/// on the same socket.
+/// without the `token`, if one is required), within the bounds of
+/// `connections`. The caller then serves the API on the same socket.
 ///
 /// # Errors
 /// An I/O error of the listener.
 pub async fn serve_unreached(
     listener: tokio::net::TcpListener,
     token: Option<Arc<str>>,
+    connections: Connections,
     why: tokio::sync::watch::Receiver<String>,
     reached: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -195,7 +230,7 @@ pub async fn serve_unreached(
                 next.run(request).await
             }
         }));
-    axum::serve(listener, app).with_graceful_shutdown(reached).await
+    connections::serve(listener, app, connections, reached).await
 }
 
 #[cfg(test)]

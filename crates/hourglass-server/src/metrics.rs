@@ -93,7 +93,35 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         out.push_str("# HELP hourglass_storage_commits_failed_total Store commits that failed.\n# TYPE hourglass_storage_commits_failed_total counter\n");
         let _ = writeln!(out, "hourglass_storage_commits_failed_total {}", storage.failed);
     }
+    if let Some(push) = &app.push_metrics {
+        push_metrics(&mut out, &push.read());
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+/// This node's push deliveries.
+fn push_metrics(out: &mut String, push: &hourglass_push::PushCounts) {
+    out.push_str("# HELP hourglass_push_deliveries_total Push deliveries by outcome since start.\n# TYPE hourglass_push_deliveries_total counter\n");
+    for (kind, n) in push.outcomes {
+        let _ = writeln!(out, "hourglass_push_deliveries_total{{outcome=\"{}\"}} {n}", kind.as_str());
+    }
+    for (kind, name, help, value) in [
+        ("gauge", "push_in_flight", "Push requests in flight now.", push.in_flight),
+        ("counter", "push_claims_failed_total", "Push claims that failed since start.", push.claim_errors),
+        (
+            "counter",
+            "push_settles_failed_total",
+            "Push outcomes not applied (their leases bring the tasks back).",
+            push.settle_errors,
+        ),
+    ] {
+        let _ =
+            writeln!(out, "# HELP hourglass_{name} {help}\n# TYPE hourglass_{name} {kind}\nhourglass_{name} {value}");
+    }
+    out.push_str("# HELP hourglass_push_lateness_seconds From due time to push request sent.\n# TYPE hourglass_push_lateness_seconds histogram\n");
+    let l = &push.lateness;
+    let bounds = LATENESS_BUCKETS_US.iter().map(|&us| us as f64 / 1e6);
+    histogram(out, "hourglass_push_lateness_seconds", "", bounds, &l.buckets, l.samples, l.sum / 1e3);
 }
 
 /// One histogram's series in the exposition format: a cumulative bucket per

@@ -36,6 +36,7 @@ table! {
     "/v1/queues/{queue}/dead": get => tasks::dead, delete => queues::delete_dead;
     "/v1/queues/{queue}/pause": post => queues::pause_queue;
     "/v1/queues/{queue}/resume": post => queues::resume_queue;
+    "/v1/queues/{queue}/settings": put => queues::put_settings, get => queues::settings;
     "/v1/queues/{queue}/tasks": post => tasks::enqueue, get => tasks::list_tasks;
     "/v1/queues/{queue}/tasks/batch": post => tasks::enqueue_batch;
     "/v1/queues/{queue}/keys/{key}": get => tasks::find_by_key;

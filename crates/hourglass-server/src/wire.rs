@@ -12,8 +12,8 @@
 //!   offsets in its time zone (RFC 3339).
 
 use hourglass_queue::{
-    Claimed, Cursor, Enqueued, Lease, Misfire, NewSchedule, NewTask, Overlap, Page, QueueStats, Rule, RunAt,
-    ScheduleInfo, SchedulePage, Status, TaskInfo, TaskState, Totals,
+    Claimed, Cursor, Enqueued, Lease, Misfire, NewSchedule, NewTask, Overlap, Page, QueueSettings, QueueStats, Rule,
+    RunAt, ScheduleInfo, SchedulePage, Status, TaskInfo, TaskState, Totals,
 };
 use hourglass_wire as wire;
 use serde_json::value::RawValue;
@@ -123,6 +123,7 @@ pub(crate) fn new_task(task: wire::NewTask) -> Result<NewTask, ApiError> {
             (None, Some(after_ms)) => Some(RunAt::Delay(after_ms)),
             (None, None) => None,
         },
+        http: task.http.map(crate::push::task_target).transpose()?,
     })
 }
 
@@ -175,6 +176,7 @@ pub(crate) fn task(info: TaskInfo) -> wire::Task {
             TaskState::Scheduled | TaskState::Leased { .. } => None,
         },
         last_error: task.last_error.map(String::from),
+        http: task.http.as_deref().map(crate::push::wire_target),
         created_ms: task.created_ms,
     }
 }
@@ -213,6 +215,7 @@ pub(crate) fn queue(q: QueueStats) -> wire::Queue {
         enqueued: q.enqueued,
         delivered: q.delivered,
         acked: q.acked,
+        settings: (q.settings != QueueSettings::default()).then(|| crate::push::wire_settings(&q.settings)),
     }
 }
 

@@ -167,7 +167,7 @@ async fn run_in(kind: Kind) {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let state = AppState::new(engine.clone(), Some(Arc::from(TOKEN)));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(hourglass_server::serve(listener, state, 1 << 20, async {
+    let server = tokio::spawn(hourglass_server::serve(listener, state, 1 << 20, Default::default(), async {
         let _ = stopped.await;
     }));
 
@@ -190,6 +190,13 @@ async fn run_in(kind: Kind) {
         .nack(claimed.id, claimed.lease, Nack::default().because("card declined by the bank (code 51)"))
         .await
         .unwrap();
+
+    // A queue that pushes, with a cap on tasks in flight.
+    let push = hourglass_queue::PushTarget::new(hourglass_queue::HttpTarget::post("https://example.com/hook"));
+    let flow = hourglass_queue::Flow { max_in_flight: Some(3), rate_per_s: Some(20.0), burst: None };
+    engine.put_settings("hooks", hourglass_queue::QueueSettings { push: Some(Arc::new(push)), flow }).await.unwrap();
+    let hook = NewTask::new(json!({ "order": 7 }).to_string(), RunAt::Delay(3_600_000));
+    let hook_id = engine.enqueue("hooks", hook).await.unwrap().id;
 
     // The browser.
     let port = free_port();
@@ -228,6 +235,9 @@ async fn run_in(kind: Kind) {
     shows(&browser, &format!("{row} [data-count=scheduled]"), "2").await;
     shows(&browser, &format!("{row} [data-count=dead]"), "1").await;
     shows(&browser, &format!("{row} [data-count=due]"), "0").await;
+    shows(&browser, "[data-queue=hooks] [data-test=push]", "push").await;
+    shows(&browser, "[data-queue=hooks] [data-test=rate]", "≤ 20/s").await;
+    shows(&browser, "[data-queue=hooks] [data-test=in-flight]", "0 / 3 in flight").await;
     // A mark a reload would wipe: the counts must change under it.
     browser.execute("window.hourglassTestMark = 42;", vec![]).await.unwrap();
     // The charts draw once the server has sampled twice (a second apart).
@@ -272,13 +282,15 @@ async fn run_in(kind: Kind) {
     assert_eq!(mark, json!(42), "everything above happened without a reload");
 
     // Search: by idempotency key, then by id.
-    for (query, id) in [("order-1".to_owned(), keyed), (dead_id.to_string(), dead_id)] {
+    for (query, id) in [("order-1".to_owned(), keyed), (dead_id.to_string(), dead_id), (hook_id.to_string(), hook_id)] {
         let input = browser.find(Locator::Css("[data-test=search-text]")).await.unwrap();
         input.clear().await.unwrap();
         input.send_keys(&query).await.unwrap();
         click(&browser, "#search button").await;
         shows(&browser, "[data-field=id]", &id.to_string()).await;
     }
+    // A task of the queue that pushes names the queue's target.
+    shows(&browser, "[data-field=\"push to\"]", "POST https://example.com/hook (the queue's target)").await;
     click(&browser, "[data-test=nav-overview]").await;
 
     // A phone-sized screen: the overview still shows the queue.

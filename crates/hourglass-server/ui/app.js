@@ -195,7 +195,7 @@ async function overviewPage(main) {
         el("th", { class: "num hide-narrow" }, "in/s"), el("th", { class: "num hide-narrow" }, "out/s"), el("th", { class: "num hide-narrow" }, "acked/s"),
         readOnly ? null : el("th", {}, ""))),
       el("tbody", {}, o.queues.map((q) => el("tr", { "data-queue": q.name },
-        el("td", {}, el("a", { href: "#/queue/" + encodeURIComponent(q.name) }, q.name), " ", stateBadge(q)),
+        el("td", {}, el("a", { href: "#/queue/" + encodeURIComponent(q.name) }, q.name), " ", stateBadge(q), ...settingsBadges(q)),
         ...STATES.map((s) => el("td", { class: "num", "data-count": s }, fmt(q[s]))),
         el("td", { class: "hide-narrow" }, q.oldest_due_ms === null ? "–" : relative(q.oldest_due_ms, o.now_ms)),
         el("td", { class: "num hide-narrow" }, q.lateness.samples ? ms(q.lateness.p50) : "–"),
@@ -213,6 +213,30 @@ function card(label, value) {
 
 function stateBadge(q) {
   return q.paused ? el("span", { class: "badge paused", "data-test": "paused" }, "paused") : null;
+}
+
+// A queue's push target and flow control, as badges: "push" (its URL on
+// hover), its rate, and its tasks in flight against their cap.
+function settingsBadges(q) {
+  const s = q.settings;
+  if (!s) return [];
+  return [
+    s.push ? el("span", { class: "badge push", title: (s.push.method || "POST") + " " + s.push.url, "data-test": "push" }, "push") : null,
+    s.rate_per_s !== undefined ? el("span", { class: "badge flow", "data-test": "rate" }, "≤ " + s.rate_per_s + "/s") : null,
+    s.max_in_flight !== undefined ? el("span", { class: "badge flow", "data-test": "in-flight" }, fmt(q.leased) + " / " + fmt(s.max_in_flight) + " in flight") : null,
+  ];
+}
+
+// A queue's settings in words, for its page.
+function settingsLine(q) {
+  const s = q.settings;
+  if (!s) return el("p", { class: "muted", "data-test": "settings" }, "Delivered to claims; no rate limit, no cap on tasks in flight.");
+  const parts = [
+    s.push ? "pushed to " + (s.push.method || "POST") + " " + s.push.url + " (timeout " + ms(s.push.timeout_ms) + ")" : "delivered to claims",
+    s.rate_per_s !== undefined ? "at most " + s.rate_per_s + " a second" + (s.burst !== undefined ? " (burst " + s.burst + ")" : "") : "no rate limit",
+    s.max_in_flight !== undefined ? fmt(q.leased) + " of at most " + fmt(s.max_in_flight) + " in flight" : "no cap on tasks in flight",
+  ];
+  return el("p", { "data-test": "settings" }, parts.join("; ") + ".");
 }
 
 function pauseButton(q) {
@@ -239,6 +263,7 @@ async function queuePage(main, name, params) {
     q ? el("div", { class: "cards", "data-test": "queue-counts" }, STATES.map((s) => card(s, q[s])),
       card("p50 late (ms)", q.lateness.samples ? +q.lateness.p50.toFixed(2) : null), card("p99 late (ms)", q.lateness.samples ? +q.lateness.p99.toFixed(2) : null))
       : el("p", { class: "muted" }, "This queue has never been used."),
+    q ? settingsLine(q) : null,
     q ? el("div", { class: "actions" }, pauseButton(q),
       q.dead > 0 ? action("Delete all " + fmt(q.dead) + " dead", async () => {
         if (!(await confirmed(`Delete every dead task of ${name}? This cannot be undone.`))) return;
@@ -263,6 +288,16 @@ async function queuePage(main, name, params) {
   );
 }
 
+// Where a task is pushed: its own target, or else its queue's (whose last
+// response, when not a 2xx, is the task's last error).
+function pushTo(t, o) {
+  const target = (h) => (h.method || "POST") + " " + h.url;
+  if (t.http) return target(t.http);
+  const q = o.queues.find((q) => q.name === t.queue);
+  const push = q && q.settings && q.settings.push;
+  return push ? target(push) + " (the queue's target)" : null;
+}
+
 async function taskPage(main, id) {
   const [o, t] = await Promise.all([api("GET", overviewPath()), api("GET", "/v1/tasks/" + id)]);
   readOnly = o.read_only_ui;
@@ -270,6 +305,7 @@ async function taskPage(main, id) {
     ["id", t.id], ["queue", el("a", { href: "#/queue/" + encodeURIComponent(t.queue) }, t.queue)],
     ["state", el("span", { class: "badge " + t.state, "data-test": "task-state" }, t.state)],
     ["dead reason", t.dead_reason], ["last error", t.last_error], ["due", when(t.run_at_ms, o.now_ms)],
+    ["push to", pushTo(t, o)],
     ["attempts", t.attempt + " of " + t.max_attempts], ["key", t.key],
     ["repeats every", t.every_ms === undefined ? null : ms(t.every_ms)],
     ["lease until", t.lease_until_ms === undefined ? null : when(t.lease_until_ms, o.now_ms)],

@@ -1,10 +1,12 @@
 //! What every test of hourglass shares, in one place (as ripgrep's
 //! `tests/util.rs`): free ports, programs a test needs, servers of the tests'
-//! own, and waits that end at a deadline, so that a failing test fails
+//! own (an HTTP receiver of push deliveries among them), and waits that end
+//! at a deadline, so that a failing test fails
 //! quickly and never hangs.
 
 pub mod beanstalkd;
 pub mod hourglass;
+pub mod receiver;
 pub mod redis;
 mod wait;
 

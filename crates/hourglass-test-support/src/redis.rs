@@ -20,6 +20,8 @@ pub struct Server {
     dir: tempfile::TempDir,
     /// `redis-server`'s arguments past the port and the directory.
     args: Vec<String>,
+    /// The user (none: the default user) and password clients must give.
+    auth: Option<(Option<String>, String)>,
 }
 
 impl Server {
@@ -35,7 +37,7 @@ impl Server {
         if !required("redis-server", &["--version"]) {
             return None;
         }
-        Some(Server { port: free_port(), child: None, dir: tempfile::tempdir().unwrap(), args: Vec::new() })
+        Some(Server { port: free_port(), child: None, dir: tempfile::tempdir().unwrap(), args: Vec::new(), auth: None })
     }
 
     fn with_args(extra: &[&str]) -> Option<Server> {
@@ -45,9 +47,39 @@ impl Server {
         Some(server)
     }
 
-    /// Its address as `--store` takes it.
+    /// Starts a server that requires `password` (`requirepass`); `None`
+    /// without `redis-server`. Its [`url`](Server::url) carries the password.
+    pub fn with_password(password: &str) -> Option<Server> {
+        let mut server = Server::not_started()?;
+        server.args = vec!["--requirepass".into(), password.into()];
+        server.auth = Some((None, password.into()));
+        server.restart();
+        Some(server)
+    }
+
+    /// Starts a server whose only user is the ACL user `user` with
+    /// `password`, allowed every key, channel and command (the default user
+    /// is off); `None` without `redis-server`. Its [`url`](Server::url)
+    /// carries both.
+    pub fn with_acl_user(user: &str, password: &str) -> Option<Server> {
+        let mut server = Server::not_started()?;
+        let secret = format!(">{password}");
+        // Each word of a rule an argument of its own: redis-server quotes an argument with spaces.
+        server.args =
+            ["--user", user, "on", &secret, "~*", "&*", "+@all", "--user", "default", "off"].map(String::from).to_vec();
+        server.auth = Some((Some(user.into()), password.into()));
+        server.restart();
+        Some(server)
+    }
+
+    /// Its address as `--store` takes it, with the user and password it
+    /// requires, if any.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let auth = match &self.auth {
+            None => String::new(),
+            Some((user, password)) => format!("{}:{password}@", user.as_deref().unwrap_or("")),
+        };
+        format!("redis://{auth}127.0.0.1:{}", self.port)
     }
 
     /// `kill -9`, then a new process on the same port and directory: what
@@ -76,12 +108,20 @@ impl Server {
 
     /// `redis-cli` with these arguments against this server; its output.
     pub fn cli(&self, args: &[&str]) -> String {
-        cli(self.port, args)
+        let mut all: Vec<&str> = Vec::new();
+        if let Some((user, password)) = &self.auth {
+            if let Some(user) = user {
+                all.extend(["--user", user.as_str()]);
+            }
+            all.extend(["--pass", password.as_str(), "--no-auth-warning"]);
+        }
+        all.extend(args);
+        cli(self.port, &all)
     }
 
     fn wait_until_up(&self) {
         let what = format!("redis-server on port {} answers PING", self.port);
-        within(START_TIMEOUT, &what, || cli(self.port, &["PING"]).trim() == "PONG");
+        within(START_TIMEOUT, &what, || self.cli(&["PING"]).trim() == "PONG");
     }
 }
 

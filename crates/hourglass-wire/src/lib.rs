@@ -50,6 +50,7 @@ mod openapi;
 mod overview;
 mod queue;
 mod schedule;
+mod settings;
 mod task;
 pub mod text;
 
@@ -61,5 +62,6 @@ pub use listing::{ListQuery, TaskPage};
 pub use overview::{Overview, OverviewQuery, OverviewQueue, Point, Rates};
 pub use queue::{DeletedDead, Lateness, Queue, Queues, Totals};
 pub use schedule::{NewSchedule, Run, Schedule, SchedulePage, SchedulesQuery};
+pub use settings::{HttpTarget, PushTarget, QueueSettings};
 pub use task::{Enqueued, EnqueuedBatch, NewTask, NewTasks, Reschedule, Task};
 pub use text::{Cursor, DeadReason, Lease, Misfire, Overlap, ParseError, State};

@@ -30,6 +30,11 @@ pub struct Queue {
     pub delivered: u64,
     /// Acks since the server started.
     pub acked: u64,
+    /// Its push target and flow control, when it has any (`GET
+    /// /v1/queues/{queue}/settings` shows them too); its tasks in flight are
+    /// `leased`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<crate::QueueSettings>,
 }
 
 /// From due time to delivery, in fractional milliseconds.

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::settings::HttpTarget;
 use crate::text::{DeadReason, State};
 
 /// `POST /v1/queues/{queue}/tasks`: a task to enqueue. Every field but the
@@ -52,6 +53,9 @@ pub struct NewTask {
     /// Dies if not delivered within this long from now; not with `expires_at_ms`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_after_ms: Option<u64>,
+    /// A target of its own: the task is delivered by push, as this request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpTarget>,
 }
 
 impl NewTask {
@@ -68,6 +72,7 @@ impl NewTask {
             every_ms: None,
             expires_at_ms: None,
             expires_after_ms: None,
+            http: None,
         }
     }
 }
@@ -158,9 +163,13 @@ pub struct Task {
     /// For a dead task: why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_reason: Option<DeadReason>,
-    /// Why its latest delivery failed: a nack's reason, or `lease expired`.
+    /// Why its latest delivery failed: a nack's reason, `lease expired`, or
+    /// for a push delivery what the receiver answered (`HTTP 500: ...`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Its own push target, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpTarget>,
     /// When it was enqueued, Unix ms.
     pub created_ms: u64,
 }

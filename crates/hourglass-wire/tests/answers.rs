@@ -45,8 +45,25 @@ fn task() -> Task {
         expires_at_ms: None,
         dead_reason: Some(DeadReason::Attempts),
         last_error: Some("upstream 503".into()),
+        http: None,
         created_ms: T0_MS,
     }
+}
+
+#[test]
+fn a_task_shows_its_own_target() {
+    let target = hourglass_wire::HttpTarget {
+        url: "https://example.com/h".into(),
+        method: Some("POST".into()),
+        headers: [("X-A".to_owned(), "1".to_owned())].into(),
+    };
+    let text = serde_json::to_string(&Task { http: Some(target.clone()), ..task() }).unwrap();
+    assert!(
+        text.ends_with(r#""last_error":"upstream 503","http":{"url":"https://example.com/h","method":"POST","headers":{"X-A":"1"}},"created_ms":1800000000000}"#),
+        "{text}"
+    );
+    let back: Task = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.http, Some(target));
 }
 
 const TASK: &str = r#"{"id":1,"queue":"orders","state":"dead","payload":{"b":1,"a":[1.50,2e3,"é\u00e9"]},"run_at_ms":1800000001000,"attempt":1,"max_attempts":1,"priority":3,"lease_ms":5000,"key":"order-1","dead_reason":"attempts","last_error":"upstream 503","created_ms":1800000000000}"#;
@@ -149,6 +166,7 @@ fn queue() -> Queue {
         enqueued: 4,
         delivered: 4,
         acked: 2,
+        settings: None,
     }
 }
 

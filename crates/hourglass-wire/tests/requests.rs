@@ -27,8 +27,16 @@ fn tasks() {
     round_trip::<NewTask>(r#"{"payload":null,"run_at_ms":5,"every_ms":60000,"expires_at_ms":9,"expires_after_ms":1}"#);
     assert_eq!(
         refusal::<NewTask>(r#"{"payload":1,"surprise":true}"#),
-        "unknown field `surprise`, expected one of `payload`, `delay_ms`, `run_at_ms`, `key`, `max_attempts`, `priority`, `lease_ms`, `every_ms`, `expires_at_ms`, `expires_after_ms` at line 1 column 23"
+        "unknown field `surprise`, expected one of `payload`, `delay_ms`, `run_at_ms`, `key`, `max_attempts`, `priority`, `lease_ms`, `every_ms`, `expires_at_ms`, `expires_after_ms`, `http` at line 1 column 23"
     );
+    let aimed: NewTask =
+        round_trip(r#"{"payload":1,"http":{"url":"https://e.com/h","method":"PUT","headers":{"X-A":"1"}}}"#);
+    assert_eq!(aimed.http.unwrap().headers["X-A"], "1");
+    assert!(refusal::<NewTask>(r#"{"payload":1,"http":{"uri":"x"}}"#).contains("unknown field `uri`"));
+    round_trip::<QueueSettings>(
+        r#"{"push":{"url":"https://e.com/h","timeout_ms":500},"rate_per_s":2.5,"burst":3,"max_in_flight":4}"#,
+    );
+    round_trip::<QueueSettings>(r#"{"push":null}"#);
     assert_eq!(refusal::<NewTask>(r#"{"delay_ms":5}"#), "missing field `payload` at line 1 column 14");
     round_trip::<NewTasks>(r#"{"tasks":[{"payload":1},{"payload":[2],"delay_ms":10}]}"#);
     assert!(refusal::<NewTasks>(r#"{"tasks":[],"more":1}"#).contains("expected `tasks`"));

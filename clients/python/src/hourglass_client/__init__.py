@@ -62,7 +62,10 @@ from .models import (
     Lateness,
     Misfire,
     Overlap,
+    HttpTarget,
+    PushTarget,
     Queue,
+    QueueSettings,
     Queues,
     Run,
     Schedule,
@@ -72,7 +75,7 @@ from .models import (
     TaskPage,
     Totals,
 )
-from .options import NewTask, ScheduleOptions, TaskOptions
+from .options import HttpOptions, NewTask, PushOptions, ScheduleOptions, TaskOptions
 from .report import WorkerReport
 from .worker import AsyncWorker, Handler, Worker, WorkerOptions
 
@@ -95,6 +98,8 @@ __all__ = [
     "ErrorDetail",
     "Handler",
     "HourglassError",
+    "HttpOptions",
+    "HttpTarget",
     "InvalidRequest",
     "Lateness",
     "Misfire",
@@ -103,7 +108,10 @@ __all__ = [
     "OverBudget",
     "Overlap",
     "PayloadTooLarge",
+    "PushOptions",
+    "PushTarget",
     "Queue",
+    "QueueSettings",
     "Queues",
     "Run",
     "Schedule",

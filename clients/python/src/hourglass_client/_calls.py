@@ -25,6 +25,7 @@ from .models import (
     Enqueued,
     EnqueuedBatch,
     Queue,
+    QueueSettings,
     Queues,
     Schedule,
     SchedulePage,
@@ -32,7 +33,7 @@ from .models import (
     Task,
     TaskPage,
 )
-from .options import NewTask, ScheduleOptions, TaskOptions
+from .options import NewTask, PushOptions, ScheduleOptions, TaskOptions
 
 T = TypeVar("T")
 
@@ -131,6 +132,28 @@ def pause_queue(name: str) -> Call[Queue]:
 
 def resume_queue(name: str) -> Call[Queue]:
     return Call("POST", f"/v1/queues/{segment(name)}/resume", _queue)
+
+
+def _settings(answer: Answer) -> QueueSettings:
+    return QueueSettings.from_json(answer.json())
+
+
+def settings(name: str) -> Call[QueueSettings]:
+    return Call("GET", f"/v1/queues/{segment(name)}/settings", _settings)
+
+
+def put_settings(
+    name: str,
+    push: PushOptions | None,
+    rate_per_s: float | None,
+    burst: int | None,
+    max_in_flight: int | None,
+) -> Call[QueueSettings]:
+    body: dict[str, Any] = {"push": push}
+    for key, value in (("rate_per_s", rate_per_s), ("burst", burst), ("max_in_flight", max_in_flight)):
+        if value is not None:
+            body[key] = value
+    return Call("PUT", f"/v1/queues/{segment(name)}/settings", _settings, body)
 
 
 def delete_dead(name: str) -> Call[int]:

@@ -14,8 +14,8 @@ from ._calls import AckRef, Call
 from ._transport import DEFAULT_TIMEOUT_MS, Transport, follow_async
 from .errors import Unreachable
 from .models import AckResult, ClaimedTask, Enqueued, EnqueuedBatch, Queue, Queues, Schedule, SchedulePage, State, Task
-from .models import Claim, TaskPage
-from .options import NewTask, ScheduleOptions, TaskOptions
+from .models import Claim, QueueSettings, TaskPage
+from .options import NewTask, PushOptions, ScheduleOptions, TaskOptions
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -109,6 +109,24 @@ class AsyncClient:
     async def resume_queue(self, name: str) -> Queue:
         """``POST /v1/queues/{queue}/resume``."""
         return await self._send(calls.resume_queue(name))
+
+    async def settings(self, name: str) -> QueueSettings:
+        """``GET /v1/queues/{queue}/settings``: its push target, rate and
+        cap on tasks in flight (all ``None`` for a queue never set)."""
+        return await self._send(calls.settings(name))
+
+    async def put_settings(
+        self,
+        name: str,
+        *,
+        push: PushOptions | None = None,
+        rate_per_s: float | None = None,
+        burst: int | None = None,
+        max_in_flight: int | None = None,
+    ) -> QueueSettings:
+        """``PUT /v1/queues/{queue}/settings``: replaces them whole (what is
+        left out is unset); answers them as they now hold."""
+        return await self._send(calls.put_settings(name, push, rate_per_s, burst, max_in_flight))
 
     async def delete_dead(self, name: str) -> int:
         """``DELETE /v1/queues/{queue}/dead``: deletes the queue's dead

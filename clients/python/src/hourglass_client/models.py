@@ -26,10 +26,13 @@ __all__ = [
     "Enqueued",
     "EnqueuedBatch",
     "ErrorDetail",
+    "HttpTarget",
     "Lateness",
     "Misfire",
     "Overlap",
+    "PushTarget",
     "Queue",
+    "QueueSettings",
     "Queues",
     "Run",
     "Schedule",
@@ -85,6 +88,61 @@ def _opt_str(data: JSONObject, key: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class HttpTarget:
+    """Where a task is delivered by push: an HTTP request, its payload the body."""
+
+    url: str
+    method: str
+    headers: Mapping[str, str]
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> HttpTarget:
+        headers = data.get("headers") or {}
+        return cls(url=str(data["url"]), method=str(data.get("method", "POST")), headers=dict(headers))
+
+
+@dataclass(frozen=True, slots=True)
+class PushTarget:
+    """A queue's push target: where each of its tasks without one of its own goes."""
+
+    url: str
+    method: str
+    headers: Mapping[str, str]
+    #: How long a delivery may take.
+    timeout_ms: int
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> PushTarget:
+        http = HttpTarget.from_json(data)
+        return cls(url=http.url, method=http.method, headers=http.headers, timeout_ms=int(data["timeout_ms"]))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """A queue's settings (``GET /v1/queues/{queue}/settings``): its push
+    target and its flow control. ``None`` is unset."""
+
+    push: PushTarget | None = None
+    #: Tasks handed out a second, on average (a token bucket's rate).
+    rate_per_s: float | None = None
+    #: The bucket's size: the most handed out at once.
+    burst: int | None = None
+    #: Tasks leased at once, at most, pulled and pushed together.
+    max_in_flight: int | None = None
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> QueueSettings:
+        push = data.get("push")
+        rate = data.get("rate_per_s")
+        return cls(
+            push=None if push is None else PushTarget.from_json(push),
+            rate_per_s=None if rate is None else float(rate),
+            burst=_opt_int(data, "burst"),
+            max_in_flight=_opt_int(data, "max_in_flight"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Task:
     """A task as ``GET /v1/tasks/{id}``, listings, nack, retry and
     reschedule show it. Fields that do not apply are ``None``."""
@@ -114,12 +172,16 @@ class Task:
     #: When it dies if not delivered by then.
     expires_at_ms: int | None = None
     dead_reason: DeadReason | None = None
-    #: Why its latest delivery failed: a nack's reason, or ``lease expired``.
+    #: Why its latest delivery failed: a nack's reason, ``lease expired``, or
+    #: what a push's receiver answered.
     last_error: str | None = None
+    #: Its own push target, if it has one.
+    http: HttpTarget | None = None
 
     @classmethod
     def from_json(cls, data: JSONObject) -> Task:
         dead_reason = data.get("dead_reason")
+        http = data.get("http")
         return cls(
             id=int(data["id"]),
             queue=str(data["queue"]),
@@ -137,6 +199,7 @@ class Task:
             expires_at_ms=_opt_int(data, "expires_at_ms"),
             dead_reason=None if dead_reason is None else DeadReason(dead_reason),
             last_error=_opt_str(data, "last_error"),
+            http=None if http is None else HttpTarget.from_json(http),
         )
 
 
@@ -294,9 +357,12 @@ class Queue:
     enqueued: int
     delivered: int
     acked: int
+    #: Its push target and flow control, when it has any.
+    settings: QueueSettings | None = None
 
     @classmethod
     def from_json(cls, data: JSONObject) -> Queue:
+        settings = data.get("settings")
         return cls(
             name=str(data["name"]),
             scheduled=int(data["scheduled"]),
@@ -309,6 +375,7 @@ class Queue:
             enqueued=int(data["enqueued"]),
             delivered=int(data["delivered"]),
             acked=int(data["acked"]),
+            settings=None if settings is None else QueueSettings.from_json(settings),
         )
 
 

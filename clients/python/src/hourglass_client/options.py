@@ -13,7 +13,27 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["NewTask", "ScheduleOptions", "TaskOptions"]
+__all__ = ["HttpOptions", "NewTask", "PushOptions", "ScheduleOptions", "TaskOptions"]
+
+
+class _Url(TypedDict):
+    #: An ``http`` or ``https`` URL.
+    url: str
+
+
+class HttpOptions(_Url, total=False):
+    """An HTTP target: ``url``, and ``method`` (``POST`` if left out) and
+    ``headers`` (name to value) if need be."""
+
+    method: str
+    headers: dict[str, str]
+
+
+class PushOptions(HttpOptions, total=False):
+    """A queue's push target: an :class:`HttpOptions` and how long a
+    delivery may take (``timeout_ms``, 30 s if left out)."""
+
+    timeout_ms: int
 
 
 class TaskOptions(TypedDict, total=False):
@@ -39,6 +59,8 @@ class TaskOptions(TypedDict, total=False):
     expires_at_ms: int
     #: Dies if not delivered within this long from now.
     expires_after_ms: int
+    #: A target of its own: delivered by push, as this request.
+    http: HttpOptions
 
 
 class NewTask(TaskOptions):

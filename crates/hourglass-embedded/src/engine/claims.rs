@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hourglass_queue::long_poll::{long_poll, Look};
 use hourglass_queue::validate;
-use hourglass_queue::{Claim, Claimed, QueueError};
+use hourglass_queue::{Claim, Claimed, Delivery, QueueError};
 
 use super::reads::Reads;
 use super::requests::Access;
@@ -32,21 +32,39 @@ impl Engine {
         if self.closed.is_closed() {
             return Ok(Look::Closed);
         }
-        let queues = claim.queues();
-        // A claim that will not wait needs no state for a queue never used.
-        if claim.wait_ms() == 0 && queues.iter().all(|queue| state.queue_id_of(queue).is_none()) {
-            return Ok(Look::Nothing { wake_on: Vec::new(), look_again_in: None });
-        }
-        let ids = queues.iter().map(|queue| state.queue_id(queue)).collect::<Result<Vec<u32>, _>>()?;
+        let delivery = claim.delivery();
+        let ids = match delivery {
+            Delivery::Pull => {
+                let queues = claim.queues();
+                // A claim that will not wait needs no state for a queue never used.
+                if claim.wait_ms() == 0 && queues.iter().all(|queue| state.queue_id_of(queue).is_none()) {
+                    return Ok(Look::Nothing { wake_on: Vec::new(), look_again_in: None });
+                }
+                queues.iter().map(|queue| state.queue_id(queue)).collect::<Result<Vec<u32>, _>>()?
+            }
+            Delivery::Push => state.push_queues(),
+        };
         let now_us = self.clock.now_us();
         let now_ms = now_us / 1_000;
-        let Some(queue) = state.first_claimable(&ids, now_ms) else {
-            // A pause that ends by itself wakes nobody: look again then.
-            let look_again_in = state.first_resume_in_ms(&ids, now_ms).map(Duration::from_millis);
-            return Ok(Look::Nothing { wake_on: state.wake_on(&ids), look_again_in });
-        };
         let mut reads = Reads::new();
-        let (mut claimed, updates) = state.claim(queue, claim.max(), now_us, claim.lease_ms(), &mut reads);
+        let mut claimed = Vec::new();
+        let mut updates = Vec::new();
+        // A pull claim takes from one queue; a push claim from each in turn
+        // until it has its fill.
+        while claimed.len() < claim.max() {
+            let Some(queue) = state.first_claimable(&ids, now_ms, delivery) else { break };
+            let before = claimed.len();
+            let more = claim.max() - before;
+            updates.extend(state.claim(queue, more, now_us, claim.lease_ms(), delivery, &mut claimed, &mut reads));
+            if delivery == Delivery::Pull || claimed.len() == before {
+                break;
+            }
+        }
+        if claimed.is_empty() {
+            // A pause that ends by itself, or a token that refills, wakes nobody: look again then.
+            let look_again_in = state.look_again_in_ms(&ids, now_ms, delivery).map(Duration::from_millis);
+            return Ok(Look::Nothing { wake_on: state.wake_on(&ids, delivery), look_again_in });
+        }
         // Sent under the lock, in order.
         self.committer.record(updates);
         state.debug_check();

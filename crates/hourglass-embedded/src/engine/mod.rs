@@ -69,7 +69,7 @@ use hourglass_queue::QueueError;
 use hourglass_queue::{Backend, Claim, ListRequest, Page, QueueAdmin, SchedulePage, Schedules, Stats, Tasks};
 use hourglass_queue::{Claimed, Closed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, TaskInfo};
 use hourglass_queue::{NewSchedule, ScheduleInfo};
-use hourglass_queue::{QueueStats, StorageStats, Totals};
+use hourglass_queue::{QueueSettings, QueueStats, StorageStats, Totals};
 use settlement::Settlement;
 use shared::Shared;
 
@@ -230,6 +230,14 @@ impl QueueAdmin for Engine {
 
     async fn delete_dead(&self, queue: &str, max: usize) -> Result<Vec<u64>, QueueError> {
         self.delete_dead_tasks(queue, max).await
+    }
+
+    async fn settings(&self, queue: &str) -> Result<QueueSettings, QueueError> {
+        self.queue_settings(queue)
+    }
+
+    async fn put_settings(&self, queue: &str, settings: QueueSettings) -> Result<QueueSettings, QueueError> {
+        self.put_queue_settings(queue, settings).await
     }
 }
 

@@ -1,4 +1,4 @@
-//! Opening the engine: every stored task, pause and schedule loaded into a
+//! Opening the engine: every stored setting, task, pause and schedule loaded into a
 //! new state (recovery), then the writer started. What can go wrong here is
 //! the setup's, [`OpenError`], kept apart from a request's
 //! ([`QueueError`](hourglass_queue::QueueError)).
@@ -38,6 +38,10 @@ impl Engine {
 fn recover(store: &dyn Store, now_ms: u64) -> Result<State, OpenError> {
     let mut state = State::new(now_ms);
     let mut too_many_queues = false;
+    // Settings first: they say which claims the tasks filed next go to.
+    for (queue, settings) in store.load_settings()? {
+        state.load_settings(&queue, settings, now_ms).map_err(|_| OpenError::TooManyQueues { max: QUEUES_MAX })?;
+    }
     let next_id = store.load(&mut |task, payload| {
         too_many_queues |= state.load_task(&task, payload, now_ms).is_err();
     })?;

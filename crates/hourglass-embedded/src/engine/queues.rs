@@ -4,11 +4,12 @@
 use hourglass_queue::lateness::with_lateness;
 use hourglass_queue::validate;
 use hourglass_queue::QueueError;
-use hourglass_queue::{Pause, QueueStats, Totals};
+use hourglass_queue::{Pause, QueueSettings, QueueStats, Totals};
 
 use super::requests::{Access, Attempt};
 use super::settlement::Settlement;
 use super::state::queues::Pausing;
+use super::state::settings::Setting;
 use super::Engine;
 use crate::store::Mutation;
 
@@ -43,6 +44,40 @@ impl Engine {
             })
             .await?;
         Ok(with_lateness(vec![read]).remove(0))
+    }
+
+    /// `queue`'s settings: the defaults for a queue never set.
+    pub(crate) fn queue_settings(&self, queue: &str) -> Result<QueueSettings, QueueError> {
+        validate::queue_name(queue)?;
+        Ok(self.shared.state.lock().settings(queue))
+    }
+
+    /// Replaces `queue`'s settings once durable; them as they now hold.
+    pub(crate) async fn put_queue_settings(
+        &self,
+        queue: &str,
+        settings: QueueSettings,
+    ) -> Result<QueueSettings, QueueError> {
+        validate::queue_name(queue)?;
+        validate::settings(&settings)?;
+        self.when_settled(Access::Write, |state| {
+            if let Err(closed) = self.closed.check() {
+                return Attempt::Done(Err(closed));
+            }
+            let queue_id = match state.queue_id(queue) {
+                Ok(queue_id) => queue_id,
+                Err(error) => return Attempt::Done(Err(error)),
+            };
+            match state.begin_settings(queue_id) {
+                Setting::Wait => Attempt::Wait,
+                Setting::Started => {
+                    let mutation = Mutation::PutSettings { queue: queue.into(), settings: settings.clone() };
+                    let settlement = Settlement::PutSettings { queue: queue_id, settings: settings.clone() };
+                    Attempt::sent(self.send(state, vec![mutation], settlement), settings.clone())
+                }
+            }
+        })
+        .await
     }
 
     /// Deletes up to `max` dead tasks of `queue` in one write; their ids.

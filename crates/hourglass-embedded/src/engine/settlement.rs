@@ -15,7 +15,7 @@
 //! whichever way a change fails.
 
 use super::schedule_table::Armed;
-use hourglass_queue::Task;
+use hourglass_queue::{QueueSettings, Task};
 
 /// Why a task changed, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,4 +51,6 @@ pub(crate) enum Settlement {
     Purge(Vec<u64>),
     /// A queue paused or resumed: so once durable, as it was if not.
     PauseQueue { queue: u32, paused: bool, until_ms: Option<u64> },
+    /// A queue's settings put: they hold once durable, the old ones if not.
+    PutSettings { queue: u32, settings: QueueSettings },
 }

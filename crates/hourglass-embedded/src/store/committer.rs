@@ -381,6 +381,9 @@ mod tests {
         fn load_paused(&self) -> Result<Vec<crate::store::PausedQueue>, StoreError> {
             Ok(Vec::new())
         }
+        fn load_settings(&self) -> Result<Vec<(Box<str>, hourglass_queue::QueueSettings)>, StoreError> {
+            Ok(Vec::new())
+        }
         fn apply(&self, _: &[Mutation], _: bool) -> Result<(), StoreError> {
             loop {
                 thread::park();

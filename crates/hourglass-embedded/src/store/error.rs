@@ -43,6 +43,13 @@ pub enum StoreError {
         /// What was wrong.
         reason: String,
     },
+    /// A queue's settings could not be decoded.
+    CorruptSettings {
+        /// The queue's name.
+        queue: String,
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -56,6 +63,9 @@ impl fmt::Display for StoreError {
             StoreError::CorruptSchedule { name, reason } => {
                 write!(f, "corrupt record for schedule {name:?}: {reason}; the data directory is damaged")
             }
+            StoreError::CorruptSettings { queue, reason } => {
+                write!(f, "corrupt settings of queue {queue:?}: {reason}; the data directory is damaged")
+            }
         }
     }
 }
@@ -64,7 +74,9 @@ impl Error for StoreError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             StoreError::Database(failure) | StoreError::Full(failure) => failure.source(),
-            StoreError::Corrupt { .. } | StoreError::CorruptSchedule { .. } => None,
+            StoreError::Corrupt { .. } | StoreError::CorruptSchedule { .. } | StoreError::CorruptSettings { .. } => {
+                None
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 //! hands back ([`Loaded`] payloads, [`Snapshot`]s).
 
 use super::error::StoreError;
+use hourglass_queue::QueueSettings;
 use hourglass_queue::Schedule;
 use hourglass_queue::Task;
 
@@ -11,7 +12,7 @@ use hourglass_queue::Task;
 pub type PausedQueue = (Box<str>, Option<u64>);
 
 /// One change to the stored tasks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Mutation {
     /// A new task and its payload.
     Insert {
@@ -42,6 +43,14 @@ pub enum Mutation {
         /// until resumed.
         until_ms: Option<u64>,
     },
+    /// A queue's settings, replaced whole: stored under its name, or removed
+    /// when they are the defaults.
+    PutSettings {
+        /// The queue's name.
+        queue: Box<str>,
+        /// The settings.
+        settings: QueueSettings,
+    },
 }
 
 impl Mutation {
@@ -54,7 +63,8 @@ impl Mutation {
             | Mutation::Delete(_)
             | Mutation::NextId(_)
             | Mutation::DeleteSchedule(_)
-            | Mutation::PauseQueue { .. } => 0,
+            | Mutation::PauseQueue { .. }
+            | Mutation::PutSettings { .. } => 0,
         }
     }
 }
@@ -118,6 +128,14 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Database`] if they cannot be read.
     fn load_paused(&self) -> Result<Vec<PausedQueue>, StoreError>;
+
+    /// The settings of every queue that has other than the defaults, in
+    /// name order.
+    ///
+    /// # Errors
+    /// [`StoreError::CorruptSettings`] for a record that does not decode,
+    /// [`StoreError::Database`].
+    fn load_settings(&self) -> Result<Vec<(Box<str>, QueueSettings)>, StoreError>;
 
     /// Applies `batch` atomically, in order. With `durable`, it is on stable
     /// storage (fsync) when this returns; without, it may be lost by a crash

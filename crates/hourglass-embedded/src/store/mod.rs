@@ -9,6 +9,8 @@ pub(crate) mod record;
 mod redb_store;
 pub(crate) mod schedule_record;
 mod sealed;
+mod settings_record;
+mod target_record;
 
 pub use committer::Fsync;
 pub(crate) use committer::{Committer, Reply, Settler};
@@ -17,6 +19,7 @@ pub use error::StoreError;
 pub use interface::{Loaded, Mutation, PausedQueue, Snapshot, Store};
 pub(crate) use record::Sizes;
 pub use redb_store::RedbStore;
+pub(crate) use target_record::encoded_bytes as target_bytes;
 
 /// Bytes a task of these sizes takes in the store, as near as can be told
 /// without writing it: what the disk budget counts. Its body, its payload,

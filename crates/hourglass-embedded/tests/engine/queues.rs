@@ -208,3 +208,23 @@ async fn an_own_lease_unlimited_attempts_take_and_cancel_unleased() {
     h.engine.cancel_unleased(id).await.unwrap();
     assert!(matches!(h.engine.get(id).await, Err(QueueError::NotFound(_))));
 }
+
+#[tokio::test]
+async fn a_rate_limit_runs_on_the_engine_s_clock() {
+    use hourglass_queue::{Flow, QueueSettings};
+    let h = Harness::new();
+    let flow = Flow { rate_per_s: Some(2.0), burst: Some(2), max_in_flight: None };
+    h.engine.put_settings("q", QueueSettings { push: None, flow }).await.unwrap();
+    for _ in 0..5 {
+        h.engine.enqueue("q", later(0)).await.unwrap();
+    }
+    assert_eq!(h.engine.claim("q", 10, 60_000, 0).await.unwrap().len(), 2, "the burst");
+    assert!(h.engine.claim("q", 10, 60_000, 0).await.unwrap().is_empty(), "the bucket is empty");
+    h.advance(499).await;
+    assert!(h.engine.claim("q", 10, 60_000, 0).await.unwrap().is_empty(), "a token every 500 ms");
+    h.advance(1).await;
+    assert_eq!(h.engine.claim("q", 10, 60_000, 0).await.unwrap().len(), 1);
+    h.advance(10_000).await;
+    assert_eq!(h.engine.claim("q", 10, 60_000, 0).await.unwrap().len(), 2, "never more than the burst");
+    assert_eq!(h.engine.queue("q").await.unwrap().leased, 5);
+}

@@ -156,3 +156,29 @@ async fn lateness_after_a_restart_stays_visible_in_the_stats() {
     assert_eq!(lateness.samples, 1);
     assert!((9_400.0..9_600.0).contains(&lateness.max), "9.5 s late, and the stats say so: {lateness:?}");
 }
+
+#[tokio::test]
+async fn settings_and_targets_survive_a_restart_and_file_tasks_for_their_claims() {
+    use hourglass_queue::{Claim, Flow, HttpTarget, PushTarget, QueueSettings};
+    let h = Harness::new();
+    let settings = QueueSettings {
+        push: Some(Arc::new(PushTarget::new(HttpTarget::post("https://queue.example/")))),
+        flow: Flow { rate_per_s: Some(100.0), burst: Some(10), max_in_flight: Some(3) },
+    };
+    h.engine.put_settings("pushed", settings.clone()).await.unwrap();
+    let target = HttpTarget { headers: vec![("X-A".into(), "1".into())], ..HttpTarget::post("https://own.example/") };
+    let own =
+        h.engine.enqueue("pulled", hourglass_queue::NewTask { http: Some(target.clone()), ..later(0) }).await.unwrap();
+    let plain = h.engine.enqueue("pushed", later(0)).await.unwrap();
+    h.engine.close();
+    let h = h.restart();
+    assert_eq!(h.engine.settings("pushed").await.unwrap(), settings);
+    assert_eq!(h.engine.get(own.id).await.unwrap().task.http.as_deref(), Some(&target));
+    assert!(h.engine.claim("pulled", 10, 1_000, 0).await.unwrap().is_empty());
+    assert!(h.engine.claim("pushed", 10, 1_000, 0).await.unwrap().is_empty());
+    let mut pushed: Vec<u64> =
+        h.engine.claim_from(Claim::push(10, 0).unwrap()).await.unwrap().iter().map(|c| c.id).collect();
+    pushed.sort();
+    assert_eq!(pushed, [own.id, plain.id]);
+    h.engine.check_invariants().unwrap();
+}

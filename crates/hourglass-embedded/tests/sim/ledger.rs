@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use hourglass_queue::Lease;
+use hourglass_queue::{Lease, QueueSettings};
 
 /// What clients were told, shared by the callers of one seed.
 #[derive(Default)]
@@ -34,6 +34,15 @@ pub(super) struct Ledger {
     pub(super) pause: Told,
     /// Whether [`QUEUE`] was paused, each time a client saw it.
     pub(super) seen_paused: Vec<bool>,
+    /// Payload numbers sent with a target of their own.
+    pub(super) aimed: HashSet<u64>,
+    /// The puts of [`QUEUE`]'s settings: `last` is `Some(true)` when the
+    /// last one sent must hold.
+    pub(super) settings: Told,
+    /// The settings of each put, in the order sent.
+    pub(super) settings_sent: Vec<QueueSettings>,
+    /// [`QUEUE`]'s settings, each time a client saw them.
+    pub(super) seen_settings: Vec<QueueSettings>,
 }
 
 /// The puts and deletes of one schedule name.

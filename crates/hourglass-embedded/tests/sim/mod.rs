@@ -19,6 +19,11 @@
 //!   restart (unless another was sent meanwhile); a claim of a queue whose
 //!   pause was answered, with no resume sent since, hands out nothing; a
 //!   pause a client saw was durable;
+//! - push and flow control: a put of the queue's settings answered with
+//!   success holds after the restart (unless another was sent meanwhile);
+//!   settings a client saw were durable; a task's own target comes back
+//!   with it; pull claims never hand out a task of push, push claims only
+//!   those, each with its own target or its queue's;
 //! - dead tasks deleted together (in a queue of their own, [`GRAVEYARD`]):
 //!   those answered deleted do not come back, and the deletes take nothing
 //!   from the other queue;
@@ -30,6 +35,7 @@
 //! runs N seeds (CI runs [`SEEDS_CI`]); `HOURGLASS_SIM_SEED=S` runs seed S alone.
 
 mod ledger;
+mod push;
 mod store;
 mod world;
 
@@ -38,7 +44,7 @@ use std::sync::Arc;
 
 use hourglass_embedded::Engine;
 use hourglass_queue::prelude::*;
-use hourglass_queue::{ManualWallClock, NewTask, Pause, RunAt};
+use hourglass_queue::{Claim, ManualWallClock, NewTask, Pause, QueueSettings, RunAt};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -46,7 +52,7 @@ use rand::{Rng, SeedableRng};
 use crate::deadline;
 use ledger::Ledger;
 pub use store::CrashStore;
-use world::{options, payload, payload_number, World, QUEUE, T0_MS};
+use world::{options, payload, World, QUEUE, T0_MS};
 
 /// Seeds CI runs.
 const SEEDS_CI: u64 = 3_000;
@@ -147,6 +153,12 @@ fn run_seed(seed: u64) {
         if let Some(twice) = history.twice.first() {
             panic!("seed {seed}: an occurrence was stored as two tasks: {twice}");
         }
+        for seen in &ledger.seen_settings {
+            assert!(
+                *seen == QueueSettings::default() || history.settings.contains(&(QUEUE.into(), seen.clone())),
+                "seed {seed}: a client saw settings {seen:?}, which were never durable"
+            );
+        }
         for &paused in &ledger.seen_paused {
             // Every queue starts durably resumed.
             assert!(
@@ -173,6 +185,10 @@ fn run_seed(seed: u64) {
         if let Some(told) = ledger.pause.last {
             assert_eq!(paused, told, "seed {seed}: the queue was answered {}", if told { "paused" } else { "resumed" });
         }
+        let settings = engine.settings(QUEUE).await.expect("settings after the restart");
+        if ledger.settings.last == Some(true) {
+            assert_eq!(&settings, ledger.settings_sent.last().unwrap(), "seed {seed}: the last settings were answered");
+        }
         // Resumed, so that everything left is delivered below.
         engine.pause_queue(QUEUE, Pause::Resume).await.expect("resume after the restart");
         let highest = ledger.seen_ids.iter().copied().max().unwrap_or(0);
@@ -183,16 +199,18 @@ fn run_seed(seed: u64) {
         assert!(fresh.id > highest, "seed {seed}: id {} reused (highest seen {highest})", fresh.id);
         clock.advance_ms(86_400_000);
         engine.poll_timers();
-        loop {
-            let claimed = engine.claim(QUEUE, 1_000, 1_000, 0).await.expect("claim after the restart");
-            if claimed.is_empty() {
-                break;
-            }
-            for task in claimed {
-                let n = payload_number(&task.payload);
-                assert!(ledger.sent.contains(&n), "seed {seed}: delivered payload {n}, which no client sent");
-                assert!(!ledger.failed.contains(&n), "seed {seed}: delivered payload {n}, whose enqueue failed");
-                engine.ack(task.id, task.lease).await.expect("ack after the restart");
+        for push in [false, true] {
+            loop {
+                let claim = if push { Claim::push(1_000, 0) } else { Claim::new(&[QUEUE], 1_000, 1_000, 0) };
+                let claimed = engine.claim_from(claim.unwrap()).await.expect("claim after the restart");
+                if claimed.is_empty() {
+                    break;
+                }
+                for task in claimed {
+                    // The seed is named by the simulator when this panics.
+                    push::check_claimed(&ledger, &task, push);
+                    engine.ack(task.id, task.lease).await.expect("ack after the restart");
+                }
             }
         }
     }));

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use hourglass_embedded::{Loaded, Mutation, Snapshot, Store, StoreError};
-use hourglass_queue::{Schedule, Task};
+use hourglass_queue::{QueueSettings, Schedule, Task};
 use parking_lot::{Condvar, Mutex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,6 +29,7 @@ struct Image {
     next_id: u64,
     schedules: BTreeMap<Box<str>, Schedule>,
     paused: BTreeMap<Box<str>, Option<u64>>,
+    settings: BTreeMap<Box<str>, QueueSettings>,
 }
 
 impl Image {
@@ -65,6 +66,14 @@ impl Image {
                         self.paused.remove(queue);
                     }
                 }
+                Mutation::PutSettings { queue, settings } => {
+                    history.settings.push((queue.clone(), settings.clone()));
+                    if *settings == QueueSettings::default() {
+                        self.settings.remove(queue);
+                    } else {
+                        self.settings.insert(queue.clone(), settings.clone());
+                    }
+                }
             }
         }
     }
@@ -80,6 +89,9 @@ pub struct History {
     pub schedules: HashSet<(Box<str>, Option<u64>)>,
     /// (queue, paused) pairs: every queue starts durably resumed.
     pub paused: HashSet<(Box<str>, bool)>,
+    /// Every queue's settings as they were ever durable: every queue starts
+    /// with the defaults.
+    pub settings: Vec<(Box<str>, QueueSettings)>,
     pub keys: HashMap<Box<str>, u64>,
     /// Keys of schedules' occurrences stored with two tasks: an occurrence
     /// enqueued twice.
@@ -261,6 +273,12 @@ impl Store for CrashStore {
         Ok(inner.durable.paused.iter().map(|(name, until_ms)| (name.clone(), *until_ms)).collect())
     }
 
+    fn load_settings(&self) -> Result<Vec<(Box<str>, QueueSettings)>, StoreError> {
+        let inner = self.inner.lock();
+        assert!(inner.unsynced.is_empty(), "loaded from a store with unsynced writes: restart it first");
+        Ok(inner.durable.settings.iter().map(|(name, settings)| (name.clone(), settings.clone())).collect())
+    }
+
     /// Everything applied: the durable image, then what is not yet synced.
     /// A copy, which is fine at the simulator's sizes.
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
@@ -279,7 +297,8 @@ impl Store for CrashStore {
                 | Mutation::NextId(_)
                 | Mutation::PutSchedule(_)
                 | Mutation::DeleteSchedule(_)
-                | Mutation::PauseQueue { .. } => {}
+                | Mutation::PauseQueue { .. }
+                | Mutation::PutSettings { .. } => {}
             }
         }
         Ok(Box::new(Payloads(payloads)))

@@ -84,7 +84,12 @@ impl World {
             lease_ms: rng.random_bool(0.2).then(|| rng.random_range(100..2_000)),
             every_ms: None,
             expires,
+            // Targets ride in the records across crashes.
+            http: rng.random_bool(0.2).then(|| super::push::target_of(n)),
         };
+        if new.http.is_some() {
+            self.ledger.lock().aimed.insert(n);
+        }
         (n, new)
     }
 
@@ -280,9 +285,7 @@ impl World {
                 assert!(claimed.is_empty(), "a claim of a paused queue handed out {} tasks", claimed.len());
             }
             for task in claimed {
-                let n = payload_number(&task.payload);
-                assert!(ledger.sent.contains(&n), "delivered payload {n}, which no client sent");
-                assert!(!ledger.failed.contains(&n), "delivered payload {n}, whose enqueue failed");
+                super::push::check_claimed(&ledger, &task, false);
                 ledger.seen_ids.insert(task.id);
                 ledger.leases.insert(task.id, task.lease);
             }
@@ -374,6 +377,8 @@ impl World {
             }
             92..=93 => self.pause(rng).await,
             94 => self.graveyard(rng).await,
+            95 => self.settings(rng).await,
+            96 => self.push_claim(rng).await,
             _ => self.clock.advance_ms(rng.random_range(0..400)),
         }
         if let Err(broken) = self.engine.check_invariants() {

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 
 use crate::error::QueueError;
 use crate::model::{Claimed, Enqueued, Lease, Nack, NewTask, RunAt, Status, TaskInfo};
+use crate::target::Delivery;
 use crate::validate;
 
 /// Where a listing starts: the position after the last task of the previous
@@ -40,15 +41,24 @@ pub struct Page {
     pub next: Option<Cursor>,
 }
 
-/// A claim whose arguments passed every check ([`Claim::new`]): the only way
-/// to ask a backend's [`claim_from`](Tasks::claim_from), so no backend checks
-/// them again, or forgets to.
+/// A claim whose arguments passed every check ([`Claim::new`],
+/// [`Claim::push`]): the only way to ask a backend's
+/// [`claim_from`](Tasks::claim_from), so no backend checks them again, or
+/// forgets to.
+///
+/// A pull claim ([`Claim::new`]) takes only tasks delivered by pull, a push
+/// claim ([`Claim::push`]) only tasks delivered by push (see
+/// [`Delivery`]). Both are held to each queue's flow control
+/// ([`Flow`](crate::Flow)): a claim that would pass a queue's rate or its cap
+/// on tasks in flight hands out fewer, and a waiting claim waits for a token
+/// or a freed slot as it waits for a task to come due.
 #[derive(Debug, Clone, Copy)]
 pub struct Claim<'a> {
     queues: &'a [&'a str],
     max: usize,
     lease_ms: u64,
     wait_ms: u64,
+    delivery: Delivery,
 }
 
 impl<'a> Claim<'a> {
@@ -60,10 +70,30 @@ impl<'a> Claim<'a> {
     /// [`QueueError::Invalid`] for an argument out of range, named.
     pub fn new(queues: &'a [&'a str], max: usize, lease_ms: u64, wait_ms: u64) -> Result<Claim<'a>, QueueError> {
         validate::claim(queues, max, lease_ms, wait_ms)?;
-        Ok(Claim { queues, max, lease_ms, wait_ms })
+        Ok(Claim { queues, max, lease_ms, wait_ms, delivery: Delivery::Pull })
     }
 
-    /// The queues, in the order given.
+    /// The delivery loop's claim: up to `max` tasks delivered by push, from
+    /// every queue, waiting up to `wait_ms` for one. Each is handed out with
+    /// its target resolved ([`Claimed::target`]) under a lease of that
+    /// target's [`lease_ms`](crate::PushTarget::lease_ms): its timeout and a
+    /// margin. Among queues, the one whose first task comes first in claim
+    /// order is served first; one claim may take from several.
+    ///
+    /// # Errors
+    /// [`QueueError::Invalid`] for an argument out of range, named.
+    pub fn push(max: usize, wait_ms: u64) -> Result<Claim<'static>, QueueError> {
+        validate::push_claim(max, wait_ms)?;
+        Ok(Claim { queues: &[], max, lease_ms: 0, wait_ms, delivery: Delivery::Push })
+    }
+
+    /// Which tasks it takes: pull or push ones.
+    pub fn delivery(&self) -> Delivery {
+        self.delivery
+    }
+
+    /// The queues, in the order given (none for a push claim: it takes from
+    /// every queue).
     pub fn queues(&self) -> &'a [&'a str] {
         self.queues
     }
@@ -73,7 +103,8 @@ impl<'a> Claim<'a> {
         self.max
     }
 
-    /// The lease of each task handed out (unless the task has its own).
+    /// The lease of each task handed out (unless the task has its own); 0 for
+    /// a push claim, whose leases are its targets'.
     pub fn lease_ms(&self) -> u64 {
         self.lease_ms
     }
@@ -149,6 +180,11 @@ pub trait Tasks: Send + Sync + 'static {
     /// urgent priority, then the oldest due), each under a new lease. With
     /// none due, waits up to `claim.wait_ms()` and returns as soon as one
     /// comes due; empty if none did, or the backend closed meanwhile.
+    ///
+    /// Only tasks of the claim's [`delivery`](Claim::delivery) are handed out
+    /// (a pull claim on a queue with a push target finds nothing), and no
+    /// more than each queue's flow control allows at the moment; tasks held
+    /// back by it count as not due for the wait.
     ///
     /// # Errors
     /// [`QueueError::Storage`] if the store failed.

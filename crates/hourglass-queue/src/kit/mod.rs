@@ -4,6 +4,8 @@
 //! the checks can share a backend. Waits are claims that long-poll for what
 //! the check expects, never sleeps; the few bounds on time are generous.
 
+pub mod push;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 

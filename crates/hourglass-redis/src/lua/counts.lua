@@ -6,8 +6,9 @@ local out = {}
 for first = 1, #KEYS, QUEUE_KEY_COUNT do
   local Q = queue_keys(first)
   local oldest = redis.call('ZRANGE', Q.o, 0, 0)[1]
-  for _, v in ipairs({ redis.call('ZCARD', Q.s), redis.call('ZCARD', Q.r),
-      redis.call('ZLEXCOUNT', Q.r, '-', urgent_below), redis.call('ZCARD', Q.l), redis.call('ZCARD', Q.d),
+  local due = redis.call('ZCARD', Q.r) + redis.call('ZCARD', Q.R)
+  local urgent = redis.call('ZLEXCOUNT', Q.r, '-', urgent_below) + redis.call('ZLEXCOUNT', Q.R, '-', urgent_below)
+  for _, v in ipairs({ redis.call('ZCARD', Q.s), due, urgent, redis.call('ZCARD', Q.l), redis.call('ZCARD', Q.d),
       oldest and member_ms(oldest) or -1 }) do
     table.insert(out, v)
   end

@@ -1,19 +1,19 @@
 -- Adds tasks to one queue of one shard, all or none.
 -- KEYS: t p seq h, the queue's six keys. ARGV: channel shard queue cap, then
 -- per task: payload run_kind ('d' delay, 'a' at) run key max priority lease
--- every expiry_kind ('', 'd', 'a') expiry.
+-- every expiry_kind ('', 'd', 'a') expiry target (MessagePack, '' none).
 -- Returns {'ok', now, then seq due created per task} or {'too_many_tasks'}.
 local t, p, seqk, h = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local Q = queue_keys(5)
 local channel, shard, q, cap = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local n = (#ARGV - 4) / 10
+local n = (#ARGV - 4) / 11
 local now = now_ms()
 if redis.call('HLEN', t) + n > cap then return { 'too_many_tasks' } end
 local before = head_min(h)
 local out = { 'ok', now }
 local ready = false
 for i = 0, n - 1 do
-  local a = 5 + i * 10
+  local a = 5 + i * 11
   local key = ARGV[a + 3]
   local existing = key ~= '' and redis.call('HGET', Q.k, key)
   if existing then
@@ -33,6 +33,7 @@ for i = 0, n - 1 do
       rec.x = tonumber(ARGV[a + 9])
       if ARGV[a + 8] == 'd' then rec.x = now + rec.x end
     end
+    if ARGV[a + 10] ~= '' then rec.h = cmsgpack.unpack(ARGV[a + 10]) end
     if key ~= '' then
       rec.k = key
       redis.call('HSET', Q.k, key, seq)

@@ -8,6 +8,9 @@
 --   l  leased, by lease end:           UUUUUUUUUUU:SSSSSSSSSSSS
 --   d  dead, by sequence:                          SSSSSSSSSSSS
 --   k  idempotency key -> sequence (a hash)
+--   R  due for push claims, in claim order, as r (r holds the due tasks
+--      for pull claims): a task is pushed if its record has a target (h) or
+--      the queue has one, which flag P (a string, '1') says in every shard
 -- and sorted set `h` keeps, for the shard's owner, each queue's earliest due
 -- time ('s:' .. queue) and lease end ('l:' .. queue): never later than the
 -- set's first member, perhaps earlier (a removal leaves it be; the owner's
@@ -15,7 +18,8 @@
 -- A record: q queue, r due (ms), a attempt, m max attempts (0: unlimited),
 -- p priority, l own lease, k key, e period, x expiry, X expired, E last error,
 -- c created, s state ('s' scheduled, 'l' leased, 'd' dead), L lease token,
--- u lease end.
+-- u lease end, h its own HTTP target ({u url, m method code, H {{name,
+-- value}, ...}}, as Rust packs it).
 -- Rust defines what both sides use, and `scripts.rs` writes it above this
 -- prelude: ATTEMPTS_UNLIMITED, the members' widths (SEQ_DIGITS, MS_DIGITS,
 -- PRIORITY_DIGITS), QUEUE_KEY_COUNT and queue_keys(first) (a queue's keys from
@@ -69,6 +73,9 @@ local function head_by(h, name, ms)
   if not head or ms < tonumber(head) then redis.call('ZADD', h, ms, name) end
 end
 
+-- Whether a task is delivered by push: it has a target, or its queue has.
+local function pushed(Q, rec) return rec.h ~= nil or redis.call('EXISTS', Q.P) == 1 end
+
 -- Files `rec` by its state; returns true if it is due (ready to claim).
 local function file(Q, h, q, seq, rec, now)
   if rec.s == 'd' then
@@ -77,7 +84,7 @@ local function file(Q, h, q, seq, rec, now)
     redis.call('ZADD', Q.l, 0, at_member(rec.u, seq))
     head_by(h, 'l:' .. q, rec.u)
   elseif rec.r <= now then
-    redis.call('ZADD', Q.r, 0, ready_member(rec.p, rec.r, seq))
+    redis.call('ZADD', pushed(Q, rec) and Q.R or Q.r, 0, ready_member(rec.p, rec.r, seq))
     redis.call('ZADD', Q.o, 0, at_member(rec.r, seq))
     return true
   else
@@ -97,7 +104,8 @@ local function unfile(Q, q, seq, rec, now)
     redis.call('ZREM', Q.l, at_member(rec.u, seq))
   elseif rec.r > now then
     redis.call('ZREM', Q.s, at_member(rec.r, seq))
-  elseif redis.call('ZREM', Q.r, ready_member(rec.p, rec.r, seq)) == 1 then
+  elseif redis.call('ZREM', Q.r, ready_member(rec.p, rec.r, seq))
+      + redis.call('ZREM', Q.R, ready_member(rec.p, rec.r, seq)) == 1 then
     redis.call('ZREM', Q.o, at_member(rec.r, seq))
   else
     -- Due, but its owner has not filed it as due yet.

@@ -72,6 +72,50 @@ pub(crate) async fn resume_queue(State(app): State<AppState>, Path(queue): Path<
     Ok(Json(wire::queue(app.backend.pause_queue(&queue, Pause::Resume).await?)))
 }
 
+/// A queue's settings: its push target and flow control (the defaults for a
+/// queue never set).
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{queue}/settings",
+    tag = "queues",
+    params(QueuePath),
+    responses(
+        (status = 200, description = "The queue's settings.", body = w::QueueSettings),
+    )
+)]
+pub(crate) async fn settings(
+    State(app): State<AppState>,
+    Path(queue): Path<String>,
+) -> ApiResult<Json<w::QueueSettings>> {
+    Ok(Json(crate::push::wire_settings(&app.backend.settings(&queue).await?)))
+}
+
+/// Replace a queue's settings whole, durably: a push target (or `null`), a
+/// rate and burst, a cap on tasks in flight. Answered with them as they now
+/// hold.
+#[utoipa::path(
+    put,
+    path = "/v1/queues/{queue}/settings",
+    tag = "queues",
+    params(QueuePath),
+    request_body = w::QueueSettings,
+    responses(
+        (status = 200, description = "The queue's settings, as stored.", body = w::QueueSettings),
+    )
+)]
+pub(crate) async fn put_settings(
+    State(app): State<AppState>,
+    Path(queue): Path<String>,
+    Json(settings): Json<w::QueueSettings>,
+) -> ApiResult<Json<w::QueueSettings>> {
+    let settings = crate::push::settings(settings)?;
+    if let Some(push) = &settings.push {
+        app.check_target(&push.http.url)?;
+    }
+    let settings = app.backend.put_settings(&queue, settings).await?;
+    Ok(Json(crate::push::wire_settings(&settings)))
+}
+
 /// Delete every dead task of a queue, in durable writes of up to
 /// [`LIST_MAX`](limits::LIST_MAX). Those that die meanwhile may stay: it
 /// stops once it has deleted as many as there were when it began.

@@ -30,7 +30,11 @@ pub(crate) async fn enqueue(
     Path(queue): Path<String>,
     Json(task): Json<w::NewTask>,
 ) -> ApiResult {
-    let done = app.backend.enqueue(&queue, wire::new_task(task)?).await?;
+    let task = wire::new_task(task)?;
+    if let Some(http) = &task.http {
+        app.check_target(&http.url)?;
+    }
+    let done = app.backend.enqueue(&queue, task).await?;
     Ok((created_or_ok(done.created), Json(wire::enqueued(done))).into_response())
 }
 
@@ -52,6 +56,9 @@ pub(crate) async fn enqueue_batch(
     Json(batch): Json<w::NewTasks>,
 ) -> ApiResult {
     let tasks = batch.tasks.into_iter().map(wire::new_task).collect::<Result<Vec<_>, _>>()?;
+    for http in tasks.iter().filter_map(|task| task.http.as_ref()) {
+        app.check_target(&http.url)?;
+    }
     let done = app.backend.enqueue_batch(&queue, tasks).await?;
     let created = done.iter().filter(|d| d.created).count();
     let tasks = done.into_iter().map(wire::enqueued).collect();

@@ -120,7 +120,6 @@ impl Framer {
     }
 
     /// Bytes held: a line's worth past a read, or the body being read.
-    #[cfg(test)]
     pub fn held(&self) -> usize {
         self.buffer.len()
     }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hourglass_queue::{Backend, SystemWallClock, WallClock};
 use parking_lot::Mutex;
@@ -20,6 +20,11 @@ pub const JOB_BYTES_DEFAULT: usize = 65_535;
 pub const CONNECTIONS_MAX: usize = 10_000;
 /// Jobs whose beanstalkd counts (releases, buries, kicks) the front keeps.
 pub const JOB_COUNTS_MAX: usize = 1_000_000;
+/// How long a command line or job body begun may take to arrive whole,
+/// unless told.
+pub const LINE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection that holds no job may send nothing, unless told.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Tubes one connection may watch (beanstalkd has no limit; a claim waits on
 /// every tube watched).
 pub const WATCHED_MAX: usize = 1_000;
@@ -31,11 +36,22 @@ pub struct Options {
     pub job_bytes_max: usize,
     /// Connections served at once.
     pub connections_max: usize,
+    /// A command line or job body begun must arrive whole within it, or the
+    /// connection is closed.
+    pub line_timeout: Duration,
+    /// A connection that holds no reserved job, waits in no reserve and
+    /// sends nothing for this long is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { job_bytes_max: JOB_BYTES_DEFAULT, connections_max: CONNECTIONS_MAX }
+        Options {
+            job_bytes_max: JOB_BYTES_DEFAULT,
+            connections_max: CONNECTIONS_MAX,
+            line_timeout: LINE_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+        }
     }
 }
 

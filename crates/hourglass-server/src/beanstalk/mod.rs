@@ -28,7 +28,9 @@ mod reply;
 mod session;
 mod stats;
 
-pub use front::{Front, Options, CONNECTIONS_MAX, JOB_BYTES_DEFAULT, JOB_COUNTS_MAX, WATCHED_MAX};
+pub use front::{
+    Front, Options, CONNECTIONS_MAX, IDLE_TIMEOUT, JOB_BYTES_DEFAULT, JOB_COUNTS_MAX, LINE_TIMEOUT, WATCHED_MAX,
+};
 #[cfg(unix)]
 pub use listener::serve_unix;
 pub use listener::{serve_tcp, Listen};

@@ -6,6 +6,7 @@ mod claim_acks;
 mod errors;
 mod listings;
 mod openapi;
+mod push;
 mod queues;
 mod schedules;
 mod schemas;

@@ -18,9 +18,15 @@ async fn end_to_end_over_tcp_with_a_waiting_consumer() {
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let state = AppState::new(engine, None);
-    let server = tokio::spawn(hourglass_server::serve(listener, state, Limits::DEFAULT_PAYLOAD_BYTES_MAX, async {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(hourglass_server::serve(
+        listener,
+        state,
+        Limits::DEFAULT_PAYLOAD_BYTES_MAX,
+        Default::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
 
     let http = |method: &'static str, path: String, body: String| async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

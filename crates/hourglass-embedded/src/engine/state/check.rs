@@ -9,7 +9,7 @@ use hourglass::Key;
 use super::ready::Place;
 use super::slot::{Phase, NO_TIMER};
 use super::State;
-use crate::store::Sizes;
+use crate::store::{target_bytes, Sizes};
 use hourglass_queue::limits::{error_bytes, payload_inline, terms_bytes, ATTEMPTS_UNLIMITED, PAYLOAD_INLINE_MAX};
 
 /// Above this many tasks, debug builds stop walking the whole state after
@@ -33,6 +33,9 @@ impl State {
             let (task_memory, task_disk) = State::charges(sizes);
             let (error_memory, error_disk) = self.errors.get(&id).map_or((0, 0), |error| error_bytes(error.len()));
             let (terms_memory, terms_disk) = if self.terms.contains_key(&id) { terms_bytes() } else { (0, 0) };
+            if sizes.target != self.targets.get(&id).map_or(0, |target| target_bytes(target)) {
+                return Err(format!("task {id}: its target's size disagrees with the target table"));
+            }
             memory += task_memory + error_memory + terms_memory;
             disk += task_disk + error_disk + terms_disk;
             let held = slot.payload.as_ref().map(|payload| payload.len());
@@ -67,8 +70,12 @@ impl State {
             if slot.max_attempts != ATTEMPTS_UNLIMITED as u16 && slot.attempt > slot.max_attempts {
                 return Err(format!("task {id}: attempt {} past max_attempts {}", slot.attempt, slot.max_attempts));
             }
-            let ready =
+            let filed_as =
                 queue.ready.contains(&Place { priority: self.terms(id).priority, run_at_ms: slot.run_at_ms, id });
+            let ready = filed_as.is_some();
+            if let Some(filed_as) = filed_as.filter(|&filed_as| filed_as != self.delivery_of(id, slot.queue)) {
+                return Err(format!("task {id}: due for {filed_as:?} claims, but it is not delivered so"));
+            }
             let dead = queue.dead.contains(&id);
             if slot.timer != NO_TIMER {
                 timers += 1;
@@ -157,7 +164,8 @@ impl State {
             .chain(self.repeats.keys())
             .chain(self.expiries.keys())
             .chain(&self.expired)
-            .chain(self.errors.keys());
+            .chain(self.errors.keys())
+            .chain(self.targets.keys());
         if let Some(id) = side.clone().find(|id| self.tasks.get(id).is_none()) {
             return Err(format!("a side table names task {id}, which does not exist"));
         }

@@ -73,6 +73,7 @@ impl State {
                 expires_at_ms: new.expires_at_ms,
                 expired: false,
                 last_error: None,
+                http: new.http.clone(),
                 state: TaskState::Scheduled,
                 created_ms: now_ms,
             };

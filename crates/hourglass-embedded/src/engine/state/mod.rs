@@ -13,7 +13,8 @@
 //! The fields are this module's: the engine changes the state only through
 //! its verbs, each of which keeps the invariants (`check.rs`). They are
 //! grouped by what they act on: tasks here, and in files of their own
-//! enqueues, claims, time, listings, queues, schedules, and settlements.
+//! enqueues, claims, time, listings, queues, queue settings, schedules, and
+//! settlements.
 
 mod check;
 mod claim;
@@ -23,6 +24,7 @@ mod queue;
 pub(crate) mod queues;
 mod ready;
 pub(crate) mod schedules;
+pub(crate) mod settings;
 mod settle;
 mod slot;
 mod slots;
@@ -34,17 +36,19 @@ use std::sync::Arc;
 
 use hourglass::{Key, Wheel};
 use rustc_hash::{FxHashMap, FxHashSet};
+use tokio::sync::Notify;
 
 use super::reads::Reads;
 use super::schedule_table::ScheduleTable;
-use crate::store::{footprint, Loaded, Sizes};
+use crate::store::{footprint, target_bytes, Loaded, Sizes};
 use hourglass_queue::limits::{
     error_bytes, payload_inline, task_memory_bytes, terms_bytes, Limits, ATTEMPTS_UNLIMITED, PRIORITY_DEFAULT,
+    TARGET_OVERHEAD_BYTES,
 };
 use hourglass_queue::retry::backoff_ms;
 use hourglass_queue::QueueError;
 use hourglass_queue::Totals;
-use hourglass_queue::{Lease, Status, Task, TaskInfo, TaskState};
+use hourglass_queue::{Delivery, HttpTarget, Lease, Status, Task, TaskInfo, TaskState};
 use queue::QueueState;
 use ready::Place;
 use slot::{Phase, Slot, NO_TIMER};
@@ -91,6 +95,12 @@ pub(crate) struct State {
     /// The priority and own lease of each task that has other than the
     /// defaults (beanstalkd's jobs all have a time-to-run).
     terms: FxHashMap<u64, Terms>,
+    /// The HTTP target of each task that has one of its own: delivered by
+    /// push. Never changes while the task lives.
+    targets: FxHashMap<u64, Arc<HttpTarget>>,
+    /// Woken when a task for push claims is filed due (in any queue), or a
+    /// queue's flow control lets more through.
+    push_notify: Arc<Notify>,
     queues: Vec<QueueState>,
     queue_index: HashMap<Arc<str>, u32>,
     leases: FxHashMap<u64, Leased>,
@@ -121,6 +131,8 @@ impl State {
             expired: FxHashSet::default(),
             errors: FxHashMap::default(),
             terms: FxHashMap::default(),
+            targets: FxHashMap::default(),
+            push_notify: Arc::new(Notify::new()),
             queues: Vec::new(),
             queue_index: HashMap::new(),
             leases: FxHashMap::default(),
@@ -178,6 +190,7 @@ impl State {
             expires_at_ms: self.expiries.get(&id).copied(),
             expired: self.expired.contains(&id),
             last_error: self.errors.get(&id).cloned(),
+            http: self.targets.get(&id).cloned(),
             state,
             created_ms: slot.created_ms,
         }
@@ -210,7 +223,26 @@ impl State {
 
     /// What a task of these sizes costs the budgets: (memory, disk) bytes.
     fn charges(sizes: Sizes) -> (u64, u64) {
-        (task_memory_bytes(sizes.payload, sizes.key), footprint(sizes))
+        let target = if sizes.target > 0 { TARGET_OVERHEAD_BYTES + sizes.target as u64 } else { 0 };
+        (task_memory_bytes(sizes.payload, sizes.key) + target, footprint(sizes))
+    }
+
+    /// How task `id` of queue `queue` is delivered: by push if it has a
+    /// target of its own or its queue has one.
+    fn delivery_of(&self, id: u64, queue: u32) -> Delivery {
+        Delivery::of(self.targets.contains_key(&id), self.queues[queue as usize].settings.push.is_some())
+    }
+
+    /// Files a due task of `queue` where claims of its delivery find it,
+    /// and wakes them.
+    fn make_ready(&mut self, queue: u32, place: Place) {
+        let delivery = self.delivery_of(place.id, queue);
+        let q = &mut self.queues[queue as usize];
+        q.ready.insert(place, delivery);
+        match delivery {
+            Delivery::Pull => q.notify.notify_waiters(),
+            Delivery::Push => self.push_notify.notify_waiters(),
+        }
     }
 
     /// The sizes of a stored task, read off its slot and the side tables
@@ -222,6 +254,7 @@ impl State {
             key: self.keys.get(&id).map(|key| key.len()),
             repeats: self.repeats.contains_key(&id),
             payload: slot.payload_bytes as usize,
+            target: self.targets.get(&id).map_or(0, |target| target_bytes(target)),
         }
     }
 
@@ -240,6 +273,9 @@ impl State {
         if let Some(key) = task.key.clone() {
             self.queues[queue as usize].keys.insert(key.clone(), id);
             self.keys.insert(id, key);
+        }
+        if let Some(target) = task.http.clone() {
+            self.targets.insert(id, target);
         }
         let slot = Slot {
             run_at_ms: 0,
@@ -388,6 +424,7 @@ impl State {
         self.repeats.remove(&id);
         self.expiries.remove(&id);
         self.expired.remove(&id);
+        self.targets.remove(&id);
         let error = self.errors.remove(&id);
         self.charge_error(error.as_deref(), None);
         if self.terms.remove(&id).is_some() {
@@ -432,17 +469,14 @@ impl State {
             .map_or(NO_TIMER, |at| self.wheel.insert(at, wheel_id).expect("below the wheel's capacity").into_raw());
         let q = &mut self.queues[queue as usize];
         match phase {
-            Phase::Scheduled => {
-                q.scheduled += 1;
-                if due {
-                    q.ready.insert(Place { priority, run_at_ms, id });
-                    q.notify.notify_waiters();
-                }
-            }
+            Phase::Scheduled => q.scheduled += 1,
             Phase::Leased => q.leased += 1,
             Phase::Dead => {
                 q.dead.insert(id);
             }
+        }
+        if due {
+            self.make_ready(queue, Place { priority, run_at_ms, id });
         }
     }
 
@@ -461,7 +495,14 @@ impl State {
                 q.scheduled -= 1;
                 q.ready.remove(&Place { priority, run_at_ms: slot.run_at_ms, id });
             }
-            Phase::Leased => q.leased -= 1,
+            Phase::Leased => {
+                q.leased -= 1;
+                if q.settings.flow.max_in_flight.is_some() {
+                    // A slot is free: claims held back by the cap look again.
+                    q.notify.notify_waiters();
+                    self.push_notify.notify_waiters();
+                }
+            }
             Phase::Dead => {
                 q.dead.remove(&id);
             }

@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use super::ready::Ready;
 use hourglass_queue::lateness::Lateness;
 use hourglass_queue::paused_at;
-use hourglass_queue::{LatenessMs, QueueStats};
+use hourglass_queue::{LatenessMs, QueueSettings, QueueStats, TokenBucket};
 
 pub(super) struct QueueState {
     pub(super) name: Arc<str>,
@@ -32,6 +32,13 @@ pub(super) struct QueueState {
     /// A pause or resume of the queue is on its way to the store: another
     /// waits for it to settle.
     pub(super) pausing: bool,
+    /// Its push target and flow control, durable.
+    pub(super) settings: QueueSettings,
+    /// The rate limit's bucket, on the engine's clock (not durable: a
+    /// restart starts it full); `None` without a rate.
+    pub(super) bucket: Option<TokenBucket>,
+    /// A put of its settings is on its way to the store: another waits for it.
+    pub(super) setting: bool,
     /// Since start: tasks enqueued (made durable), delivered by claims, acked.
     pub(super) enqueued: u64,
     pub(super) delivered: u64,
@@ -52,6 +59,9 @@ impl QueueState {
             paused: false,
             paused_until_ms: None,
             pausing: false,
+            settings: QueueSettings::default(),
+            bucket: None,
+            setting: false,
             enqueued: 0,
             delivered: 0,
             acked: 0,
@@ -68,6 +78,22 @@ impl QueueState {
     /// Whether claims at `now_ms` hand out nothing.
     pub(super) fn is_paused(&self, now_ms: u64) -> bool {
         paused_at(self.paused, self.paused_until_ms, now_ms)
+    }
+
+    /// How many tasks its flow control lets a claim take at `now_ms`: the
+    /// room under its cap on tasks in flight, and the whole tokens in its
+    /// bucket.
+    pub(super) fn allowance(&self, now_ms: u64) -> usize {
+        let room = self.settings.flow.room(self.leased);
+        self.bucket.as_ref().map_or(room, |bucket| room.min(bucket.available(now_ms)))
+    }
+
+    /// How long from `now_ms` until its bucket has a token again, if an
+    /// empty bucket is what holds its claims back (a full cap wakes them
+    /// when a task is settled instead).
+    pub(super) fn next_token_in_ms(&self, now_ms: u64) -> Option<u64> {
+        let held_by_rate = self.settings.flow.room(self.leased) > 0;
+        self.bucket.as_ref().filter(|_| held_by_rate).map(|bucket| bucket.next_token_in_ms(now_ms)).filter(|&ms| ms > 0)
     }
 
     /// The queue's counts at `now_ms`, read under the engine's lock, with its
@@ -88,6 +114,7 @@ impl QueueState {
             enqueued: self.enqueued,
             delivered: self.delivered,
             acked: self.acked,
+            settings: self.settings.clone(),
         };
         (stats, self.lateness_us.clone())
     }

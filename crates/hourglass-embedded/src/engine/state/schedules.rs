@@ -128,6 +128,7 @@ impl State {
                 expires_at_ms: schedule.expires_after_ms.map(|deadline_ms| occurrence_ms.saturating_add(deadline_ms)),
                 expired: false,
                 last_error: None,
+                http: None,
                 state: TaskState::Scheduled,
                 created_ms: now_ms,
             };

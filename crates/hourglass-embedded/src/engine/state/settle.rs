@@ -71,6 +71,10 @@ impl State {
                     true
                 }
             }
+            Settlement::PutSettings { queue, settings } => {
+                self.settle_settings(queue, settings, durable, now_ms);
+                false
+            }
             Settlement::Purge(ids) => {
                 let mut timers = false;
                 for id in ids {

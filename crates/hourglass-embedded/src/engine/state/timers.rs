@@ -62,9 +62,7 @@ impl State {
                 Phase::Scheduled => {
                     let (queue, run_at_ms) = (slot.queue, slot.run_at_ms);
                     let place = self.place(id, run_at_ms);
-                    let q = &mut self.queues[queue as usize];
-                    q.ready.insert(place);
-                    q.notify.notify_waiters();
+                    self.make_ready(queue, place);
                     if let Some(&expires_at_ms) = self.expiries.get(&id) {
                         let wheel_id = NonZeroU64::new(id).expect("ids start at 1");
                         let timer = self.wheel.insert(expires_at_ms, wheel_id).expect("below the wheel's capacity");

@@ -12,8 +12,8 @@
 //!      1    1  flags: bit 0 dead (else scheduled: a lease is not kept across
 //!              restarts), bit 1 repeats (every_ms follows), bit 2 the payload
 //!              is kept apart, bit 3 expires (expires_at_ms follows), bit 4
-//!              a priority follows, bit 5 the task's own lease follows; no
-//!              other bit is set
+//!              a priority follows, bit 5 the task's own lease follows, bit
+//!              6 an HTTP target follows; no other bit is set
 //!      2    8  run_at_ms        u64 LE
 //!     10    8  created_ms       u64 LE
 //!     18    2  attempt          u16 LE (attempts are at most MAX_ATTEMPTS_MAX)
@@ -22,6 +22,7 @@
 //!          (8) expires_at_ms    u64 LE; only if the task expires
 //!          (4) priority         u32 LE; only with bit 4 (else 1024, the default)
 //!          (4) lease_ms         u32 LE; only with bit 5
+//!          (.) the HTTP target, as `target_record` writes it; only with bit 6
 //!           2  queue length q   u16 LE, then q bytes of UTF-8
 //!           2  key length k     u16 LE, 0xFFFF = no key, then k bytes of UTF-8
 //!           4  payload length p u32 LE, then p bytes of UTF-8, unless the
@@ -57,8 +58,8 @@
 //!           4  CRC-32 of every byte before it, u32 LE
 //! ```
 //!
-//! (Bits 3 and 4 came later, within version 2, as did the body's bits 4 and
-//! 5: a record without them is as before. A task's priority can change, so
+//! (Bits 3 and 4 came later, within version 2, as did the body's bits 4 to
+//! 6: a record without them is as before. A task's priority can change, so
 //! the state's overrides the body's.)
 //!
 //! Version 1 states are version 2 without the CRC; they are still read.
@@ -77,6 +78,7 @@ use hourglass_queue::Lease;
 use hourglass_queue::{Task, TaskState};
 
 use super::sealed::{seal, unseal, Reader, CRC_BYTES};
+use super::target_record;
 
 const VERSION: u8 = 3;
 /// Bodies without a CRC and without payloads apart.
@@ -104,6 +106,8 @@ const FLAG_ERROR: u8 = 8;
 const FLAG_PRIORITY: u8 = 16;
 /// In a body: the task's own lease follows.
 const FLAG_LEASE: u8 = 32;
+/// In a body: the task's HTTP target follows.
+const FLAG_TARGET: u8 = 64;
 const _: () =
     assert!(hourglass_queue::limits::NACK_REASON_BYTES_MAX < u16::MAX as usize, "an error's length fits in a u16");
 const _: () = assert!(hourglass_queue::limits::MAX_ATTEMPTS_MAX <= u16::MAX as u32, "attempts fit in a u16");
@@ -151,6 +155,8 @@ pub(crate) struct Sizes {
     pub(crate) key: Option<usize>,
     pub(crate) repeats: bool,
     pub(crate) payload: usize,
+    /// The encoded bytes of its HTTP target; 0 without one.
+    pub(crate) target: usize,
 }
 
 impl Sizes {
@@ -160,6 +166,7 @@ impl Sizes {
             key: task.key.as_deref().map(str::len),
             repeats: task.every_ms.is_some(),
             payload: payload_bytes,
+            target: task.http.as_deref().map_or(0, target_record::encoded_bytes),
         }
     }
 }
@@ -187,7 +194,7 @@ pub(crate) fn body_bytes(sizes: Sizes) -> usize {
     // body keeps them, and the budgets would have to follow.
     let every = if sizes.repeats { 8 } else { 0 };
     let inline = if apart(sizes.payload) { 0 } else { sizes.payload };
-    FIXED_BYTES + every + 2 + 2 + 4 + names + inline + CRC_BYTES
+    FIXED_BYTES + every + 2 + 2 + 4 + names + inline + sizes.target + CRC_BYTES
 }
 
 /// A payload kept apart, as stored: its bytes and their CRC-32.
@@ -209,7 +216,9 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     let key = task.key.as_deref();
     let payload_apart = apart(payload.len());
     let inline = if payload_apart { 0 } else { payload.len() };
-    let mut out = Vec::with_capacity(FIXED_BYTES + 8 + 8 + task.queue.len() + key.map_or(0, str::len) + inline);
+    let target = task.http.as_deref().map_or(0, target_record::encoded_bytes);
+    let mut out =
+        Vec::with_capacity(FIXED_BYTES + 8 + 8 + 8 + task.queue.len() + key.map_or(0, str::len) + inline + target);
     out.push(VERSION);
     out.push(
         dead_flag(task)
@@ -217,7 +226,8 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
             | if payload_apart { FLAG_APART } else { 0 }
             | if task.expires_at_ms.is_some() { FLAG_EXPIRES } else { 0 }
             | priority_flag(task)
-            | if task.lease_ms.is_some() { FLAG_LEASE } else { 0 },
+            | if task.lease_ms.is_some() { FLAG_LEASE } else { 0 }
+            | if task.http.is_some() { FLAG_TARGET } else { 0 },
     );
     out.extend_from_slice(&task.run_at_ms.to_le_bytes());
     out.extend_from_slice(&task.created_ms.to_le_bytes());
@@ -234,6 +244,9 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
     }
     if let Some(lease_ms) = task.lease_ms {
         out.extend_from_slice(&lease_ms.to_le_bytes());
+    }
+    if let Some(target) = &task.http {
+        target_record::encode(&mut out, target);
     }
     put_names_and_payload(&mut out, task, payload, !payload_apart);
     seal(&mut out);
@@ -266,14 +279,15 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
     let version = reader.u8()?;
     let mut payload_apart = false;
     let mut expires = false;
-    let (mut has_priority, mut has_lease) = (false, false);
-    let known = FLAG_DEAD | FLAG_REPEATS | FLAG_APART | FLAG_EXPIRES | FLAG_PRIORITY | FLAG_LEASE;
+    let (mut has_priority, mut has_lease, mut has_target) = (false, false, false);
+    let known = FLAG_DEAD | FLAG_REPEATS | FLAG_APART | FLAG_EXPIRES | FLAG_PRIORITY | FLAG_LEASE | FLAG_TARGET;
     let (dead, repeats) = match (version, reader.u8()?) {
         (VERSION, flags) if flags & !known == 0 => {
             payload_apart = flags & FLAG_APART != 0;
             expires = flags & FLAG_EXPIRES != 0;
             has_priority = flags & FLAG_PRIORITY != 0;
             has_lease = flags & FLAG_LEASE != 0;
+            has_target = flags & FLAG_TARGET != 0;
             (flags & FLAG_DEAD != 0, Some(flags & FLAG_REPEATS != 0))
         }
         (VERSION_2, flags) if flags & !(FLAG_DEAD | FLAG_REPEATS) == 0 => {
@@ -299,6 +313,7 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
     let expires_at_ms = if expires { Some(reader.u64()?) } else { None };
     let priority = if has_priority { reader.u32()? } else { PRIORITY_DEFAULT };
     let lease_ms = if has_lease { Some(reader.u32()?) } else { None };
+    let http = if has_target { Some(Arc::new(target_record::decode(&mut reader)?)) } else { None };
     let queue_len = reader.u16()? as usize;
     let queue: Arc<str> = reader.str(queue_len)?.into();
     let key = match reader.u16()? {
@@ -321,6 +336,7 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
         expires_at_ms,
         expired: false,
         last_error: None,
+        http,
         state,
         created_ms,
     };

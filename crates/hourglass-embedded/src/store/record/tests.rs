@@ -3,6 +3,7 @@
 
 use super::*;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
+use hourglass_queue::{HttpMethod, HttpTarget};
 
 const PAYLOAD: &str = r#"{"to":"a@b.c"}"#;
 
@@ -20,6 +21,7 @@ fn task() -> Task {
         expires_at_ms: None,
         expired: false,
         last_error: None,
+        http: None,
         state: TaskState::Scheduled,
         created_ms: 1_699_999_999_000,
     }
@@ -70,6 +72,25 @@ fn round_trips() {
     assert_eq!(decode(7, &encode(&task, PAYLOAD)).unwrap(), (task.clone(), PayloadIn::Body(PAYLOAD)));
     let plain = Task { key: None, every_ms: None, state: TaskState::Dead, ..task };
     assert_eq!(decode(7, &encode(&plain, "")).unwrap(), (plain, PayloadIn::Body("")));
+}
+
+fn aimed() -> Task {
+    let http = HttpTarget {
+        url: "https://example.com/hook?x=é".into(),
+        method: HttpMethod::Delete,
+        headers: vec![("Authorization".into(), "Bearer t".into()), ("X-Empty".into(), "".into())],
+    };
+    Task { http: Some(std::sync::Arc::new(http)), lease_ms: Some(9_000), ..task() }
+}
+
+#[test]
+fn a_target_is_kept_in_the_body_and_counted_in_its_size() {
+    let task = aimed();
+    let body = encode(&task, PAYLOAD);
+    assert_eq!(decode(7, &body).unwrap(), (task.clone(), PayloadIn::Body(PAYLOAD)));
+    let sizes = Sizes::of(&task, PAYLOAD.len());
+    // The body_bytes estimate leaves out the lease's 4 bytes, like an expiry's.
+    assert_eq!(body_bytes(sizes) + 4, body.len());
 }
 
 #[test]
@@ -123,6 +144,7 @@ fn every_changed_byte_of_a_body_a_state_or_a_payload_is_caught() {
     let payload = "p".repeat(PAYLOAD_INLINE_MAX + 3);
     let records = [
         (encode(&task(), PAYLOAD), "body"),
+        (encode(&aimed(), PAYLOAD), "body with a target"),
         (encode(&task(), &payload), "body with its payload apart"),
         (encode_state(&task()).to_vec(), "state"),
         (encode_state(&Task { last_error: Some("timeout".into()), ..task() }), "state"),

@@ -27,6 +27,11 @@ pub(super) struct Reserved {
 }
 
 impl Reserved {
+    /// Whether no job is held (some may be past their time-to-run).
+    pub(super) fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
     /// `claimed`, reserved at `now_ms`, is held.
     pub(super) fn insert(&mut self, claimed: &Claimed, now_ms: u64) {
         let held = Held {
@@ -85,6 +90,7 @@ mod tests {
             lease: Lease(id),
             lease_until_ms,
             run_at_ms: 0,
+            target: None,
         }
     }
 

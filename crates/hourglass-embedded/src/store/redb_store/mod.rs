@@ -34,6 +34,8 @@ use super::error::StoreError;
 use super::interface::{Loaded, Mutation, PausedQueue, Snapshot, Store};
 use super::record::{self, PayloadIn};
 use super::schedule_record;
+use super::settings_record;
+use hourglass_queue::QueueSettings;
 use hourglass_queue::Schedule;
 use hourglass_queue::Task;
 
@@ -54,6 +56,9 @@ const SCHEDULES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("schedu
 const PAUSED: TableDefinition<'_, &str, u8> = TableDefinition::new("paused_queues");
 /// When the pauses that end by themselves end, Unix ms, by queue name.
 const PAUSE_ENDS: TableDefinition<'_, &str, u64> = TableDefinition::new("pause_ends");
+/// Queues' settings by name, for queues with other than the defaults: see
+/// [`settings_record`].
+const SETTINGS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("queue_settings");
 const NEXT_ID: &str = "next_id";
 /// The database's file name inside the data directory.
 pub const FILE_NAME: &str = "tasks.redb";
@@ -245,6 +250,14 @@ impl RedbStore {
                             _ => ends.remove(&**queue)?,
                         };
                     }
+                    Mutation::PutSettings { queue, settings } => {
+                        let mut table = txn.open_table(SETTINGS)?;
+                        if *settings == QueueSettings::default() {
+                            table.remove(&**queue)?;
+                        } else {
+                            table.insert(&**queue, settings_record::encode(settings).as_slice())?;
+                        }
+                    }
                 }
             }
             if let Some(next_id) = next_id {
@@ -317,6 +330,21 @@ impl Store for RedbStore {
             paused.push((name.value().into(), until_ms));
         }
         Ok(paused)
+    }
+
+    fn load_settings(&self) -> Result<Vec<(Box<str>, QueueSettings)>, StoreError> {
+        let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
+        // A store from before queues had settings has none.
+        let Some(table) = added_later(&txn, SETTINGS)? else { return Ok(Vec::new()) };
+        let mut all = Vec::new();
+        for item in table.iter().map_err(db_error)? {
+            let (queue, bytes) = item.map_err(db_error)?;
+            let queue = queue.value();
+            let settings = settings_record::decode(bytes.value())
+                .map_err(|reason| StoreError::CorruptSettings { queue: queue.to_owned(), reason })?;
+            all.push((queue.into(), settings));
+        }
+        Ok(all)
     }
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
@@ -432,6 +460,16 @@ fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
                     return Ok(false);
                 }
             }
+            Mutation::PutSettings { queue, settings } => {
+                let stored = match added_later(&txn, SETTINGS)? {
+                    Some(table) => table.get(&**queue).map_err(db_error)?.map(|bytes| bytes.value().to_vec()),
+                    None => None,
+                };
+                let expected = (*settings != QueueSettings::default()).then(|| settings_record::encode(settings));
+                if stored != expected {
+                    return Ok(false);
+                }
+            }
         }
     }
     Ok(true)
@@ -494,92 +532,4 @@ impl Snapshot for RedbSnapshot {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use hourglass_queue::TaskState;
-
-    fn task(id: u64, run_at_ms: u64) -> Task {
-        Task {
-            id,
-            queue: "q".into(),
-            run_at_ms,
-            attempt: 0,
-            max_attempts: 5,
-            priority: hourglass_queue::limits::PRIORITY_DEFAULT,
-            lease_ms: None,
-            key: None,
-            every_ms: None,
-            expires_at_ms: None,
-            expired: false,
-            last_error: None,
-            state: TaskState::Scheduled,
-            created_ms: 1,
-        }
-    }
-
-    #[test]
-    fn redb_s_error_is_the_source() {
-        let error = db_error(redb::Error::Io(std::io::Error::from_raw_os_error(ENOSPC)));
-        assert!(matches!(error, StoreError::Full(_)), "{error:?}");
-        let source = std::error::Error::source(&error).expect("redb's error is kept");
-        assert!(source.downcast_ref::<redb::Error>().is_some(), "{source:?}");
-        let error = db_error(redb::Error::TableDoesNotExist("t".into()));
-        assert!(matches!(error, StoreError::Database(_)), "{error:?}");
-        assert!(error.to_string().starts_with("database error: redb: "), "{error}");
-    }
-
-    /// What a commit reported failing became is read back from the file.
-    #[test]
-    fn a_batch_is_known_to_have_landed_or_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = RedbStore::open(dir.path()).unwrap();
-        let landed = |batch: &[Mutation]| store.with_db(|db| landed(db, batch)).unwrap();
-        let big = "b".repeat(hourglass_queue::limits::PAYLOAD_INLINE_MAX + 1);
-        let first = vec![
-            Mutation::Insert { task: task(1, 10), payload: "{}".into() },
-            Mutation::Insert { task: task(2, 10), payload: big.as_str().into() },
-            Mutation::NextId(3),
-        ];
-        assert!(!landed(&first), "not yet written");
-        store.apply(&first, true).unwrap();
-        assert!(landed(&first));
-        let other_body = [Mutation::Insert { task: task(1, 11), payload: "{}".into() }];
-        assert!(!landed(&other_body), "a body that differs is not this batch's");
-
-        let update = [Mutation::Update(task(1, 20))];
-        assert!(!landed(&update));
-        store.apply(&update, true).unwrap();
-        assert!(landed(&update));
-        assert!(!landed(&[Mutation::NextId(4)]));
-        assert!(landed(&[Mutation::NextId(3)]), "the next id is there already: nothing tells it apart");
-
-        let delete = [Mutation::Delete(2)];
-        assert!(!landed(&delete));
-        store.apply(&delete, true).unwrap();
-        assert!(landed(&delete));
-        // The payload went with the task.
-        assert!(store.snapshot().unwrap().payload(2).is_err());
-
-        // A pause tells once written (before, the table does not even exist);
-        // so does the resume, and the paused queues are loaded by name.
-        let pause = [Mutation::PauseQueue { queue: "q".into(), paused: true, until_ms: None }];
-        assert!(!landed(&pause));
-        assert_eq!(store.load_paused().unwrap(), Vec::<(Box<str>, Option<u64>)>::new());
-        store.apply(&pause, true).unwrap();
-        assert!(landed(&pause));
-        assert_eq!(store.load_paused().unwrap(), [(Box::from("q"), None)]);
-        // A pause that ends by itself keeps its end; a later one without, none.
-        let timed = [Mutation::PauseQueue { queue: "q".into(), paused: true, until_ms: Some(1_000) }];
-        assert!(!landed(&timed));
-        store.apply(&timed, true).unwrap();
-        assert!(landed(&timed) && !landed(&pause));
-        assert_eq!(store.load_paused().unwrap(), [(Box::from("q"), Some(1_000))]);
-        store.apply(&pause, true).unwrap();
-        assert_eq!(store.load_paused().unwrap(), [(Box::from("q"), None)]);
-        let resume = [Mutation::PauseQueue { queue: "q".into(), paused: false, until_ms: None }];
-        assert!(!landed(&resume));
-        store.apply(&resume, true).unwrap();
-        assert!(landed(&resume));
-        assert!(store.load_paused().unwrap().is_empty());
-    }
-}
+mod tests;

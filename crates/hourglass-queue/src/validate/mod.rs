@@ -1,9 +1,15 @@
 //! Checks on what clients send, in one place: every bound is one of
 //! [`limits`](crate::limits), and every refusal names the field and the range.
 
+mod target;
+
+use std::sync::Arc;
+
 use crate::error::QueueError;
 use crate::limits::*;
 use crate::model::{NewTask, RunAt};
+use crate::target::HttpTarget;
+pub use target::{http_target, push_target, settings};
 
 /// A new task that passed every check, with its due time resolved.
 #[derive(Debug)]
@@ -24,6 +30,8 @@ pub struct Checked {
     pub every_ms: Option<u64>,
     /// When it expires, Unix ms, if it does.
     pub expires_at_ms: Option<u64>,
+    /// Its own push target, if any.
+    pub http: Option<Arc<HttpTarget>>,
 }
 
 /// A nack's reason: at most [`NACK_REASON_BYTES_MAX`] bytes.
@@ -107,6 +115,13 @@ pub fn claim(queues: &[&str], max: usize, lease_ms: u64, wait_ms: u64) -> Result
     range("wait_ms", wait_ms, 0, WAIT_MS_MAX)
 }
 
+/// A push claim's arguments: `max` of 1 to [`CLAIM_MAX`], `wait_ms` at
+/// most [`WAIT_MS_MAX`].
+pub fn push_claim(max: usize, wait_ms: u64) -> Result<(), QueueError> {
+    range("max", max as u64, 1, CLAIM_MAX as u64)?;
+    range("wait_ms", wait_ms, 0, WAIT_MS_MAX)
+}
+
 /// A lease: [`LEASE_MS_MIN`] to [`LEASE_MS_MAX`].
 pub fn lease(lease_ms: u64) -> Result<(), QueueError> {
     range("lease_ms", lease_ms, LEASE_MS_MIN, LEASE_MS_MAX)
@@ -171,6 +186,9 @@ fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Check
         Some(RunAt::Delay(after_ms)) => Some(now_ms + checked_range("expires_after_ms", after_ms, 1, DELAY_MS_MAX)?),
         Some(RunAt::At(at_ms)) => Some(checked_range("expires_at_ms", at_ms, 0, now_ms + DELAY_MS_MAX)?),
     };
+    if let Some(http) = &new.http {
+        http_target(http)?;
+    }
     if let Some(expires_at_ms) = expires_at_ms.filter(|&at| at <= run_at_ms) {
         return Err(QueueError::Invalid(format!(
             "the task would expire (at {expires_at_ms}) before it is due (at {run_at_ms}): it could never run"
@@ -185,6 +203,7 @@ fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Check
         lease_ms,
         every_ms: new.every_ms,
         expires_at_ms,
+        http: new.http.map(Arc::new),
     })
 }
 
@@ -237,6 +256,8 @@ mod tests {
         let error = batch(vec![ok.clone(), bad.clone()], 10, 0).unwrap_err();
         assert!(error.to_string().starts_with("task 1: max_attempts"), "{error}");
         assert!(batch(vec![bad], 10, 0).unwrap_err().to_string().starts_with("max_attempts"));
+        let aimed = NewTask { http: Some(HttpTarget::post("gopher://x/")), ..ok.clone() };
+        assert!(batch(vec![ok.clone(), aimed], 10, 0).unwrap_err().to_string().starts_with("task 1: http.url"));
         assert!(batch(vec![], 10, 0).is_err());
         let expiring = |run_at, expires| NewTask { expires: Some(expires), ..NewTask::new("1", run_at) };
         assert_eq!(
