@@ -1,5 +1,14 @@
 # Sourced by the bench scripts that run BullMQ beside hourglass on a Redis of
-# their own ($PORT, never 6379; files under $work; `appendfsync $FSYNC`).
+# their own ($PORT, never 6379; files under $work; `appendfsync $FSYNC`), which
+# set PORT, work and pids before sourcing it; it cleans up after them on exit.
+
+# On exit: the processes in $pids, the Redis on $PORT and $work go.
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 # Fails unless every program named is installed.
 needs() {

@@ -31,13 +31,6 @@ NODES=(127.0.0.1:7631 127.0.0.1:7632 127.0.0.1:7633)
 work=$(mktemp -d)
 out="$work/lines"
 pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 source bench/common.sh
 needs redis-server redis-cli node npm curl python3
 prepare

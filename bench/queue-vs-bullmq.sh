@@ -20,13 +20,6 @@ ROUNDS=${ROUNDS:-3}
 NODES=(127.0.0.1:7511 127.0.0.1:7512 127.0.0.1:7513)
 work=$(mktemp -d)
 pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 source bench/common.sh
 needs redis-server redis-cli node npm
 prepare
