@@ -32,7 +32,7 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
     ),
     paths(
         crate::ui::index, crate::ui::app_js, crate::ui::app_css,
-        crate::api::healthz, crate::metrics::metrics, document, crate::overview::overview,
+        crate::api::healthz, crate::api::whoami, crate::metrics::metrics, document, crate::overview::overview,
         queues::list_queues, queues::queue_stats, queues::pause_queue, queues::resume_queue, queues::settings, queues::put_settings, queues::delete_dead,
         tasks::enqueue, tasks::enqueue_batch, tasks::list_tasks, tasks::dead, tasks::find_by_key,
         tasks::show, tasks::cancel, tasks::reschedule,
