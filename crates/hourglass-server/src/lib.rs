@@ -37,7 +37,7 @@ pub use connections::{
 };
 pub use error::ApiError;
 pub use openapi::{document_text as openapi_text, document_value as openapi};
-pub use routes::ROUTES;
+pub use routes::{permission as route_permission, ROUTES};
 
 /// Room for a batch request: the batch limit times a small task, plus one
 /// payload of the configured maximum. Bodies over it get 413.

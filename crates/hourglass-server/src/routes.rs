@@ -70,6 +70,13 @@ table! {
     "/v1/schedules/{name}/resume": post(Schedule(Manage)) => schedules::resume_schedule;
 }
 
+/// The permission `method` (lowercase, as in [`ROUTES`]) on the route
+/// `path` needs on the queues it touches; `None` if any known token, or
+/// none, may use it.
+pub fn permission(path: &str, method: &str) -> Option<crate::access::Permission> {
+    NEEDS.iter().find(|(p, m, _)| *p == path && *m == method).and_then(|(_, _, need)| need.permission())
+}
+
 /// What `method` on the route `path` needs; a method the route does not
 /// answer (405) needs a known token.
 pub(crate) fn need(path: &str, method: &Method) -> Need {
