@@ -12,8 +12,8 @@ use hourglass_embedded::{Engine, Fsync, Options, RedbStore, TimerThread};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{Limits, SystemWallClock};
 use hourglass_redis::{RedisBackend, RedisOptions, Target};
-use hourglass_server::beanstalk::{self, Front, Listen};
 use hourglass_server::access::Keys;
+use hourglass_server::beanstalk::{self, Front, Listen};
 use hourglass_server::{AppState, Connections};
 
 #[derive(Args, Debug)]
@@ -273,8 +273,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let mut state =
-        AppState::new(backend.clone(), None).keys(keys).outbound(outbound).push_metrics(push_metrics);
+    let mut state = AppState::new(backend.clone(), None).keys(keys).outbound(outbound).push_metrics(push_metrics);
     if args.read_only_ui {
         state = state.read_only_ui();
     }
@@ -361,13 +360,8 @@ async fn connect_redis(
         let mut is_reached = is_reached;
         let _ = is_reached.wait_for(|&reached| reached).await;
     };
-    let answering = tokio::spawn(hourglass_server::serve_unreached(
-        unreached,
-        keys,
-        connections,
-        why_now,
-        reached_future,
-    ));
+    let answering =
+        tokio::spawn(hourglass_server::serve_unreached(unreached, keys, connections, why_now, reached_future));
     let waiting = |error: &hourglass_redis::ConnectError| {
         let cause = std::error::Error::source(error).map(|cause| format!(": {cause}")).unwrap_or_default();
         let _ = why.send(format!("{error}{cause}"));

@@ -112,7 +112,6 @@ fn server_metrics(out: &mut String, totals: Totals) {
     }
 }
 
-
 /// This node's push deliveries.
 fn push_metrics(out: &mut String, push: &hourglass_push::PushCounts) {
     out.push_str("# HELP hourglass_push_deliveries_total Push deliveries by outcome since start.\n# TYPE hourglass_push_deliveries_total counter\n");

@@ -102,7 +102,10 @@ mod tests {
                     Need::Schedule(_) => Some("{name}"),
                     _ => None,
                 };
-                assert!(param.is_none_or(|param| path.contains(param)), "{method} {path}: its need's queue is not in its path");
+                assert!(
+                    param.is_none_or(|param| path.contains(param)),
+                    "{method} {path}: its need's queue is not in its path"
+                );
             }
         }
         assert_eq!(NEEDS.len(), ROUTES.iter().map(|(_, methods)| methods.len()).sum::<usize>());

@@ -127,7 +127,10 @@ fn parse(text: &str) -> Result<TokenSet, (Option<usize>, String)> {
             .map(|p| Pattern::new(p.get_ref()).map_err(|message| (at(p.span().start), message)))
             .collect::<Result<Vec<_>, _>>()?;
         if entry.can.get_ref().is_empty() {
-            return Err((at(entry.can.span().start), "no permissions: give some of read, enqueue, consume, manage, admin".into()));
+            return Err((
+                at(entry.can.span().start),
+                "no permissions: give some of read, enqueue, consume, manage, admin".into(),
+            ));
         }
         let grant = Arc::new(Grant::new(name, queues, entry.can.get_ref()));
         if set.by_digest.insert(digest, grant.clone()).is_some() {
@@ -155,9 +158,8 @@ fn check_name(name: &str) -> Result<(), String> {
 /// 64 hex digits as a digest.
 fn digest_of_hex(hex_text: &str) -> Result<Digest, String> {
     let mut digest = [0; 32];
-    hex::decode_to_slice(hex_text, &mut digest).map_err(|_| {
-        "sha256 is the token's SHA-256 in 64 hex digits (printf %s \"$TOKEN\" | sha256sum)".to_owned()
-    })?;
+    hex::decode_to_slice(hex_text, &mut digest)
+        .map_err(|_| "sha256 is the token's SHA-256 in 64 hex digits (printf %s \"$TOKEN\" | sha256sum)".to_owned())?;
     Ok(digest)
 }
 
@@ -183,7 +185,9 @@ mod tests {
             + &entry("ops", OTHER, "[\"*\"]", "[\"admin\"]");
         let set = parse(&text).unwrap();
         let producer = &set.by_name["billing-producer"];
-        assert!(producer.allows(Permission::Enqueue, "billing-eu") && !producer.allows(Permission::Consume, "billing-eu"));
+        assert!(
+            producer.allows(Permission::Enqueue, "billing-eu") && !producer.allows(Permission::Consume, "billing-eu")
+        );
         let mut digest = [0; 32];
         hex::decode_to_slice(DIGEST, &mut digest).unwrap();
         assert_eq!(set.by_digest[&digest].name(), "billing-producer");

@@ -26,9 +26,9 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use file::{TokenFileError, FILE_BYTES_MAX, NAME_BYTES_MAX, PATTERNS_MAX, TOKENS_MAX};
+pub(crate) use keys::bearer;
 #[cfg(unix)]
 pub use keys::reload_on_hangup;
-pub(crate) use keys::bearer;
 pub use keys::Keys;
 pub(crate) use need::{guard, Need};
 pub use pattern::{Pattern, PATTERN_BYTES_MAX};

@@ -61,8 +61,9 @@ struct Target {
 
 async fn target(api: &Api, queue: &str) -> Target {
     let root = Some("root");
-    let (status, _) =
-        api.call_with(Method::POST, &format!("/v1/queues/{queue}/tasks"), Some(r#"{"payload":1,"key":"k"}"#), root).await;
+    let (status, _) = api
+        .call_with(Method::POST, &format!("/v1/queues/{queue}/tasks"), Some(r#"{"payload":1,"key":"k"}"#), root)
+        .await;
     assert_eq!(status, StatusCode::CREATED);
     let (_, claimed) = api.call_with(Method::POST, &format!("/v1/queues/{queue}/claim"), Some("{}"), root).await;
     let task = &claimed["tasks"][0];
@@ -70,7 +71,12 @@ async fn target(api: &Api, queue: &str) -> Target {
     let body = format!(r#"{{"queue":"{queue}","every_ms":60000,"payload":1}}"#);
     let (status, _) = api.call_with(Method::PUT, &format!("/v1/schedules/{schedule}"), Some(&body), root).await;
     assert_eq!(status, StatusCode::CREATED);
-    Target { queue: queue.into(), id: task["id"].as_u64().unwrap(), lease: task["lease"].as_str().unwrap().into(), schedule }
+    Target {
+        queue: queue.into(),
+        id: task["id"].as_u64().unwrap(),
+        lease: task["lease"].as_str().unwrap().into(),
+        schedule,
+    }
 }
 
 /// The request a case sends on `path` by `method` to `target`.
@@ -90,9 +96,7 @@ fn request(path: &str, method: &str, t: &Target) -> (Method, String, Option<Stri
         ("/v1/tasks/{id}/ack" | "/v1/tasks/{id}/nack", "post") => Some(format!(r#"{{"lease":"{lease}"}}"#)),
         ("/v1/tasks/{id}/extend", "post") => Some(format!(r#"{{"lease":"{lease}","lease_ms":5000}}"#)),
         ("/v1/acks", "post") => Some(format!(r#"{{"acks":[{{"id":{},"lease":"{lease}"}}]}}"#, t.id)),
-        ("/v1/schedules/{name}", "put") => {
-            Some(format!(r#"{{"queue":"{}","every_ms":120000,"payload":1}}"#, t.queue))
-        }
+        ("/v1/schedules/{name}", "put") => Some(format!(r#"{{"queue":"{}","every_ms":120000,"payload":1}}"#, t.queue)),
         _ => None,
     };
     (method.to_uppercase().parse().unwrap(), uri, body)
@@ -197,7 +201,12 @@ async fn a_claim_s_acks_and_a_schedule_s_queue_are_checked_too() {
     assert_eq!(status, StatusCode::OK, "the other queue's task was not acked");
     // A schedule of team-x moved to another queue: manage is needed there too.
     let (status, answer) = api
-        .call_with(Method::PUT, "/v1/schedules/s-team-x", Some(r#"{"queue":"other-x","every_ms":1000,"payload":1}"#), Some("t-manage"))
+        .call_with(
+            Method::PUT,
+            "/v1/schedules/s-team-x",
+            Some(r#"{"queue":"other-x","every_ms":1000,"payload":1}"#),
+            Some("t-manage"),
+        )
         .await;
     assert_eq!((status, error_code(&answer)), (StatusCode::FORBIDDEN, "forbidden"), "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("manage"));

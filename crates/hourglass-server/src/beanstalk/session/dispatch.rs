@@ -6,10 +6,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::io::{Flow, Io};
 use super::producer;
 use super::state::{PendingPut, Session};
+use crate::access::Permission;
 use crate::beanstalk::command::{parse, Command, Refusal};
 use crate::beanstalk::counter::Counter;
 use crate::beanstalk::framer::Frame;
-use crate::access::Permission;
 use crate::beanstalk::reply;
 
 /// Answers one frame; [`Flow::Close`] ends the connection.

@@ -5,8 +5,8 @@
 use hourglass_queue::{Pause, SystemWallClock, WallClock};
 
 use super::state::Session;
-use crate::beanstalk::front::WATCHED_MAX;
 use crate::access::Permission;
+use crate::beanstalk::front::WATCHED_MAX;
 use crate::beanstalk::reply;
 
 impl Session {
