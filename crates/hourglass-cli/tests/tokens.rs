@@ -228,3 +228,34 @@ fn the_beanstalkd_front_has_its_named_token_s_permissions() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The token file the README shows under "Scoped tokens".
+fn readme_tokens() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let after = &readme[readme.find("### Scoped tokens").expect("the README's section")..];
+    let start = after.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = after[start..].find("```").expect("the block ends");
+    after[start..start + end].to_owned()
+}
+
+#[tokio::test]
+async fn the_readme_s_token_file_works_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.toml");
+    write_file(&file, &readme_tokens());
+    let server = serve().data(dir.path().join("data")).arg("--tokens").arg(&file).start();
+    let producer = client(&server, "billing-producer-demo");
+    assert!(producer.enqueue("billing-eu", &Seq::task(1, 0)).await.unwrap().created);
+    let refused = producer.enqueue("mail", &Seq::task(2, 0)).await.unwrap_err();
+    assert_eq!((refused.status().map(|s| s.as_u16()), refused.code()), (Some(403), Some("forbidden")));
+    println!("the README's refusal: {refused}");
+    assert!(refused.to_string().contains("this token may not enqueue in queue \"mail\""), "{refused}");
+    let worker = client(&server, "billing-worker-demo");
+    let claimed = worker.claim("billing-eu", &Default::default()).await.unwrap();
+    assert_eq!(claimed.tasks.len(), 1);
+    assert_eq!(worker.enqueue("billing-eu", &Seq::task(3, 0)).await.unwrap_err().code(), Some("forbidden"));
+    let dashboard = client(&server, "dashboard-demo");
+    let queues = dashboard.queues().await.unwrap();
+    assert_eq!(queues.queues.len(), 1, "it reads every queue");
+    assert_eq!(dashboard.pause_queue("billing-eu").await.unwrap_err().code(), Some("forbidden"));
+}

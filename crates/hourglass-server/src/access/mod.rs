@@ -132,10 +132,19 @@ impl Grant {
         self.holds(permission) && self.queues.iter().any(Pattern::is_every_queue)
     }
 
-    /// `Ok` if it may do `permission` in `queue`, else 403 `forbidden`
-    /// naming both (the queue only if the token may see it, so that a task's
-    /// id does not tell another team's queue names).
+    /// `Ok` if it may do `permission` in `queue`, a queue the request
+    /// names, else 403 `forbidden` naming both.
     pub(crate) fn require(&self, permission: Permission, queue: &str) -> Result<(), ApiError> {
+        if self.allows(permission, queue) {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(permission, Some(queue)))
+    }
+
+    /// As [`Grant::require`], for a queue the server looked up (a task's, a
+    /// schedule's): the refusal names it only if the token may see it, so
+    /// that a task's id does not tell another team's queue names.
+    pub(crate) fn require_found(&self, permission: Permission, queue: &str) -> Result<(), ApiError> {
         if self.allows(permission, queue) {
             return Ok(());
         }
@@ -201,7 +210,9 @@ mod tests {
         let seen = g.require(Permission::Consume, "billing-eu").unwrap_err();
         assert_eq!((seen.status().as_u16(), seen.code()), (403, "forbidden"));
         assert!(seen.message().contains("consume") && seen.message().contains("billing-eu"), "{seen}");
-        let unseen = g.require(Permission::Consume, "payroll").unwrap_err();
+        let named = g.require(Permission::Consume, "payroll").unwrap_err();
+        assert!(named.message().contains("payroll"), "the request named it: {named}");
+        let unseen = g.require_found(Permission::Consume, "payroll").unwrap_err();
         assert!(unseen.message().contains("consume") && !unseen.message().contains("payroll"), "{unseen}");
     }
 }

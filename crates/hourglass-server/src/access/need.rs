@@ -96,12 +96,12 @@ async fn check(state: &AppState, grant: &Grant, need: Need, parts: &mut Parts) -
             // A task not found is answered here: let through, a task made
             // meanwhile with that id could be another queue's.
             let task = state.backend.get(id).await?;
-            grant.require(permission, &task.task.queue)
+            grant.require_found(permission, &task.task.queue)
         }
         Need::Schedule(_) => {
             let name = param(parts, "name").await?;
             match state.schedules()?.schedule(&name).await {
-                Ok(info) => grant.require(permission, &info.schedule.queue),
+                Ok(info) => grant.require_found(permission, &info.schedule.queue),
                 // A put makes it: its handler checks the queue it names.
                 Err(QueueError::ScheduleNotFound(_)) if parts.method == Method::PUT => Ok(()),
                 Err(error) => Err(error.into()),

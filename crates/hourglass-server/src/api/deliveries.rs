@@ -103,7 +103,7 @@ async fn may_ack(app: &AppState, grant: &Grant, acks: &[(u64, Lease)]) -> ApiRes
     }
     for &(id, _) in acks {
         match app.backend.get(id).await {
-            Ok(info) => grant.require(Permission::Consume, &info.task.queue)?,
+            Ok(info) => grant.require_found(Permission::Consume, &info.task.queue)?,
             Err(QueueError::NotFound(_)) => {}
             Err(error) => return Err(error.into()),
         }
