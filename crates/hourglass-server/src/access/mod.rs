@@ -6,7 +6,7 @@
 //! - `keys`: the tokens a server knows (`--token`, the file, reloaded on
 //!   SIGHUP), and who a request's bearer token is;
 //! - `need`: what each route needs (the table is in
-//!   [`routes`](crate::routes)) and the guard that checks it before the
+//!   `routes.rs`) and the guard that checks it before the
 //!   handler runs.
 //!
 //! Permissions are checked in one place per request: the guard, against
