@@ -55,21 +55,29 @@ async fn until(what: &str, mut ready: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// Runs `serve --tokens file` with `args` on a data directory in `dir`,
+/// which must exit at once and fail: what it printed, and its stderr.
+fn refused_start(dir: &Path, file: &Path, args: &[&str]) -> (std::process::Output, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hourglass"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.join("refused-data"))
+        .arg("--tokens")
+        .arg(file)
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "it should have refused to start: {stderr}");
+    (out, stderr)
+}
+
 #[test]
 fn a_malformed_file_is_refused_at_start_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.toml");
     let bad = "[[token]]\nname = \"bad\"\nsha256 = \"xyz\"\nqueues = [\"*\"]\ncan = [\"read\"]\n";
     std::fs::write(&file, token("ok", "a", "[\"*\"]", "[\"read\"]") + bad).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hourglass"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-        .arg(dir.path().join("data"))
-        .arg("--tokens")
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let (out, stderr) = refused_start(dir.path(), &file, &[]);
     assert!(
         stderr.contains("tokens.toml") && stderr.contains("line 9") && stderr.contains("64 hex digits"),
         "{stderr}"
@@ -176,15 +184,8 @@ fn the_beanstalkd_front_has_its_named_token_s_permissions() {
     let bean = |can: &str| token("bean", "unused", "[\"team-*\"]", can);
     write_file(&file, &(admin.clone() + &bean("[\"enqueue\", \"consume\", \"read\"]")));
 
-    let refused = Command::new(env!("CARGO_BIN_EXE_hourglass"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--beanstalk", "127.0.0.1:0", "--data"])
-        .arg(dir.path().join("refused"))
-        .arg("--tokens")
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && stderr.contains("--beanstalk-token"), "{stderr}");
+    let (_, stderr) = refused_start(dir.path(), &file, &["--beanstalk", "127.0.0.1:0"]);
+    assert!(stderr.contains("--beanstalk-token"), "{stderr}");
 
     let server = serve()
         .data(dir.path().join("data"))
