@@ -231,6 +231,9 @@ mod tests {
         std::fs::write(&big, "#".repeat(FILE_BYTES_MAX + 1)).unwrap();
         let error = read(&big).unwrap_err();
         assert!(error.to_string().contains("big.toml") && error.message.contains("over"), "{error}");
+        let one = "[[token]]\nname = \"a\"\nsha256 = \"x\"\nqueues = [\"*\"]\ncan = [\"read\"]\n";
+        let (_, message) = refused(&one.repeat(TOKENS_MAX + 1));
+        assert_eq!(message, format!("{} tokens, over {TOKENS_MAX}", TOKENS_MAX + 1));
         let missing = read(&dir.path().join("none.toml")).unwrap_err();
         assert!(missing.to_string().contains("none.toml") && missing.line.is_none(), "{missing}");
     }

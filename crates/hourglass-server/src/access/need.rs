@@ -53,8 +53,8 @@ impl Need {
 /// A path that is no route needs a known token, so that nobody without one
 /// learns even that.
 pub(crate) async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>().map(|path| path.as_str().to_owned());
-    let need = route.as_deref().map_or(Need::Token, |path| routes::need(path, request.method()));
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let need = route.as_ref().map_or(Need::Token, |path| routes::need(path.as_str(), request.method()));
     if need == Need::Nothing {
         return next.run(request).await;
     }
@@ -72,7 +72,7 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
     let (mut parts, body) = request.into_parts();
     if let Err(refusal) = check(&state, &grant, need, &mut parts).await {
         if refusal.status() == StatusCode::FORBIDDEN {
-            tracing::debug!(token = grant.name(), route = route.as_deref(), %refusal, "refused");
+            tracing::debug!(token = grant.name(), route = route.as_ref().map(MatchedPath::as_str), %refusal, "refused");
         }
         return refusal.into_response();
     }
