@@ -170,7 +170,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("--fsync-every-ms must be at least 1 (leave it out to fsync before every reply)");
     }
     let started = Instant::now();
-    let keys = Arc::new(Keys::new(args.token.as_deref(), args.tokens.as_deref())?);
+    let mut keys = Keys::new(args.token.as_deref(), args.tokens.as_deref())?;
+    if let (Some(_), Some(name)) = (&args.beanstalk, &args.beanstalk_token) {
+        keys = keys.requiring(name)?;
+    }
+    let keys = Arc::new(keys);
     if let Some(path) = keys.file() {
         tracing::info!(file = %path.display(), tokens = keys.file_tokens(), "tokens read");
         #[cfg(unix)]
@@ -293,7 +297,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 /// What the beanstalkd front may do: everything without --tokens (as
 /// before them; --token guards HTTP only), else the permissions of the
-/// token --beanstalk-token names, which must be in the file.
+/// token --beanstalk-token names (which the keys require of the file).
 fn beanstalk_access(args: &ServeArgs, keys: &Arc<Keys>) -> anyhow::Result<Option<beanstalk::Access>> {
     if args.beanstalk.is_none() || args.tokens.is_none() {
         return Ok(None);
@@ -305,9 +309,6 @@ fn beanstalk_access(args: &ServeArgs, keys: &Arc<Keys>) -> anyhow::Result<Option
              of the file's token NAME"
         );
     };
-    if keys.named(name).is_none() {
-        anyhow::bail!("--beanstalk-token {name:?}: the token file has no token of that name");
-    }
     Ok(Some(beanstalk::Access { keys: keys.clone(), name: name.clone() }))
 }
 

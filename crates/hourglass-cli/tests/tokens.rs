@@ -186,6 +186,8 @@ fn the_beanstalkd_front_has_its_named_token_s_permissions() {
 
     let (_, stderr) = refused_start(dir.path(), &file, &["--beanstalk", "127.0.0.1:0"]);
     assert!(stderr.contains("--beanstalk-token"), "{stderr}");
+    let (_, stderr) = refused_start(dir.path(), &file, &["--beanstalk", "127.0.0.1:0", "--beanstalk-token", "nobody"]);
+    assert!(stderr.contains("no token named \"nobody\""), "{stderr}");
 
     let server = serve()
         .data(dir.path().join("data"))
@@ -221,13 +223,21 @@ fn the_beanstalkd_front_has_its_named_token_s_permissions() {
     assert!(rt.block_on(ops.get(other)).is_ok(), "the other team's job is still there");
 
     // The token gains manage: a reload, and the same connection may pause.
-    write_file(&file, &(admin + &bean("[\"enqueue\", \"consume\", \"read\", \"manage\"]")));
+    write_file(&file, &(admin.clone() + &bean("[\"enqueue\", \"consume\", \"read\", \"manage\"]")));
     server.signal("HUP");
     let deadline = Instant::now() + RELOADED_WITHIN;
     while b.send("pause-tube team-a 1\r\n") != "PAUSED" {
         assert!(Instant::now() < deadline, "the reload did not reach the front");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // A file without the front's token is refused on reload, as a malformed one is.
+    write_file(&file, &admin);
+    server.signal("HUP");
+    while !server.stderr().contains("which the beanstalkd front's --beanstalk-token names") {
+        assert!(Instant::now() < deadline + RELOADED_WITHIN, "the refusal was not logged");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(b.send("pause-tube team-a 1\r\n"), "PAUSED", "the tokens before it stay");
 }
 
 /// The token file the README shows under "Scoped tokens".

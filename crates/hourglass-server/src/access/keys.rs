@@ -25,6 +25,9 @@ pub struct Keys {
     file: Option<(PathBuf, RwLock<Arc<TokenSet>>)>,
     /// The grant of every request when no token is required.
     open: Arc<Grant>,
+    /// Names the file must hold, at start and at every reload (the
+    /// beanstalkd front's token).
+    names_required: Vec<String>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -39,7 +42,7 @@ impl std::fmt::Debug for Keys {
 impl Keys {
     /// No token required: every request may do everything.
     pub fn open() -> Keys {
-        Keys { root: None, file: None, open: Arc::new(Grant::admin("anonymous")) }
+        Keys { root: None, file: None, open: Arc::new(Grant::admin("anonymous")), names_required: Vec::new() }
     }
 
     /// `token`, if given, is admin on every queue; `tokens_file`, if given,
@@ -56,6 +59,31 @@ impl Keys {
             keys.file = Some((path.to_owned(), RwLock::new(Arc::new(set))));
         }
         Ok(keys)
+    }
+
+    /// The file must hold a token named `name`, now and after every
+    /// reload: a file without it is refused as a malformed one is.
+    ///
+    /// # Errors
+    /// The file, as read, has no token of that name (or there is no file).
+    pub fn requiring(mut self, name: &str) -> Result<Keys, TokenFileError> {
+        let path = self.file().map(Path::to_owned).unwrap_or_default();
+        let set = self.set().unwrap_or_default();
+        self.names_required.push(name.to_owned());
+        self.check_names(&path, &set)?;
+        Ok(self)
+    }
+
+    /// `Ok` if `set` holds every name required.
+    fn check_names(&self, path: &Path, set: &TokenSet) -> Result<(), TokenFileError> {
+        match self.names_required.iter().find(|name| !set.by_name.contains_key(name.as_str())) {
+            None => Ok(()),
+            Some(name) => Err(TokenFileError {
+                path: path.to_owned(),
+                line: None,
+                message: format!("has no token named {name:?}, which the beanstalkd front's --beanstalk-token names"),
+            }),
+        }
     }
 
     /// Whether requests must carry a token.
@@ -83,6 +111,7 @@ impl Keys {
     pub fn reload(&self) -> Result<usize, TokenFileError> {
         let Some((path, set)) = &self.file else { return Ok(0) };
         let new = file::read(path)?;
+        self.check_names(path, &new)?;
         let count = new.by_digest.len();
         *set.write() = Arc::new(new);
         Ok(count)
@@ -193,6 +222,14 @@ mod tests {
         let error = keys.reload().unwrap_err();
         assert_eq!(error.line, Some(2), "{error}");
         assert_eq!(keys.identify(Some("n3w")).unwrap().name(), "rotated", "a refused file changes nothing");
+        write("reader", "s3cret");
+        keys.reload().unwrap();
+        let keys = keys.requiring("reader").unwrap();
+        write("renamed", "s3cret");
+        let error = keys.reload().unwrap_err();
+        assert!(error.message.contains("no token named \"reader\""), "{error}");
+        assert!(keys.named("reader").is_some(), "kept out: the tokens before it stay");
+        assert!(Keys::new(None, Some(&path)).unwrap().requiring("nobody").is_err());
         assert!(format!("{keys:?}").contains("***") && !format!("{keys:?}").contains("root\""));
     }
 
