@@ -313,6 +313,10 @@ async fn run_in(kind: Kind) {
     browser.execute(&sign_in_as, vec![]).await.unwrap();
     browser.refresh().await.unwrap();
     shows(&browser, "[data-test=token-name]", "viewer").await;
+    until("the charts' place, saying why they are not shown", || async {
+        text(&browser, "[data-test=charts-hidden]").await.filter(|t| t.contains("add up every queue"))
+    })
+    .await;
     shows(&browser, "[data-test=read-only]", "read-only").await;
     shows(&browser, &format!("{row} [data-count=due]"), "1").await;
     assert!(browser.find(Locator::Css("[data-queue=hooks]")).await.is_err(), "a queue it does not read is not shown");

@@ -116,6 +116,11 @@ function can(permission, queue) {
   return me.queues.some((p) => new RegExp("^" + p.split("*").map(escape).join(".*") + "$", "s").test(queue));
 }
 
+// Whether the token reads every queue, and so the server-wide figures.
+function readsEverything() {
+  return !!me && (me.can.includes("read") || me.can.includes("admin")) && me.queues.some((p) => /^\*+$/.test(p));
+}
+
 // A button that runs `run`; none on a read-only dashboard, nor where the
 // token lacks `need`, a [permission, queue] pair.
 function action(label, run, attrs, need) {
@@ -191,6 +196,8 @@ async function overviewPage(main) {
       card("tasks", t.tasks), card("scheduled", sum("scheduled")), card("due", sum("due")), card("leased", sum("leased")),
       card("dead", sum("dead")), card("enqueued", t.enqueued), card("delivered", t.delivered), card("acked", t.acked),
       card("schedules", t.schedules)),
+    !readsEverything() ? el("p", { class: "muted", "data-test": "charts-hidden" },
+      "The charts add up every queue: a token that reads every queue (\"*\") sees them. The totals are your queues'.") :
     el("div", { class: "charts" },
       lineChart("Throughput (tasks/s)", o.history, [
         { key: "enqueued", label: "enqueued", color: "c1" },
