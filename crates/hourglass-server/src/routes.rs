@@ -78,8 +78,10 @@ pub fn permission(path: &str, method: &str) -> Option<crate::access::Permission>
 }
 
 /// What `method` on the route `path` needs; a method the route does not
-/// answer (405) needs a known token.
+/// answer (405) needs a known token. HEAD is answered by the GET handler,
+/// so it needs what GET needs.
 pub(crate) fn need(path: &str, method: &Method) -> Need {
+    let method = if method == Method::HEAD { &Method::GET } else { method };
     NEEDS
         .iter()
         .find(|(p, m, _)| *p == path && m.eq_ignore_ascii_case(method.as_str()))
@@ -109,6 +111,15 @@ mod tests {
             }
         }
         assert_eq!(NEEDS.len(), ROUTES.iter().map(|(_, methods)| methods.len()).sum::<usize>());
+    }
+
+    #[test]
+    fn head_needs_what_get_needs_on_every_get_route() {
+        for (path, methods) in ROUTES {
+            if methods.contains(&"get") {
+                assert!(need(path, &Method::HEAD) == need(path, &Method::GET), "HEAD {path} needs other than GET");
+            }
+        }
     }
 
     #[test]

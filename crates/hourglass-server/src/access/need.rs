@@ -93,8 +93,9 @@ async fn check(state: &AppState, grant: &Grant, need: Need, parts: &mut Parts) -
         Need::Task(_) => {
             // An id that does not parse is the handler's to answer.
             let Ok(id) = param(parts, "id").await?.parse::<u64>() else { return Ok(()) };
-            // A task not found is answered here: let through, a task made
-            // meanwhile with that id could be another queue's.
+            // A task not found is answered here (404, by `?`), not let
+            // through: a task made meanwhile with that id could be another
+            // queue's.
             let task = state.backend.get(id).await?;
             grant.require_found(permission, &task.task.queue)
         }
