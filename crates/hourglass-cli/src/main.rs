@@ -12,6 +12,7 @@ mod render;
 mod schedule;
 mod serve;
 mod tail;
+mod tls;
 
 use std::time::Duration;
 

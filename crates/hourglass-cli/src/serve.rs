@@ -18,7 +18,8 @@ use hourglass_server::{AppState, Connections};
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Address to listen on; port 0 lets the system pick one. The address
-    /// bound is printed on stdout (`http HOST:PORT`).
+    /// bound is printed on stdout (`http HOST:PORT`, `https HOST:PORT` with
+    /// --tls-cert).
     #[arg(long, default_value = crate::DEFAULT_LISTEN)]
     listen: SocketAddr,
     /// Also serve beanstalkd's protocol, on HOST:PORT or unix:PATH: its
@@ -120,6 +121,8 @@ pub struct ServeArgs {
     log_format: LogFormat,
     #[command(flatten)]
     push: crate::push::PushArgs,
+    #[command(flatten)]
+    tls: crate::tls::TlsArgs,
 }
 
 /// How logs are written.
@@ -157,11 +160,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let started = Instant::now();
     let push_client = crate::push::client(&args.push)?;
+    let tls = args.tls.load()?;
+    if let Some(tls) = &tls {
+        crate::tls::reload_on_hangup(tls.clone())?;
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let connections = Connections {
         connections_max: args.max_connections,
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
         idle_timeout: args.idle_timeout,
+        tls,
     };
     connections.check().context("--max-connections, --header-timeout, --body-timeout, --idle-timeout")?;
     if args.max_payload_bytes > PAYLOAD_BYTES_CEILING {
@@ -176,7 +185,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (backend, durability, running, listener): (Arc<dyn Backend>, String, Running, _) = match &args.store {
         None => {
             let (engine, fsync, timers) = open_embedded(&args, limits)?;
-            let listener = bind(args.listen)?;
+            let listener = bind(args.listen, scheme)?;
             (engine.clone(), fsync, Running::Embedded { engine, timers }, listener)
         }
         Some(target) => {
@@ -188,7 +197,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 limits,
             };
             // Listening first: while the store is out of reach, /healthz says why.
-            let listener = bind(args.listen)?;
+            let listener = bind(args.listen, scheme)?;
             let Some(backend) =
                 connect_redis(options, &listener, args.token.clone(), connections.clone(), args.store_wait).await?
             else {
@@ -219,7 +228,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "ready"
     );
     let address = listener.local_addr()?;
-    tracing::info!(%address, fsync = %durability, read_only_ui = args.read_only_ui, "serving http://{address}/ (dashboard at /)");
+    tracing::info!(%address, fsync = %durability, read_only_ui = args.read_only_ui, "serving {scheme}://{address}/ (dashboard at /)");
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let stopping = move || {
         let mut stopped = stopped.clone();
@@ -292,12 +301,12 @@ impl Running {
     }
 }
 
-/// Listens on `listen`, and says where on stdout (`http HOST:PORT`), for
-/// whoever started us with port 0.
-fn bind(listen: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+/// Listens on `listen`, and says where on stdout (`http HOST:PORT`, or
+/// `https HOST:PORT`), for whoever started us with port 0.
+fn bind(listen: SocketAddr, scheme: &str) -> anyhow::Result<std::net::TcpListener> {
     let listener = std::net::TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
     listener.set_nonblocking(true)?;
-    println!("http {}", listener.local_addr()?);
+    println!("{scheme} {}", listener.local_addr()?);
     Ok(listener)
 }
 
