@@ -14,6 +14,7 @@ mod readme;
 mod schedules;
 mod slow_clients;
 mod store;
+mod tls;
 mod worker;
 
 use std::time::Duration;

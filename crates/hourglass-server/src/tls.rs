@@ -7,7 +7,9 @@
 //! [`ArcSwap`]. [`Tls::reload`] reads the files again and swaps the pair in
 //! only if both read and match: a connection already open keeps the
 //! certificate it was opened with, a new one gets the new pair, and a bad
-//! file leaves the old pair in place.
+//! file leaves the old pair in place. A reload also forgets the sessions
+//! clients could resume: a resumed session is not shown a certificate, so
+//! one begun under the old pair would otherwise go on under it.
 
 use std::fmt;
 use std::io;
@@ -18,13 +20,15 @@ use arc_swap::ArcSwap;
 use tokio_rustls::rustls::crypto::{ring, CryptoProvider};
 use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
+use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert, ServerSessionMemoryCache, StoresServerSessions};
 use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
 /// The protocols offered over ALPN, most preferred first.
 const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+/// Sessions kept for resumption: rustls's default.
+const SESSIONS_MAX: usize = 256;
 
 /// A certificate and key for HTTPS, from two PEM files, that can be read
 /// again. Cheap to clone: clones share the pair, and a reload through any
@@ -41,6 +45,29 @@ struct Resolver {
     key: PathBuf,
     provider: Arc<CryptoProvider>,
     current: ArcSwap<CertifiedKey>,
+    sessions: Arc<Sessions>,
+}
+
+/// The sessions clients may resume, begun under the pair of the moment.
+#[derive(Debug)]
+struct Sessions(ArcSwap<ServerSessionMemoryCache>);
+
+impl StoresServerSessions for Sessions {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.0.load().put(key, value)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.0.load().get(key)
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.0.load().take(key)
+    }
+
+    fn can_cache(&self) -> bool {
+        true
+    }
 }
 
 impl fmt::Debug for Resolver {
@@ -128,19 +155,23 @@ impl Tls {
         let (cert, key) = (cert.into(), key.into());
         let provider = Arc::new(ring::default_provider());
         let pair = read_pair(&cert, &key, &provider)?;
+        let sessions = Arc::new(Sessions(ArcSwap::new(ServerSessionMemoryCache::new(SESSIONS_MAX))));
+        let current = ArcSwap::from_pointee(pair);
         let resolver =
-            Arc::new(Resolver { cert, key, provider: provider.clone(), current: ArcSwap::from_pointee(pair) });
+            Arc::new(Resolver { cert, key, provider: provider.clone(), current, sessions: sessions.clone() });
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("ring supports the default protocol versions")
             .with_no_client_auth()
             .with_cert_resolver(resolver.clone());
         config.alpn_protocols = ALPN.iter().map(|protocol| protocol.to_vec()).collect();
+        config.session_storage = sessions;
         Ok(Tls { resolver, acceptor: TlsAcceptor::from(Arc::new(config)) })
     }
 
     /// Reads the files again; from now on new connections get the new
-    /// pair. Connections already open keep theirs.
+    /// pair, and no session begun before is resumed. Connections already
+    /// open keep theirs.
     ///
     /// # Errors
     /// As [`Tls::load`]; the pair in use is then kept.
@@ -148,6 +179,7 @@ impl Tls {
         let resolver = &self.resolver;
         let pair = read_pair(&resolver.cert, &resolver.key, &resolver.provider)?;
         resolver.current.store(Arc::new(pair));
+        resolver.sessions.0.store(ServerSessionMemoryCache::new(SESSIONS_MAX));
         Ok(())
     }
 
