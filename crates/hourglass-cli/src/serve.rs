@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use hourglass_embedded::{Engine, Fsync, Options, RedbStore, TimerThread};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{Limits, SystemWallClock};
-use hourglass_redis::{RedisBackend, RedisOptions, Target};
+use hourglass_redis::{RedisBackend, RedisCa, RedisOptions, Target};
 use hourglass_server::beanstalk::{self, Front, Listen};
 use hourglass_server::{AppState, Connections};
 
@@ -39,7 +39,9 @@ pub struct ServeArgs {
     /// (one Redis) or `redis+cluster://HOST:PORT[,HOST:PORT...]` (a Redis
     /// Cluster). A Redis that requires a password or an ACL user:
     /// `redis://[USER]:PASSWORD@HOST:PORT`, the same after
-    /// `redis+cluster://` for every node; logs show the password as `***`. Every node started with the same store is one service. What
+    /// `redis+cluster://` for every node; logs show the password as `***`.
+    /// Over TLS: `rediss://...`, `rediss+cluster://...` (see --redis-ca).
+    /// Every node started with the same store is one service. What
     /// a 2xx means then is Redis's persistence: see docs/DESIGN.md.
     #[arg(long, value_name = "URL", conflicts_with_all = ["data", "fsync_every_ms", "check_store", "max_disk", "max_memory"])]
     store: Option<Target>,
@@ -51,6 +53,11 @@ pub struct ServeArgs {
     /// shards taken over by the others within it.
     #[arg(long, value_name = "MS", default_value_t = hourglass_redis::SHARD_LEASE_MS_DEFAULT)]
     shard_lease_ms: u64,
+    /// With --store rediss:// or rediss+cluster://: check Redis's TLS
+    /// certificate against the authorities in this PEM file instead of the
+    /// system's.
+    #[arg(long, value_name = "FILE", requires = "store")]
+    redis_ca: Option<PathBuf>,
     /// With --store: every key starts with it, so that services can share a Redis.
     #[arg(long, default_value = "hg")]
     redis_prefix: String,
@@ -189,8 +196,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             (engine.clone(), fsync, Running::Embedded { engine, timers }, listener)
         }
         Some(target) => {
+            let ca = args.redis_ca.as_deref().map(RedisCa::read).transpose().context("--redis-ca")?;
             let options = RedisOptions {
                 target: target.clone(),
+                ca,
                 prefix: args.redis_prefix.clone(),
                 shards: args.shards,
                 shard_lease_ms: args.shard_lease_ms,
