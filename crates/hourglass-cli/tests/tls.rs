@@ -17,8 +17,8 @@ use hourglass_test_support::hourglass::{Hourglass, Serve};
 use hourglass_test_support::{required, within_async};
 use serde_json::value::to_raw_value;
 
-use crate::serve;
 use crate::slow_clients::{closed_by_server, half_send};
+use crate::{serve, serve_to_end};
 
 /// How long a request may take before the test calls it failed: far past
 /// anything a loaded machine needs.
@@ -288,15 +288,8 @@ async fn a_handshake_never_finished_holds_a_slot_until_the_header_deadline() {
 #[test]
 fn the_two_flags_come_together_and_a_pair_that_does_not_fit_is_refused() {
     let certs = Certs::new();
-    let run = |args: &[&std::ffi::OsStr]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_hourglass"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(certs.dir.path().join("data"))
-            .args(args)
-            .output()
-            .unwrap();
-        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
-    };
+    let data = certs.dir.path().join("data");
+    let run = |args: &[&std::ffi::OsStr]| serve_to_end([&["--data".as_ref(), data.as_os_str()], args].concat());
     let (code, stderr) = run(&["--tls-cert".as_ref(), certs.cert.as_os_str()]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--tls-key <FILE>"), "names the missing flag: {stderr}");

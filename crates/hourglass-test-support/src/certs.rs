@@ -40,12 +40,13 @@ impl Authority {
     }
 
     /// A server certificate for `names` (DNS names or IP addresses), whose
-    /// subject's common name is `common_name`.
+    /// subject's common name is `common_name`, good for a client too.
     pub fn issue(&self, names: &[&str], common_name: &str) -> Issued {
         let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
         let mut params = CertificateParams::new(names).expect("a certificate's parameters");
         params.distinguished_name.push(DnType::CommonName, common_name);
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        // A client's too: a Redis Cluster's nodes over TLS are each other's clients.
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
         let key = KeyPair::generate().expect("a key");
         let cert = params.signed_by(&key, &self.issuer).expect("a signed certificate");
         Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem(), der: cert.der().to_vec() }
