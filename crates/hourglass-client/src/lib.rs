@@ -26,7 +26,7 @@
 //! proxy that ends TLS, and an `https://` URL fails with
 //! [`Error::Unreachable`]. With `tls`, `https://` works on rustls (ring, no
 //! OpenSSL), trusting the well-known authorities and those given to
-//! [`ClientBuilder::root_certificates_pem`] (a server started with
+//! `ClientBuilder::root_certificates_pem` (a server started with
 //! `--tls-cert`). Connections are kept and reused; clones of a [`Client`]
 //! share them. No timeout is set unless told (a claim may wait up to a
 //! minute): [`ClientBuilder::timeout`], or give [`Client::with_http`] a
