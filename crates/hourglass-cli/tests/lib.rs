@@ -16,6 +16,7 @@ mod schedules;
 mod slow_clients;
 mod store;
 mod tls;
+mod tokens;
 mod worker;
 
 use std::time::Duration;
