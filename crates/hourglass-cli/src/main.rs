@@ -12,6 +12,7 @@ mod render;
 mod schedule;
 mod serve;
 mod tail;
+mod tls;
 
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the server: HTTP API on --listen, tasks stored in --data.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Enqueue a task.
     Add {
         /// The queue.
@@ -240,7 +241,7 @@ fn main() -> std::process::ExitCode {
 
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve(args) => serve::serve(args).await,
+        Command::Serve(args) => serve::serve(*args).await,
         Command::Add {
             queue,
             delay,

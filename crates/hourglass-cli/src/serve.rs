@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use hourglass_embedded::{Engine, Fsync, Options, RedbStore, TimerThread};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{Limits, SystemWallClock};
-use hourglass_redis::{RedisBackend, RedisOptions, Target};
+use hourglass_redis::{RedisBackend, RedisCa, RedisOptions, Target};
 use hourglass_server::access::Keys;
 use hourglass_server::beanstalk::{self, Front, Listen};
 use hourglass_server::{AppState, Connections};
@@ -19,7 +19,8 @@ use hourglass_server::{AppState, Connections};
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Address to listen on; port 0 lets the system pick one. The address
-    /// bound is printed on stdout (`http HOST:PORT`).
+    /// bound is printed on stdout (`http HOST:PORT`, `https HOST:PORT` with
+    /// --tls-cert).
     #[arg(long, default_value = crate::DEFAULT_LISTEN)]
     listen: SocketAddr,
     /// Also serve beanstalkd's protocol, on HOST:PORT or unix:PATH: its
@@ -39,7 +40,9 @@ pub struct ServeArgs {
     /// (one Redis) or `redis+cluster://HOST:PORT[,HOST:PORT...]` (a Redis
     /// Cluster). A Redis that requires a password or an ACL user:
     /// `redis://[USER]:PASSWORD@HOST:PORT`, the same after
-    /// `redis+cluster://` for every node; logs show the password as `***`. Every node started with the same store is one service. What
+    /// `redis+cluster://` for every node; logs show the password as `***`.
+    /// Over TLS: `rediss://...`, `rediss+cluster://...` (see --redis-ca).
+    /// Every node started with the same store is one service. What
     /// a 2xx means then is Redis's persistence: see docs/DESIGN.md.
     #[arg(long, value_name = "URL", conflicts_with_all = ["data", "fsync_every_ms", "check_store", "max_disk", "max_memory"])]
     store: Option<Target>,
@@ -51,6 +54,11 @@ pub struct ServeArgs {
     /// shards taken over by the others within it.
     #[arg(long, value_name = "MS", default_value_t = hourglass_redis::SHARD_LEASE_MS_DEFAULT)]
     shard_lease_ms: u64,
+    /// With --store rediss:// or rediss+cluster://: check Redis's TLS
+    /// certificate against the authorities in this PEM file instead of the
+    /// system's.
+    #[arg(long, value_name = "FILE", requires = "store")]
+    redis_ca: Option<PathBuf>,
     /// With --store: every key starts with it, so that services can share a Redis.
     #[arg(long, default_value = "hg")]
     redis_prefix: String,
@@ -134,6 +142,8 @@ pub struct ServeArgs {
     log_format: LogFormat,
     #[command(flatten)]
     push: crate::push::PushArgs,
+    #[command(flatten)]
+    tls: crate::tls::TlsArgs,
 }
 
 /// How logs are written.
@@ -182,11 +192,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let beanstalk_access = beanstalk_access(&args, &keys)?;
     let push_client = crate::push::client(&args.push)?;
+    let tls = args.tls.load()?;
+    if let Some(tls) = &tls {
+        crate::tls::reload_on_hangup(tls.clone())?;
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let connections = Connections {
         connections_max: args.max_connections,
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
         idle_timeout: args.idle_timeout,
+        tls,
     };
     connections.check().context("--max-connections, --header-timeout, --body-timeout, --idle-timeout")?;
     if args.max_payload_bytes > PAYLOAD_BYTES_CEILING {
@@ -201,19 +217,21 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (backend, durability, running, listener): (Arc<dyn Backend>, String, Running, _) = match &args.store {
         None => {
             let (engine, fsync, timers) = open_embedded(&args, limits)?;
-            let listener = bind(args.listen)?;
+            let listener = bind(args.listen, scheme)?;
             (engine.clone(), fsync, Running::Embedded { engine, timers }, listener)
         }
         Some(target) => {
+            let ca = args.redis_ca.as_deref().map(RedisCa::read).transpose().context("--redis-ca")?;
             let options = RedisOptions {
                 target: target.clone(),
+                ca,
                 prefix: args.redis_prefix.clone(),
                 shards: args.shards,
                 shard_lease_ms: args.shard_lease_ms,
                 limits,
             };
             // Listening first: while the store is out of reach, /healthz says why.
-            let listener = bind(args.listen)?;
+            let listener = bind(args.listen, scheme)?;
             let Some(backend) =
                 connect_redis(options, &listener, keys.clone(), connections.clone(), args.store_wait).await?
             else {
@@ -244,7 +262,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "ready"
     );
     let address = listener.local_addr()?;
-    tracing::info!(%address, fsync = %durability, read_only_ui = args.read_only_ui, "serving http://{address}/ (dashboard at /)");
+    tracing::info!(%address, fsync = %durability, read_only_ui = args.read_only_ui, "serving {scheme}://{address}/ (dashboard at /)");
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let stopping = move || {
         let mut stopped = stopped.clone();
@@ -334,12 +352,12 @@ impl Running {
     }
 }
 
-/// Listens on `listen`, and says where on stdout (`http HOST:PORT`), for
-/// whoever started us with port 0.
-fn bind(listen: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+/// Listens on `listen`, and says where on stdout (`http HOST:PORT`, or
+/// `https HOST:PORT`), for whoever started us with port 0.
+fn bind(listen: SocketAddr, scheme: &str) -> anyhow::Result<std::net::TcpListener> {
     let listener = std::net::TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
     listener.set_nonblocking(true)?;
-    println!("http {}", listener.local_addr()?);
+    println!("{scheme} {}", listener.local_addr()?);
     Ok(listener)
 }
 

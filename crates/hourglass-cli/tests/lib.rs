@@ -11,9 +11,11 @@ mod push_crash;
 mod push_flow;
 mod python_client;
 mod readme;
+mod redis_tls;
 mod schedules;
 mod slow_clients;
 mod store;
+mod tls;
 mod tokens;
 mod worker;
 
@@ -28,6 +30,19 @@ use serde_json::value::{to_raw_value, RawValue};
 /// `hourglass serve`: this crate's binary.
 fn serve() -> Serve {
     Serve::new(env!("CARGO_BIN_EXE_hourglass"))
+}
+
+/// `hourglass serve --listen 127.0.0.1:0` with `args`, run to its end (a
+/// start that must fail, within `--store-wait` if it waits): its exit code
+/// and what it wrote on stderr.
+fn serve_to_end<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> (Option<i32>, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_hourglass"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .expect("hourglass runs");
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
 /// A client of `server` whose requests give up after `timeout`: a server

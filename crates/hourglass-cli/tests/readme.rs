@@ -1,14 +1,16 @@
 //! The README's Rust consumer, run as written: it is the client crate's
 //! example `consumer` (a test holds the README's block to that file), built
 //! by `cargo test` with the examples, pointed at a server of the test's own
-//! through `HOURGLASS_SERVER`, stopped with SIGTERM.
+//! through `HOURGLASS_SERVER`, stopped with SIGTERM. And the README's TLS
+//! recipe, run line by line in a shell (on a free port).
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use hourglass_client::wire::{NewTask, NewTasks};
-use hourglass_test_support::within_async;
+use hourglass_test_support::{free_port, required, within_async};
 use serde_json::value::to_raw_value;
 
 use crate::{client, serve};
@@ -24,9 +26,14 @@ fn repository() -> PathBuf {
 /// `ignore`: the core crate runs the README's other Rust blocks as its
 /// doctests, and this one needs the client crate; this test runs it).
 fn readme_example() -> String {
+    readme_block(INTRODUCED_BY, "```rust,ignore\n")
+}
+
+/// The first block opened by `fence` after `introduced_by` in README.md.
+fn readme_block(introduced_by: &str, fence: &str) -> String {
     let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
-    let after = &readme[readme.find(INTRODUCED_BY).expect("the README introduces its Rust consumer")..];
-    let start = after.find("```rust,ignore\n").expect("a rust block after it") + "```rust,ignore\n".len();
+    let after = &readme[readme.find(introduced_by).unwrap_or_else(|| panic!("README.md has {introduced_by:?}"))..];
+    let start = after.find(fence).expect("a block after it") + fence.len();
     let end = after[start..].find("\n```").expect("the block ends") + 1;
     after[start..start + end].to_owned()
 }
@@ -87,4 +94,46 @@ async fn the_readme_consumer_runs_as_written() {
     assert_eq!(text.matches(": closing it if unpaid").count(), 20, "{text}");
     assert!(text.contains(r#"{"order":7}: closing it if unpaid"#), "{text}");
     assert!(text.contains("acked: 20"), "the report: {text}");
+}
+
+/// The port the README's TLS recipe listens on, replaced by a free one.
+const README_TLS_PORT: &str = "7443";
+
+#[test]
+fn the_readme_tls_recipe_runs_as_written() {
+    if !required("openssl", &["version"]) || !required("curl", &["--version"]) {
+        return;
+    }
+    let block = readme_block("### TLS", "```sh\n").replace(README_TLS_PORT, &free_port().to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let binaries = PathBuf::from(env!("CARGO_BIN_EXE_hourglass")).parent().unwrap().to_owned();
+    let path = format!("{}:{}", binaries.display(), std::env::var("PATH").unwrap_or_default());
+    let shell = |command: &str| {
+        let mut shell = Command::new("bash");
+        shell.args(["-c", command]).current_dir(dir.path()).env("PATH", &path);
+        shell
+    };
+    let mut server = None;
+    let mut printed = String::new();
+    for command in block.replace("\\\n", " ").lines() {
+        if let Some(expected) = command.strip_prefix("# ") {
+            assert_eq!(printed.trim(), expected, "the README's comment shows what the command before prints");
+        } else if let Some(background) = command.strip_suffix(" &") {
+            let mut child =
+                shell(&format!("exec {background}")).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+            // It prints the address it bound once it listens.
+            let mut first = String::new();
+            BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+            assert!(first.starts_with("https 127.0.0.1:"), "{command}: printed {first:?}");
+            server = Some(child);
+        } else {
+            let output = shell(command).output().unwrap();
+            printed = String::from_utf8_lossy(&output.stdout).into_owned();
+            assert!(output.status.success(), "{command}: {}", String::from_utf8_lossy(&output.stderr));
+        }
+    }
+    let mut server = server.expect("the recipe starts a server");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(printed.contains(r#""status":"ok""#), "the recipe ends with curl's answer: {printed}");
 }

@@ -25,7 +25,7 @@ const DEADLINE: &str = "15s";
 const DROPPED_WITHIN: Duration = Duration::from_secs(90);
 
 /// Connects to `addr` and sends `bytes`: the first part of something never finished.
-async fn half_send(addr: &str, bytes: &[u8]) -> TcpStream {
+pub(crate) async fn half_send(addr: &str, bytes: &[u8]) -> TcpStream {
     let mut stream = TcpStream::connect(addr).await.unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
     stream.write_all(bytes).await.expect("send the first part");
     stream
@@ -33,7 +33,7 @@ async fn half_send(addr: &str, bytes: &[u8]) -> TcpStream {
 
 /// Waits until the server closes `stream` (whatever it answers first),
 /// failing the test past `deadline`.
-async fn closed_by_server(mut stream: TcpStream, deadline: Instant) {
+pub(crate) async fn closed_by_server(mut stream: TcpStream, deadline: Instant) {
     let mut sink = Vec::new();
     let read = tokio::time::timeout_at(deadline.into(), stream.read_to_end(&mut sink)).await;
     assert!(read.is_ok(), "a half-finished connection still open after {DROPPED_WITHIN:?}");

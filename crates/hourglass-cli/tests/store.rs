@@ -44,7 +44,7 @@ async fn claim_code(client: &Client) -> String {
 }
 
 /// Waits until `/healthz` answers `status`.
-async fn until_health(node: &Hourglass, status: u16) {
+pub(crate) async fn until_health(node: &Hourglass, status: u16) {
     within_async(NOTICED_WITHIN, &format!("/healthz answers {status}"), async || match try_health(node).await {
         Ok((now, _)) => now == status,
         Err(error) => {
@@ -152,5 +152,22 @@ async fn redis_with_a_password_and_with_an_acl_user() {
         let logs = node.stderr();
         assert!(!logs.contains(PASSWORD), "the password is in the logs:\n{logs}");
         println!("{}: served; logs without the password ({} bytes)", redis.url().replace(PASSWORD, "***"), logs.len());
+    }
+}
+
+/// A wrong password, and an unknown user, are refused at start with a clear
+/// error, at once rather than after `--store-wait`, and the password given
+/// is not shown.
+#[test]
+fn a_wrong_password_is_refused_at_start_without_showing_it() {
+    const WRONG: &str = "wrong-pw-that-must-not-be-shown";
+    let Some(redis) = Server::with_password("the-right-one") else { return };
+    let port = redis.port;
+    for url in [format!("redis://:{WRONG}@127.0.0.1:{port}"), format!("redis://nobody:{WRONG}@127.0.0.1:{port}")] {
+        let (code, stderr) = crate::serve_to_end(["--store", &url, "--store-wait", "10m"]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("refused the user and password of the URL"), "{stderr}");
+        assert!(!stderr.contains(WRONG), "the password is shown:\n{stderr}");
+        println!("{}", stderr.trim());
     }
 }

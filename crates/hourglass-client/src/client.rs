@@ -40,6 +40,12 @@ impl Client {
         Client::with_http(reqwest::Client::new(), base_url, token)
     }
 
+    /// A client of the server at `base_url` made with more than a token: a
+    /// timeout, the authorities of an HTTPS server.
+    pub fn builder(base_url: impl Into<String>) -> crate::ClientBuilder {
+        crate::ClientBuilder::new(base_url)
+    }
+
     /// The same on an HTTP client of the caller's (with its own timeouts, say).
     pub fn with_http(http: reqwest::Client, base_url: impl Into<String>, token: Option<String>) -> Client {
         let base = base_url.into().trim_end_matches('/').into();

@@ -21,8 +21,9 @@ pub enum Error {
         message: String,
     },
     /// The request was not sent, or its answer not received: nothing
-    /// listens at the address, the connection broke, or the URL is not
-    /// `http://` (this client is built without TLS).
+    /// listens at the address, the connection broke, the server's
+    /// certificate is not trusted, or the URL is `https://` and this client
+    /// is built without its `tls` feature.
     Unreachable {
         /// The request's URL.
         url: String,
@@ -40,6 +41,12 @@ pub enum Error {
         /// Why it does not read.
         source: serde_json::Error,
     },
+    /// The client could not be made ([`ClientBuilder`](crate::ClientBuilder)):
+    /// a certificate authority's PEM that does not read, say.
+    Build {
+        /// Why.
+        source: reqwest::Error,
+    },
 }
 
 impl Error {
@@ -48,7 +55,7 @@ impl Error {
     pub fn code(&self) -> Option<&str> {
         match self {
             Error::Api { code, .. } => Some(code),
-            Error::Unreachable { .. } | Error::Decode { .. } => None,
+            Error::Unreachable { .. } | Error::Decode { .. } | Error::Build { .. } => None,
         }
     }
 
@@ -56,7 +63,7 @@ impl Error {
     pub fn status(&self) -> Option<StatusCode> {
         match self {
             Error::Api { status, .. } | Error::Decode { status, .. } => Some(*status),
-            Error::Unreachable { .. } => None,
+            Error::Unreachable { .. } | Error::Build { .. } => None,
         }
     }
 }
@@ -69,6 +76,7 @@ impl fmt::Display for Error {
             Error::Decode { url, status, body, .. } => {
                 write!(f, "{url} answered {} with what is not the API's JSON: {body}", status.as_u16())
             }
+            Error::Build { source } => write!(f, "cannot make the HTTP client: {source}"),
         }
     }
 }
@@ -77,7 +85,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Api { .. } => None,
-            Error::Unreachable { source, .. } => Some(source),
+            Error::Unreachable { source, .. } | Error::Build { source } => Some(source),
             Error::Decode { source, .. } => Some(source),
         }
     }

@@ -21,17 +21,22 @@
 //! ```
 //!
 //! # Transport
-//! HTTP/1.1 over [`reqwest`] built without TLS, as the `hourglass` command
-//! is: for a server on the same machine or a private network, or behind a
-//! proxy that ends TLS. An `https://` URL fails with
-//! [`Error::Unreachable`]. Connections are kept and reused; clones of a
-//! [`Client`] share them. No timeout is set (a claim may wait up to a
-//! minute): give [`Client::with_http`] a `reqwest::Client` with one.
+//! HTTP/1.1 over [`reqwest`]. Without the `tls` feature it is built without
+//! TLS: for a server on the same machine or a private network, or behind a
+//! proxy that ends TLS, and an `https://` URL fails with
+//! [`Error::Unreachable`]. With `tls`, `https://` works on rustls (ring, no
+//! OpenSSL), trusting the well-known authorities and those given to
+//! `ClientBuilder::root_certificates_pem` (a server started with
+//! `--tls-cert`). Connections are kept and reused; clones of a [`Client`]
+//! share them. No timeout is set unless told (a claim may wait up to a
+//! minute): [`ClientBuilder::timeout`], or give [`Client::with_http`] a
+//! `reqwest::Client` of your own.
 //!
 //! Queue names (which may hold `/`), keys and schedule names are
 //! percent-encoded into their path segments.
 #![deny(missing_docs)]
 
+mod builder;
 mod client;
 mod deliveries;
 mod error;
@@ -41,6 +46,7 @@ mod schedules;
 mod tasks;
 pub mod worker;
 
+pub use builder::ClientBuilder;
 pub use client::{Client, Stored};
 pub use error::Error;
 pub use hourglass_wire as wire;

@@ -6,10 +6,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use hourglass_push::{AllowList, Certificate, Outcome, PushClient};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+use hourglass_test_support::certs::Authority;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::crypto::ring;
-use tokio_rustls::rustls::pki_types::PrivateKeyDer;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
@@ -22,21 +23,17 @@ const NAME: &str = "hooks.test";
 /// A TLS front for `receiver` on a port of its own, with a certificate for
 /// [`NAME`]; returns its address and its authority's certificate (PEM).
 async fn tls_front(receiver: &Receiver) -> (SocketAddr, String) {
-    let mut authority = CertificateParams::new(Vec::<String>::new()).unwrap();
-    authority.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    authority.distinguished_name.push(DnType::CommonName, "hourglass test authority");
-    let authority = CertifiedIssuer::self_signed(authority, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut leaf = CertificateParams::new(vec![NAME.to_owned()]).unwrap();
-    leaf.distinguished_name.push(DnType::CommonName, NAME);
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let leaf = leaf.signed_by(&key, &authority).unwrap();
+    let authority = Authority::new("hourglass test authority");
+    let leaf = authority.issue(&[NAME], NAME);
 
     let config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone()], PrivateKeyDer::Pkcs8(key.serialize_der().into()))
+        .with_single_cert(
+            vec![CertificateDer::from(leaf.der)],
+            PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap(),
+        )
         .unwrap();
     let acceptor = TlsAcceptor::from(Arc::new(config));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,23 +1,92 @@
-//! Connections to one Redis or to a Redis Cluster, behind one type.
+//! Connections to one Redis or to a Redis Cluster, behind one type, in
+//! clear or over TLS.
 
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::io::tcp::TcpSettings;
-use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, TlsCertificates, Value};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
 
-/// Where the tasks are: one Redis, or a Redis Cluster. Either may carry a
-/// user and password (`redis://[USER]:PASSWORD@HOST:PORT`); they are shown
-/// (`Display`, `Debug`, errors) with the password as `***`.
+use crate::error::ConnectError;
+
+/// Where the tasks are: one Redis, or a Redis Cluster, in clear or over TLS
+/// (`rediss://`, `rediss+cluster://`). Either may carry a user and password
+/// (`redis://[USER]:PASSWORD@HOST:PORT`); they are shown (`Display`,
+/// `Debug`, errors) with the password as `***`.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Target {
-    /// `redis://[[USER]:PASSWORD@]HOST:PORT[/DB]`.
+    /// `redis://[[USER]:PASSWORD@]HOST:PORT[/DB]`, or `rediss://` the same
+    /// over TLS.
     One(String),
-    /// `redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]`: any of
-    /// the Cluster's nodes, each given the same user and password.
+    /// `redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]` (or
+    /// `rediss+cluster://` over TLS): any of the Cluster's nodes, each given
+    /// the same user and password, held as one URL a node
+    /// (`redis://...`, `rediss://...`).
     Cluster(Vec<String>),
+}
+
+impl Target {
+    /// Whether its connections are over TLS.
+    pub fn is_tls(&self) -> bool {
+        match self {
+            Target::One(url) => url.starts_with("rediss://"),
+            Target::Cluster(nodes) => nodes.iter().any(|node| node.starts_with("rediss://")),
+        }
+    }
+}
+
+/// Certificate authorities to check a Redis over TLS against, instead of the
+/// system's: one or more PEM `CERTIFICATE` blocks.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisCa {
+    pem: Arc<[u8]>,
+    /// Where it was read from, for messages.
+    from: String,
+}
+
+impl fmt::Debug for RedisCa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RedisCa({})", self.from)
+    }
+}
+
+impl RedisCa {
+    /// The authorities in `pem`, read from `from` (a file's name, say).
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidOption`] if `pem` holds no certificate, or one
+    /// that does not read.
+    pub fn from_pem(pem: Vec<u8>, from: impl Into<String>) -> Result<RedisCa, ConnectError> {
+        let from = from.into();
+        let read: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(&pem).collect();
+        match read {
+            Ok(certificates) if !certificates.is_empty() => Ok(RedisCa { pem: pem.into(), from }),
+            Ok(_) => Err(ConnectError::InvalidOption(format!("no PEM certificate in {from}"))),
+            Err(error) => Err(ConnectError::InvalidOption(format!("cannot read the certificates in {from}: {error}"))),
+        }
+    }
+
+    /// The authorities in the PEM file at `path`.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidOption`] if the file cannot be read or holds no
+    /// certificate that reads.
+    pub fn read(path: &Path) -> Result<RedisCa, ConnectError> {
+        let from = path.display().to_string();
+        let pem =
+            std::fs::read(path).map_err(|error| ConnectError::InvalidOption(format!("cannot read {from}: {error}")))?;
+        RedisCa::from_pem(pem, from)
+    }
+
+    fn certificates(&self) -> TlsCertificates {
+        TlsCertificates { client_tls: None, root_cert: Some(self.pem.to_vec()) }
+    }
 }
 
 impl fmt::Debug for Target {
@@ -57,23 +126,31 @@ impl FromStr for Target {
     type Err = String;
 
     fn from_str(url: &str) -> Result<Target, String> {
-        if let Some(nodes) = url.strip_prefix("redis+cluster://") {
-            let (userinfo, nodes) = split_userinfo(nodes);
-            let auth = userinfo.map(|userinfo| format!("{userinfo}@")).unwrap_or_default();
-            let nodes: Vec<String> =
-                nodes.split(',').filter(|node| !node.is_empty()).map(|node| format!("redis://{auth}{node}")).collect();
-            if nodes.is_empty() {
-                return Err("redis+cluster:// names at least one HOST:PORT".into());
+        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+        match scheme {
+            "redis+cluster" | "rediss+cluster" => {
+                let node_scheme = scheme.trim_end_matches("+cluster");
+                let (userinfo, nodes) = split_userinfo(rest);
+                let auth = userinfo.map(|userinfo| format!("{userinfo}@")).unwrap_or_default();
+                let nodes: Vec<String> = nodes
+                    .split(',')
+                    .filter(|node| !node.is_empty())
+                    .map(|node| format!("{node_scheme}://{auth}{node}"))
+                    .collect();
+                if nodes.is_empty() {
+                    return Err(format!("{scheme}:// names at least one HOST:PORT"));
+                }
+                Ok(Target::Cluster(nodes))
             }
-            Ok(Target::Cluster(nodes))
-        } else if url.starts_with("redis://") {
-            redis::Client::open(url).map_err(|e| format!("{}: {e}", redact(url)))?;
-            Ok(Target::One(url.to_owned()))
-        } else {
-            Err(format!(
-                "{}: a store is redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT[,HOST:PORT...]",
+            "redis" | "rediss" => {
+                redis::Client::open(url).map_err(|e| format!("{}: {e}", redact(url)))?;
+                Ok(Target::One(url.to_owned()))
+            }
+            _ => Err(format!(
+                "{}: a store is redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT[,HOST:PORT...] \
+                 (rediss:// and rediss+cluster:// over TLS)",
                 redact(url)
-            ))
+            )),
         }
     }
 }
@@ -83,16 +160,17 @@ impl fmt::Display for Target {
         match self {
             Target::One(url) => f.write_str(&redact(url)),
             Target::Cluster(nodes) => {
-                let mut auth = String::new();
+                let (mut scheme, mut auth) = ("redis", String::new());
                 let nodes: Vec<&str> = nodes
                     .iter()
                     .map(|node| {
-                        let (userinfo, node) = split_userinfo(node.trim_start_matches("redis://"));
-                        auth = userinfo.map(redacted).unwrap_or_default();
+                        let (node_scheme, node) = node.split_once("://").unwrap_or(("redis", node));
+                        let (userinfo, node) = split_userinfo(node);
+                        (scheme, auth) = (node_scheme, userinfo.map(redacted).unwrap_or_default());
                         node
                     })
                     .collect();
-                write!(f, "redis+cluster://{auth}{}", nodes.join(","))
+                write!(f, "{scheme}+cluster://{auth}{}", nodes.join(","))
             }
         }
     }
@@ -125,26 +203,33 @@ fn tcp() -> TcpSettings {
     TcpSettings::default().set_nodelay(true)
 }
 
-/// A client of the Redis at `url`, sending at once.
-pub(crate) fn client(url: &str) -> redis::RedisResult<redis::Client> {
-    redis::Client::open(url.into_connection_info()?.set_tcp_settings(tcp()))
+/// A client of the Redis at `url`, sending at once; over TLS (`rediss://`),
+/// checked against `ca` if given, else the system's authorities.
+pub(crate) fn client(url: &str, ca: Option<&RedisCa>) -> redis::RedisResult<redis::Client> {
+    let info = url.into_connection_info()?.set_tcp_settings(tcp());
+    match ca {
+        Some(ca) if url.starts_with("rediss://") => redis::Client::build_with_tls(info, ca.certificates()),
+        _ => redis::Client::open(info),
+    }
 }
 
 impl Conn {
-    pub(crate) async fn open(target: &Target) -> redis::RedisResult<Conn> {
+    pub(crate) async fn open(target: &Target, ca: Option<&RedisCa>) -> redis::RedisResult<Conn> {
         match target {
             Target::One(url) => {
                 let config = ConnectionManagerConfig::new()
                     .set_response_timeout(Some(REPLY_TIMEOUT))
                     .set_number_of_retries(RECONNECT_RETRIES);
-                Ok(Conn::One(client(url)?.get_connection_manager_with_config(config).await?))
+                Ok(Conn::One(client(url, ca)?.get_connection_manager_with_config(config).await?))
             }
             Target::Cluster(nodes) => {
-                let client = redis::cluster::ClusterClient::builder(nodes.iter().map(String::as_str))
+                let mut builder = redis::cluster::ClusterClient::builder(nodes.iter().map(String::as_str))
                     .tcp_settings(tcp())
-                    .response_timeout(REPLY_TIMEOUT)
-                    .build()?;
-                Ok(Conn::Cluster(client.get_async_connection().await?))
+                    .response_timeout(REPLY_TIMEOUT);
+                if let Some(ca) = ca.filter(|_| target.is_tls()) {
+                    builder = builder.certs(ca.certificates());
+                }
+                Ok(Conn::Cluster(builder.build()?.get_async_connection().await?))
             }
         }
     }
@@ -203,6 +288,37 @@ mod tests {
         assert!("postgres://x".parse::<Target>().unwrap_err().contains("redis://HOST:PORT"));
         let cluster: Target = "redis+cluster://a:1,b:2".parse().unwrap();
         assert_eq!(cluster.to_string(), "redis+cluster://a:1,b:2");
+        assert!(!cluster.is_tls());
+    }
+
+    #[test]
+    fn targets_over_tls() {
+        let one: Target = "rediss://app:s3cret@h:6380/1".parse().unwrap();
+        assert_eq!(one, Target::One("rediss://app:s3cret@h:6380/1".into()));
+        assert!(one.is_tls());
+        assert_eq!(one.to_string(), "rediss://app:***@h:6380/1");
+        let cluster: Target = "rediss+cluster://app:s3cret@a:1,b:2".parse().unwrap();
+        assert_eq!(cluster, Target::Cluster(vec!["rediss://app:s3cret@a:1".into(), "rediss://app:s3cret@b:2".into()]));
+        assert!(cluster.is_tls());
+        assert_eq!(cluster.to_string(), "rediss+cluster://app:***@a:1,b:2");
+        assert!(!format!("{cluster:?}").contains("s3cret"));
+        assert_eq!(
+            "rediss+cluster://".parse::<Target>().unwrap_err(),
+            "rediss+cluster:// names at least one HOST:PORT"
+        );
+    }
+
+    #[test]
+    fn an_authority_is_checked_when_read() {
+        let refused = RedisCa::from_pem(b"not a certificate".to_vec(), "ca.pem").unwrap_err().to_string();
+        assert_eq!(refused, "no PEM certificate in ca.pem");
+        let broken = b"-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n".to_vec();
+        assert!(RedisCa::from_pem(broken, "ca.pem")
+            .unwrap_err()
+            .to_string()
+            .starts_with("cannot read the certificates in ca.pem"));
+        let missing = RedisCa::read(Path::new("/nonexistent/ca.pem")).unwrap_err().to_string();
+        assert!(missing.starts_with("cannot read /nonexistent/ca.pem: "), "{missing}");
     }
 
     #[test]

@@ -26,6 +26,16 @@ pub enum ConnectError {
         /// Why it could not be reached.
         source: RedisError,
     },
+    /// Redis was reached but refused the URL's user and password (a wrong
+    /// password, an unknown or disabled user), or its TLS certificate was
+    /// not trusted: trying again would not help. The cause is the
+    /// [`source`](Error::source); it never shows the password.
+    Refused {
+        /// The store.
+        target: Target,
+        /// What Redis, or the TLS check, answered.
+        source: RedisError,
+    },
     /// Redis was reached but failed to read or set the store's shard count.
     Store {
         /// The store.
@@ -49,6 +59,16 @@ pub enum ConnectError {
 }
 
 impl ConnectError {
+    /// The error of a connection to `target` that could not be opened.
+    pub(crate) fn opening(target: &Target, source: RedisError) -> ConnectError {
+        let target = target.clone();
+        if source.kind() == redis::ErrorKind::AuthenticationFailed || is_untrusted(&source) {
+            ConnectError::Refused { target, source }
+        } else {
+            ConnectError::Unreachable { target, source }
+        }
+    }
+
     /// Whether Redis could not be reached (nothing listens, it is loading
     /// its data or its Cluster is forming, or it did not answer in time):
     /// trying again later may succeed.
@@ -63,7 +83,9 @@ impl ConnectError {
     /// Redis's error, if it is the cause.
     pub(crate) fn redis(&self) -> Option<&RedisError> {
         match self {
-            ConnectError::Unreachable { source, .. } | ConnectError::Store { source, .. } => Some(source),
+            ConnectError::Unreachable { source, .. }
+            | ConnectError::Refused { source, .. }
+            | ConnectError::Store { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -74,6 +96,12 @@ impl fmt::Display for ConnectError {
         match self {
             ConnectError::InvalidOption(message) => f.write_str(message),
             ConnectError::Unreachable { target, .. } => write!(f, "cannot reach redis at {target}"),
+            ConnectError::Refused { target, source } if source.kind() == redis::ErrorKind::AuthenticationFailed => {
+                write!(f, "redis at {target} refused the user and password of the URL")
+            }
+            ConnectError::Refused { target, .. } => {
+                write!(f, "the TLS certificate of redis at {target} is not trusted")
+            }
             ConnectError::Store { target, .. } => write!(f, "cannot read the shard count of the store at {target}"),
             ConnectError::ShardsDiffer { target, store, asked } => write!(
                 f,
@@ -92,6 +120,13 @@ impl Error for ConnectError {
             _ => self.redis().map(|source| source as &(dyn Error + 'static)),
         }
     }
+}
+
+/// Whether `error` is a TLS certificate the client would not trust. redis-rs
+/// keeps rustls's refusal as the text of an I/O error (its type is out of
+/// reach through `source`), which starts with rustls's own words.
+fn is_untrusted(error: &RedisError) -> bool {
+    error.is_io_error() && error.to_string().contains("invalid peer certificate")
 }
 
 /// A request met a Redis that failed: the error is kept as the cause. A

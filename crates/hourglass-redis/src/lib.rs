@@ -59,7 +59,7 @@ use redis::AsyncCommands;
 
 use hourglass_queue::{Backend, Closed, QueueError, Totals};
 
-pub use conn::{Target, REPLY_TIMEOUT};
+pub use conn::{RedisCa, Target, REPLY_TIMEOUT};
 pub use error::ConnectError;
 pub use health::{OUTAGE_LOG_INTERVAL_FIRST, OUTAGE_LOG_INTERVAL_MAX};
 pub use options::{
@@ -138,7 +138,7 @@ impl RedisBackend {
         options.check()?;
         let target = &options.target;
         let mut conn =
-            Conn::open(target).await.map_err(|source| ConnectError::Unreachable { target: target.clone(), source })?;
+            Conn::open(target, options.ca.as_ref()).await.map_err(|source| ConnectError::opening(target, source))?;
         let keys = Keys::new(&options.prefix);
         let meta = keys.global("meta");
         let store = |source| ConnectError::Store { target: target.clone(), source };

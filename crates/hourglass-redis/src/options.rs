@@ -2,7 +2,7 @@
 
 use hourglass_queue::limits::{Limits, CLAIM_MAX};
 
-use crate::conn::Target;
+use crate::conn::{RedisCa, Target};
 use crate::error::ConnectError;
 use crate::keys::SHARDS_MAX;
 
@@ -67,6 +67,9 @@ const _: () = assert!(CLAIM_SHARE_MIN <= CLAIM_MAX);
 pub struct RedisOptions {
     /// Which Redis.
     pub target: Target,
+    /// Over TLS, the authorities its certificate is checked against; the
+    /// system's if none.
+    pub ca: Option<RedisCa>,
     /// Every key starts with it, so that services can share a Redis.
     pub prefix: String,
     /// Shards to create if the store has none; a store keeps its count.
@@ -82,6 +85,7 @@ impl RedisOptions {
     pub fn new(target: Target) -> RedisOptions {
         RedisOptions {
             target,
+            ca: None,
             prefix: "hg".into(),
             shards: SHARDS_DEFAULT,
             shard_lease_ms: SHARD_LEASE_MS_DEFAULT,
@@ -101,6 +105,12 @@ impl RedisOptions {
             return Err(ConnectError::InvalidOption(format!(
                 "a shard lease is {SHARD_LEASE_MS_MIN} ..= {SHARD_LEASE_MS_MAX} ms, not {}",
                 self.shard_lease_ms
+            )));
+        }
+        if self.ca.is_some() && !self.target.is_tls() {
+            return Err(ConnectError::InvalidOption(format!(
+                "certificate authorities are for a Redis over TLS (rediss://, rediss+cluster://), not {}",
+                self.target
             )));
         }
         if self.prefix.is_empty() || self.prefix.contains(['{', '}']) {
@@ -127,6 +137,14 @@ mod tests {
             refused(RedisOptions { shard_lease_ms: 399, ..ok.clone() }),
             "a shard lease is 400 ..= 60000 ms, not 399"
         );
-        assert!(refused(RedisOptions { prefix: "{a}".into(), ..ok }).contains("no { or }"));
+        assert!(refused(RedisOptions { prefix: "{a}".into(), ..ok.clone() }).contains("no { or }"));
+        let authority = hourglass_test_support::certs::Authority::new("test authority").pem();
+        let ca = crate::RedisCa::from_pem(authority.into_bytes(), "ca.pem").unwrap();
+        assert_eq!(
+            refused(RedisOptions { ca: Some(ca.clone()), ..ok }),
+            "certificate authorities are for a Redis over TLS (rediss://, rediss+cluster://), not redis://127.0.0.1:1"
+        );
+        let tls = RedisOptions { ca: Some(ca), ..RedisOptions::new("rediss://127.0.0.1:1".parse().unwrap()) };
+        assert!(tls.check().is_ok());
     }
 }

@@ -149,7 +149,7 @@ mod tests {
     #[tokio::test]
     async fn lua_and_rust_agree_on_the_backoff_and_the_members() {
         let Some(server) = Server::start() else { return };
-        let mut conn = Conn::open(&Target::One(server.url())).await.unwrap();
+        let mut conn = Conn::open(&Target::One(server.url()), None).await.unwrap();
         let backoffs = script(
             "local out = {}
             for a = 1, tonumber(ARGV[1]) do

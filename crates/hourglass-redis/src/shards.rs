@@ -136,14 +136,14 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
 async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use futures_util::StreamExt;
     let Some(node) = backend.upgrade() else { return };
-    let (urls, channel) = (subscribe_urls(&node.options.target), node.channel.clone());
+    let (urls, channel, ca) = (subscribe_urls(&node.options.target), node.channel.clone(), node.options.ca.clone());
     drop(node);
     let mut at = 0;
     loop {
         let url = &urls[at % urls.len()];
         at += 1;
         let subscribed = async {
-            let mut pubsub = client(url)?.get_async_pubsub().await?;
+            let mut pubsub = client(url, ca.as_ref())?.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };

@@ -29,7 +29,7 @@ struct Deadline {
 
 /// The error of a body past its deadline.
 #[derive(Debug)]
-struct TooSlow;
+pub(crate) struct TooSlow;
 
 impl std::fmt::Display for TooSlow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

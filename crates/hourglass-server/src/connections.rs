@@ -16,6 +16,10 @@
 //!   [`Connections::idle_timeout`] is closed: this bounds a connection that
 //!   never sends a byte (before hyper knows its protocol) and idle HTTP/2
 //!   connections. A waiting claim is a request in flight: it is never cut.
+//! - With [`Connections::tls`], a connection's TLS handshake must end within
+//!   [`Connections::header_timeout`] of its accept, and it holds its slot
+//!   meanwhile: a client that opens a connection and never finishes the
+//!   handshake is one of the connections, and is dropped at that deadline.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -34,6 +38,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tower::ServiceExt;
+
+use crate::tls::Tls;
 
 /// HTTP connections served at once, unless told.
 pub const CONNECTIONS_MAX: usize = 10_000;
@@ -58,6 +64,8 @@ pub struct Connections {
     pub body_timeout: Duration,
     /// A connection with nothing in flight and no traffic for this long is closed.
     pub idle_timeout: Duration,
+    /// HTTPS with this certificate, if set; plain HTTP otherwise.
+    pub tls: Option<Tls>,
 }
 
 impl Default for Connections {
@@ -67,6 +75,7 @@ impl Default for Connections {
             header_timeout: HEADER_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
+            tls: None,
         }
     }
 }
@@ -163,11 +172,50 @@ pub(crate) async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let activity = Arc::new(Activity::new());
-        let io = TokioIo::new(Watched { inner: stream, activity: activity.clone() });
+        let connection = Connection {
+            app: app.clone(),
+            builder: builder.clone(),
+            watcher: graceful.watcher(),
+            idle_timeout: limits.idle_timeout,
+        };
+        let (tls, handshake_timeout) = (limits.tls.clone(), limits.header_timeout);
+        tokio::spawn(async move {
+            let activity = Arc::new(Activity::new());
+            let stream = Watched { inner: stream, activity: activity.clone() };
+            match tls {
+                None => connection.serve(stream, activity).await,
+                Some(tls) => match tokio::time::timeout(handshake_timeout, tls.acceptor().accept(stream)).await {
+                    Ok(Ok(stream)) => connection.serve(stream, activity).await,
+                    Ok(Err(error)) => tracing::debug!(%error, "a TLS handshake failed"),
+                    Err(_) => tracing::debug!("a TLS handshake did not end within the header timeout"),
+                },
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// What serves one accepted connection.
+struct Connection {
+    app: Router,
+    builder: Arc<Builder<TokioExecutor>>,
+    watcher: hyper_util::server::graceful::Watcher,
+    idle_timeout: Duration,
+}
+
+impl Connection {
+    /// Serves `stream` until it closes, fails, idles past the idle timeout,
+    /// or is told to close once idle (a graceful shutdown).
+    async fn serve<S>(self, stream: S, activity: Arc<Activity>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Connection { app, builder, watcher, idle_timeout } = self;
         let service = {
             let activity = activity.clone();
-            let app = app.clone();
             hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let in_flight = InFlight::enter(activity.clone());
                 let app = app.clone();
@@ -178,22 +226,14 @@ pub(crate) async fn serve(
                 }
             })
         };
-        let builder = builder.clone();
-        let connection = graceful.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
-        let idle_timeout = limits.idle_timeout;
-        tokio::spawn(async move {
-            tokio::select! {
-                served = connection => if let Err(error) = served {
-                    tracing::debug!(%error, "an HTTP connection ended with an error");
-                },
-                () = activity.idle_for(idle_timeout) => tracing::debug!("an idle HTTP connection closed"),
-            }
-            drop(slot);
-        });
+        let connection = watcher.watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service));
+        tokio::select! {
+            served = connection => if let Err(error) = served {
+                tracing::debug!(%error, "an HTTP connection ended with an error");
+            },
+            () = activity.idle_for(idle_timeout) => tracing::debug!("an idle HTTP connection closed"),
+        }
     }
-    drop(listener);
-    graceful.shutdown().await;
-    Ok(())
 }
 
 /// What a connection's watchdog knows: when it last moved bytes, and how

@@ -160,6 +160,14 @@ impl From<ParseError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> ApiError {
+        if has_cause::<crate::body_deadline::TooSlow>(&rejection) {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request body did not arrive within the body timeout (--body-timeout)",
+            )
+            .caused_by(rejection);
+        }
         let status = rejection.status();
         let code = match status {
             StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
@@ -188,6 +196,11 @@ impl IntoResponse for ApiError {
         self.log();
         (self.status, axum::Json(ErrorBody::new(self.code, self.message))).into_response()
     }
+}
+
+/// Whether `error` or one of its causes is an `E`.
+fn has_cause<E: Error + 'static>(error: &(dyn Error + 'static)) -> bool {
+    std::iter::successors(Some(error), |&error| error.source()).any(|error| error.is::<E>())
 }
 
 /// `error` and its causes, each once: many errors show their cause in their

@@ -19,7 +19,8 @@ use serde::Serialize;
 use crate::error::ApiError;
 
 /// A JSON body, or the answer `invalid_json` (400 or 422),
-/// `payload_too_large` (413) or `unsupported_media_type` (415). As an
+/// `payload_too_large` (413), `unsupported_media_type` (415) or, for a body
+/// that did not arrive within the body timeout, `request_timeout` (408). As an
 /// answer, the value as JSON.
 pub(crate) struct Json<T>(pub(crate) T);
 

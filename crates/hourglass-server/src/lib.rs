@@ -18,6 +18,7 @@ mod openapi;
 mod overview;
 mod push;
 mod routes;
+mod tls;
 mod ui;
 mod wire;
 
@@ -38,6 +39,7 @@ pub use connections::{
 pub use error::ApiError;
 pub use openapi::{document_text as openapi_text, document_value as openapi};
 pub use routes::{permission as route_permission, ROUTES};
+pub use tls::{Tls, TlsError};
 
 /// Room for a batch request: the batch limit times a small task, plus one
 /// payload of the configured maximum. Bodies over it get 413.

@@ -1,6 +1,7 @@
 //! `hourglass serve` as a process of the test's own: started on a port the
-//! system picks (it prints the addresses it bound: `http ADDR`, `beanstalk
-//! ADDR`), ready once `/healthz` answers, killed with SIGKILL or stopped with
+//! system picks (it prints the addresses it bound: `http ADDR` or `https
+//! ADDR`, `beanstalk ADDR`), ready once `/healthz` answers (over TLS with
+//! [`Serve::tls`]), killed with SIGKILL or stopped with
 //! SIGTERM, restarted on the same data, and killed when dropped. A server
 //! that does not come up in time, or exits while starting, fails the test
 //! with the end of what it wrote on stderr.
@@ -40,6 +41,8 @@ pub struct Serve {
     listen: String,
     args: Vec<OsString>,
     beanstalk: bool,
+    /// With `--tls-cert`: how to check it answers.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Serve {
@@ -50,6 +53,7 @@ impl Serve {
             listen: "127.0.0.1:0".to_owned(),
             args: Vec::new(),
             beanstalk: false,
+            tls: None,
         }
     }
 
@@ -69,6 +73,14 @@ impl Serve {
     /// (`--beanstalk 127.0.0.1:0`).
     pub fn beanstalk(self) -> Serve {
         Serve { beanstalk: true, ..self.arg("--beanstalk").arg("127.0.0.1:0") }
+    }
+
+    /// Serving HTTPS with `--tls-cert cert --tls-key key`, a certificate
+    /// for `127.0.0.1` that `authority_pem` signed; [`Hourglass::url`] is
+    /// then `https://`.
+    pub fn tls(self, cert: impl AsRef<Path>, key: impl AsRef<Path>, authority_pem: &str) -> Serve {
+        let tls = Some(client_config(authority_pem));
+        Serve { tls, ..self.arg("--tls-cert").arg(cert.as_ref()).arg("--tls-key").arg(key.as_ref()) }
     }
 
     /// With one more argument.
@@ -103,9 +115,10 @@ impl Hourglass {
         &self.running().http
     }
 
-    /// Its base URL, `http://HOST:PORT`.
+    /// Its base URL, `http://HOST:PORT` (`https://` with [`Serve::tls`]).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr())
+        let scheme = if self.serve.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr())
     }
 
     /// The beanstalkd front's port (started with [`Serve::beanstalk`]).
@@ -203,12 +216,16 @@ impl Process {
             Ok(address) => address,
             Err(why) => stderr.fail(&mut child, &why),
         };
-        let http = printed("http");
+        let http = printed(if serve.tls.is_some() { "https" } else { "http" });
         let beanstalk = serve.beanstalk.then(|| printed("beanstalk"));
         let mut exited = None;
         let answering = holds_within(START_WITHIN.saturating_sub(started.elapsed()), || {
             exited = child.try_wait().ok().flatten();
-            exited.is_some() || answers_http(&http)
+            exited.is_some()
+                || match &serve.tls {
+                    None => answers_http(connect(&http), &http),
+                    Some(config) => answers_http(tls_stream(config, &http), &http),
+                }
         });
         match exited {
             Some(status) => stderr.fail(&mut child, &format!("hourglass exited while starting ({status})")),
@@ -240,16 +257,49 @@ fn address(lines: &Receiver<String>, label: &str, started: Instant) -> Result<St
     }
 }
 
-/// Whether an HTTP server answers `GET /healthz` at `address`, whatever the
-/// status (with `--token` it is 401: still up).
-fn answers_http(address: &str) -> bool {
-    let Ok(mut stream) = TcpStream::connect(address) else { return false };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+/// Whether an HTTP server answers `GET /healthz` on `stream` (connected to
+/// `address`), whatever the status (with `--token` it is 401: still up).
+fn answers_http(stream: std::io::Result<impl Read + Write>, address: &str) -> bool {
+    let Ok(mut stream) = stream else { return false };
     let request = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
     let mut head = [0; 12];
     stream.write_all(request.as_bytes()).is_ok()
         && stream.read_exact(&mut head).is_ok()
         && head.starts_with(b"HTTP/1.1 ")
+}
+
+/// A connection to `address` whose reads give up after a second.
+fn connect(address: &str) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+    Ok(stream)
+}
+
+/// A TLS client that trusts `authority_pem` only.
+fn client_config(authority_pem: &str) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(authority_pem.as_bytes()) {
+        roots.add(cert.expect("the authority's PEM")).expect("the authority's certificate");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring's protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
+/// A TLS connection to `address` (`HOST:PORT`, the host the certificate's).
+fn tls_stream(
+    config: &Arc<rustls::ClientConfig>,
+    address: &str,
+) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(std::io::Error::other)?;
+    let connection = rustls::ClientConnection::new(config.clone(), name).map_err(std::io::Error::other)?;
+    Ok(rustls::StreamOwned::new(connection, connect(address)?))
 }
 
 /// Lines of `stdout`, read on a thread of their own (so that reading them has

@@ -5,6 +5,7 @@
 //! quickly and never hangs.
 
 pub mod beanstalkd;
+pub mod certs;
 pub mod hourglass;
 pub mod receiver;
 pub mod redis;

@@ -1,12 +1,15 @@
 //! Redis servers of the tests' own: each on a free port, in a directory of
 //! its own, with `appendonly yes` and `appendfsync always`, killed when
-//! dropped. Never the shared instance on 6379. Without `redis-server` (and
-//! `redis-cli` for a Cluster) a test skips, and fails under `CI=true`.
+//! dropped; in clear, or over TLS only with a certificate an
+//! [`Authority`] of the test's signed. Never the shared instance on 6379.
+//! Without `redis-server` (and `redis-cli` for a Cluster) a test skips, and
+//! fails under `CI=true`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::certs::{Authority, LOCAL_NAMES};
 use crate::{free_port, required, within};
 
 /// How long a server may take to answer once started.
@@ -22,6 +25,8 @@ pub struct Server {
     args: Vec<String>,
     /// The user (none: the default user) and password clients must give.
     auth: Option<(Option<String>, String)>,
+    /// Over TLS only: the authority's certificate, for `redis-cli`.
+    tls: Option<PathBuf>,
 }
 
 impl Server {
@@ -37,7 +42,14 @@ impl Server {
         if !required("redis-server", &["--version"]) {
             return None;
         }
-        Some(Server { port: free_port(), child: None, dir: tempfile::tempdir().unwrap(), args: Vec::new(), auth: None })
+        Some(Server {
+            port: free_port(),
+            child: None,
+            dir: tempfile::tempdir().unwrap(),
+            args: Vec::new(),
+            auth: None,
+            tls: None,
+        })
     }
 
     fn with_args(extra: &[&str]) -> Option<Server> {
@@ -72,14 +84,44 @@ impl Server {
         Some(server)
     }
 
-    /// Its address as `--store` takes it, with the user and password it
-    /// requires, if any.
+    /// Starts a server that speaks TLS only (its port is the TLS port),
+    /// with a certificate for `127.0.0.1` and `localhost` that `authority`
+    /// signed, and with `password` if given; `None` without `redis-server`.
+    /// Its [`url`](Server::url) is `rediss://`.
+    pub fn with_tls(authority: &Authority, password: Option<&str>) -> Option<Server> {
+        let mut server = Server::not_started()?;
+        server.serve_tls(authority);
+        if let Some(password) = password {
+            server.args.extend(["--requirepass".into(), password.into()]);
+            server.auth = Some((None, password.into()));
+        }
+        server.restart();
+        Some(server)
+    }
+
+    /// From its next start, TLS only, with a certificate `authority` signed.
+    fn serve_tls(&mut self, authority: &Authority) {
+        let (cert, key) = authority.issue(&LOCAL_NAMES, "redis").write(self.dir.path(), "redis");
+        let ca = authority.write(self.dir.path(), "ca.pem");
+        let port = self.port.to_string();
+        // The last `port` wins: no port in clear.
+        let args = ["--port", "0", "--tls-port", &port, "--tls-auth-clients", "no"].map(String::from);
+        self.args.extend(args);
+        for (flag, path) in [("--tls-cert-file", &cert), ("--tls-key-file", &key), ("--tls-ca-cert-file", &ca)] {
+            self.args.extend([flag.to_owned(), path.display().to_string()]);
+        }
+        self.tls = Some(ca);
+    }
+
+    /// Its address as `--store` takes it (`rediss://` over TLS), with the
+    /// user and password it requires, if any.
     pub fn url(&self) -> String {
         let auth = match &self.auth {
             None => String::new(),
             Some((user, password)) => format!("{}:{password}@", user.as_deref().unwrap_or("")),
         };
-        format!("redis://{auth}127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        format!("{scheme}://{auth}127.0.0.1:{}", self.port)
     }
 
     /// `kill -9`, then a new process on the same port and directory: what
@@ -109,6 +151,9 @@ impl Server {
     /// `redis-cli` with these arguments against this server; its output.
     pub fn cli(&self, args: &[&str]) -> String {
         let mut all: Vec<&str> = Vec::new();
+        if let Some(ca) = &self.tls {
+            all.extend(["--tls", "--cacert", ca.to_str().expect("a UTF-8 path")]);
+        }
         if let Some((user, password)) = &self.auth {
             if let Some(user) = user {
                 all.extend(["--user", user.as_str()]);
@@ -169,6 +214,19 @@ impl Cluster {
         Some(cluster)
     }
 
+    /// The same over TLS only, clients and the cluster bus: each master
+    /// with a certificate `authority` signed. Its [`url`](Cluster::url) is
+    /// `rediss+cluster://`.
+    pub fn with_tls(authority: &Authority) -> Option<Cluster> {
+        let mut cluster = Cluster::not_started()?;
+        for master in &mut cluster.masters {
+            master.serve_tls(authority);
+            master.args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
+        }
+        cluster.start_now();
+        Some(cluster)
+    }
+
     /// Three masters' ports and directories, not started yet
     /// ([`Cluster::start_now`] starts and joins them): for a client started
     /// before its Cluster. `None` (the test skips) without `redis-server`
@@ -180,7 +238,12 @@ impl Cluster {
         let mut masters = Vec::new();
         for _ in 0..3 {
             let mut master = Server::not_started()?;
-            master.args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"].map(String::from).to_vec();
+            // The bus on a port of its own: the default, the port plus
+            // 10,000, is refused past 55,535, where free ports may be.
+            let bus = free_port().to_string();
+            master.args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000", "--cluster-port", &bus]
+                .map(String::from)
+                .to_vec();
             masters.push(master);
         }
         Some(Cluster { masters })
@@ -205,6 +268,7 @@ impl Cluster {
     /// Its address as `--store` takes it.
     pub fn url(&self) -> String {
         let nodes: Vec<String> = self.masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
-        format!("redis+cluster://{}", nodes.join(","))
+        let scheme = if self.masters.iter().any(|m| m.tls.is_some()) { "rediss" } else { "redis" };
+        format!("{scheme}+cluster://{}", nodes.join(","))
     }
 }

@@ -21,6 +21,8 @@ pub(crate) fn retryable(error: &Error) -> bool {
         Error::Api { status, .. } | Error::Decode { status, .. } => {
             status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS
         }
+        // Made before any request: trying again makes it the same.
+        Error::Build { .. } => false,
     }
 }
 

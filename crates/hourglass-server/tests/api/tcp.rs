@@ -1,35 +1,59 @@
-//! One test over real TCP: a waiting consumer gets a delayed task.
+//! Over real TCP: a waiting consumer gets a delayed task, and a body that
+//! misses its deadline is answered 408.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use hourglass_embedded::{Engine, Options, RedbStore};
+use hourglass_embedded::{Engine, Options, RedbStore, TimerThread};
 use hourglass_queue::Limits;
-use hourglass_server::AppState;
+use hourglass_server::{AppState, Connections};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use super::within;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn end_to_end_over_tcp_with_a_waiting_consumer() {
+/// A server over an embedded engine on real time, on a port of its own.
+struct Served {
+    _dir: tempfile::TempDir,
+    addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    server: JoinHandle<std::io::Result<()>>,
+    timers: TimerThread,
+}
+
+async fn start(connections: Connections) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
     let engine = Engine::open(Box::new(store), Options::default(), Arc::new(hourglass_queue::SystemWallClock)).unwrap();
     let timers = engine.start_timers().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop, stopped) = oneshot::channel::<()>();
     let state = AppState::new(engine, None);
-    let server = tokio::spawn(hourglass_server::serve(
-        listener,
-        state,
-        Limits::DEFAULT_PAYLOAD_BYTES_MAX,
-        Default::default(),
-        async {
+    let server =
+        tokio::spawn(hourglass_server::serve(listener, state, Limits::DEFAULT_PAYLOAD_BYTES_MAX, connections, async {
             let _ = stopped.await;
-        },
-    ));
+        }));
+    Served { _dir: dir, addr, stop, server, timers }
+}
+
+impl Served {
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        within("the server's shutdown", self.server).await.unwrap().unwrap();
+        let timers = self.timers;
+        within("the timer thread's end", tokio::task::spawn_blocking(move || timers.join())).await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_to_end_over_tcp_with_a_waiting_consumer() {
+    let served = start(Connections::default()).await;
+    let addr = served.addr;
 
     let http = |method: &'static str, path: String, body: String| async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let request = format!(
             "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -53,7 +77,23 @@ async fn end_to_end_over_tcp_with_a_waiting_consumer() {
     assert_eq!(status, 200);
     assert!(body.contains(r#""payload":"hi""#), "{body}");
     assert!(waited >= std::time::Duration::from_millis(300), "delivered early: {waited:?}");
-    stop.send(()).unwrap();
-    within("the server's shutdown", server).await.unwrap().unwrap();
-    within("the timer thread's end", tokio::task::spawn_blocking(move || timers.join())).await.unwrap().unwrap();
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_misses_its_deadline_is_answered_408() {
+    let body_timeout = Duration::from_millis(300);
+    let served = start(Connections { body_timeout, ..Connections::default() }).await;
+    let mut stream = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let head = "POST /v1/queues/slow/tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(br#"{"payl"#).await.unwrap();
+    let sent = Instant::now();
+    let mut response = String::new();
+    within("the answer to a body that stopped", stream.read_to_string(&mut response)).await.unwrap();
+    println!("a body that stopped was answered after {:?} (body timeout {body_timeout:?})", sent.elapsed());
+    assert!(response.starts_with("HTTP/1.1 408 "), "{response}");
+    assert!(response.contains(r#""code":"request_timeout""#), "{response}");
+    assert!(sent.elapsed() >= body_timeout, "answered before the deadline");
+    served.stop().await;
 }
