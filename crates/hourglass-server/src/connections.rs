@@ -35,6 +35,8 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+use crate::body_deadline::Deadline;
+
 /// HTTP connections served at once, unless told.
 pub const CONNECTIONS_MAX: usize = 10_000;
 /// How long a request's headers may take to arrive, unless told.
@@ -123,7 +125,6 @@ pub(crate) async fn serve(
     limits: Connections,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let app = crate::body_deadline::layer(app, limits.body_timeout);
     let slots = Arc::new(Semaphore::new(limits.connections_max));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = Builder::new(TokioExecutor::new());
@@ -167,12 +168,14 @@ pub(crate) async fn serve(
         let io = TokioIo::new(Watched { inner: stream, activity: activity.clone() });
         let service = {
             let activity = activity.clone();
+            let body_timeout = limits.body_timeout;
             let app = app.clone();
             hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let in_flight = InFlight::enter(activity.clone());
                 let app = app.clone();
                 async move {
-                    let response = app.oneshot(request.map(axum::body::Body::new)).await;
+                    let request = request.map(|body| axum::body::Body::new(Deadline::new(body, body_timeout)));
+                    let response = app.oneshot(request).await;
                     drop(in_flight);
                     Ok::<_, Infallible>(response.unwrap_or_else(|never| match never {}))
                 }
