@@ -36,7 +36,7 @@ impl<B> Deadline<B> {
 
 /// The error of a body past its deadline.
 #[derive(Debug)]
-struct TooSlow;
+pub(crate) struct TooSlow;
 
 impl std::fmt::Display for TooSlow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
