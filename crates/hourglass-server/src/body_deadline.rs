@@ -4,10 +4,9 @@
 //!
 //! The body is wrapped where the request is handed to the router, and its
 //! timer is made only if the body is not all there when it is read: most
-//! requests arrive with their body, and a timer registered in tokio's wheel
-//! and removed again for each of them cost durable enqueues a few per cent
-//! (`BENCHMARKS.md`, "The house, and what this stop's features cost the
-//! engine").
+//! requests arrive with their body. A middleware that made a timer for every
+//! request cost about 4,000 of an HTTP enqueue's 61,000 instructions
+//! (`BENCHMARKS.md`, "What the connection deadlines cost, found and fixed").
 
 use std::future::Future;
 use std::pin::Pin;

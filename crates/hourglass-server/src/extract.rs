@@ -33,8 +33,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
         // The common case, `application/json` exactly, skips axum's parse of
         // the media type and parses with serde_json alone: a body that does
         // not parse is parsed again by axum, whose rejection names the field
-        // at fault, so every answer is axum's (BENCHMARKS.md, "What an HTTP
-        // enqueue costs").
+        // at fault, so every answer is axum's (BENCHMARKS.md, "What the
+        // connection deadlines cost, found and fixed").
         if request.headers().get(header::CONTENT_TYPE).is_some_and(|value| value.as_bytes() == b"application/json") {
             let bytes = Bytes::from_request(request, state).await.map_err(JsonRejection::from)?;
             if let Ok(value) = serde_json::from_slice(&bytes) {

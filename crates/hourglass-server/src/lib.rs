@@ -50,8 +50,8 @@ pub const UI_HEADER: &str = "x-hourglass-ui";
 /// What every handler shares. Cloned for every request (by the guard, the
 /// router and each handler's extractor), so it is one shared count to bump:
 /// with a count per field, four clones a request cost 32 atomic operations
-/// on lines that both cores write (BENCHMARKS.md, "What an HTTP enqueue
-/// costs").
+/// on lines that both cores write (BENCHMARKS.md, "What the connection
+/// deadlines cost, found and fixed").
 #[derive(Clone)]
 pub struct AppState(Arc<shared::Shared>);
 
