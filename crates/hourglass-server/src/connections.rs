@@ -39,6 +39,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+use crate::body_deadline::Deadline;
 use crate::tls::Tls;
 
 /// HTTP connections served at once, unless told.
@@ -132,7 +133,6 @@ pub(crate) async fn serve(
     limits: Connections,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let app = crate::body_deadline::layer(app, limits.body_timeout);
     let slots = Arc::new(Semaphore::new(limits.connections_max));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = Builder::new(TokioExecutor::new());
@@ -177,6 +177,7 @@ pub(crate) async fn serve(
             builder: builder.clone(),
             watcher: graceful.watcher(),
             idle_timeout: limits.idle_timeout,
+            body_timeout: limits.body_timeout,
         };
         let (tls, handshake_timeout) = (limits.tls.clone(), limits.header_timeout);
         tokio::spawn(async move {
@@ -204,6 +205,7 @@ struct Connection {
     builder: Arc<Builder<TokioExecutor>>,
     watcher: hyper_util::server::graceful::Watcher,
     idle_timeout: Duration,
+    body_timeout: Duration,
 }
 
 impl Connection {
@@ -213,14 +215,15 @@ impl Connection {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let Connection { app, builder, watcher, idle_timeout } = self;
+        let Connection { app, builder, watcher, idle_timeout, body_timeout } = self;
         let service = {
             let activity = activity.clone();
             hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let in_flight = InFlight::enter(activity.clone());
                 let app = app.clone();
                 async move {
-                    let response = app.oneshot(request.map(axum::body::Body::new)).await;
+                    let request = request.map(|body| axum::body::Body::new(Deadline::new(body, body_timeout)));
+                    let response = app.oneshot(request).await;
                     drop(in_flight);
                     Ok::<_, Infallible>(response.unwrap_or_else(|never| match never {}))
                 }

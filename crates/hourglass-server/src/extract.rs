@@ -10,7 +10,10 @@
 //! written out (a few lines each) rather than derived, which would build the
 //! `axum-macros` proc-macro crate for three impls.
 
+use axum::body::Bytes;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
@@ -28,6 +31,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Json<T>, ApiError> {
+        // The common case, `application/json` exactly, skips axum's parse of
+        // the media type and parses with serde_json alone: a body that does
+        // not parse is parsed again by axum, whose rejection names the field
+        // at fault, so every answer is axum's (BENCHMARKS.md, "What the
+        // connection deadlines cost, found and fixed").
+        if request.headers().get(header::CONTENT_TYPE).is_some_and(|value| value.as_bytes() == b"application/json") {
+            let bytes = Bytes::from_request(request, state).await.map_err(JsonRejection::from)?;
+            if let Ok(value) = serde_json::from_slice(&bytes) {
+                return Ok(Json(value));
+            }
+            let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes)?;
+            return Ok(Json(value));
+        }
         let axum::Json(value) = axum::Json::<T>::from_request(request, state).await?;
         Ok(Json(value))
     }

@@ -49,22 +49,43 @@ const BODY_BYTES_OVERHEAD: usize = limits::BATCH_MAX * 512;
 /// `--read-only-ui` can refuse its changes.
 pub const UI_HEADER: &str = "x-hourglass-ui";
 
-/// What every handler shares.
+/// What every handler shares. Cloned for every request (by the guard, the
+/// router and each handler's extractor), so it is one shared count to bump:
+/// with a count per field, four clones a request cost 32 atomic operations
+/// on lines that both cores write (BENCHMARKS.md, "What the connection
+/// deadlines cost, found and fixed").
 #[derive(Clone)]
-pub struct AppState {
-    /// The queue's operations.
-    pub backend: Arc<dyn Backend>,
-    /// The tokens requests may carry, and what each may do.
-    keys: Arc<access::Keys>,
-    /// The dashboard shows no actions, and the server refuses every change
-    /// it asks for.
-    read_only_ui: bool,
-    /// The dashboard's last fifteen minutes and latest reading.
-    dashboard: Arc<overview::Dashboard>,
-    /// The push delivery's outbound rules, for the targets a request names.
-    outbound: Option<Arc<hourglass_push::Outbound>>,
-    /// The push delivery's counters, for `/metrics`.
-    pub(crate) push_metrics: Option<Arc<hourglass_push::PushMetrics>>,
+pub struct AppState(Arc<shared::Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = shared::Shared;
+
+    fn deref(&self) -> &shared::Shared {
+        &self.0
+    }
+}
+
+/// The fields of [`AppState`], behind its one count.
+mod shared {
+    use super::*;
+
+    /// What every handler shares, once.
+    #[derive(Clone)]
+    pub struct Shared {
+        /// The queue's operations.
+        pub backend: Arc<dyn Backend>,
+        /// The tokens requests may carry, and what each may do.
+        pub(crate) keys: Arc<access::Keys>,
+        /// The dashboard shows no actions, and the server refuses every change
+        /// it asks for.
+        pub(crate) read_only_ui: bool,
+        /// The dashboard's last fifteen minutes and latest reading.
+        pub(crate) dashboard: Arc<overview::Dashboard>,
+        /// The push delivery's outbound rules, for the targets a request names.
+        pub(crate) outbound: Option<Arc<hourglass_push::Outbound>>,
+        /// The push delivery's counters, for `/metrics`.
+        pub(crate) push_metrics: Option<Arc<hourglass_push::PushMetrics>>,
+    }
 }
 
 impl AppState {
@@ -73,20 +94,20 @@ impl AppState {
     /// scoped tokens).
     pub fn new(backend: Arc<dyn Backend>, token: Option<Arc<str>>) -> AppState {
         let keys = access::Keys::new(token.as_deref(), None).expect("no file to read");
-        AppState {
+        AppState(Arc::new(shared::Shared {
             backend,
             keys: Arc::new(keys),
             read_only_ui: false,
             dashboard: Arc::default(),
             outbound: None,
             push_metrics: None,
-        }
+        }))
     }
 
     /// Requests are checked against `keys`: `--token` and the `--tokens`
     /// file (replacing the token given to [`AppState::new`]).
     pub fn keys(mut self, keys: Arc<access::Keys>) -> AppState {
-        self.keys = keys;
+        Arc::make_mut(&mut self.0).keys = keys;
         self
     }
 
@@ -104,7 +125,7 @@ impl AppState {
     /// it would ask for (requests carrying [`UI_HEADER`] other than reads).
     /// The API itself is unchanged: a token guards it.
     pub fn read_only_ui(mut self) -> AppState {
-        self.read_only_ui = true;
+        Arc::make_mut(&mut self.0).read_only_ui = true;
         self
     }
 
@@ -114,7 +135,7 @@ impl AppState {
     /// Without it, such a target is accepted and its tasks die at delivery
     /// with the reason.
     pub fn outbound(mut self, outbound: hourglass_push::Outbound) -> AppState {
-        self.outbound = Some(Arc::new(outbound));
+        Arc::make_mut(&mut self.0).outbound = Some(Arc::new(outbound));
         self
     }
 
@@ -122,7 +143,7 @@ impl AppState {
     /// claims and settles that failed, and lateness from due time to
     /// request sent.
     pub fn push_metrics(mut self, metrics: Arc<hourglass_push::PushMetrics>) -> AppState {
-        self.push_metrics = Some(metrics);
+        Arc::make_mut(&mut self.0).push_metrics = Some(metrics);
         self
     }
 
