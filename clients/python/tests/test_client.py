@@ -3,8 +3,10 @@ errors as the server's codes."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,7 @@ from hourglass_client import (
     Client,
     Conflict,
     DeadReason,
+    Forbidden,
     InvalidRequest,
     Misfire,
     NotFound,
@@ -248,6 +251,23 @@ def test_bearer_token(start_server: ServerFactory) -> None:
     assert (refused.value.status, refused.value.code) == (401, "unauthorized")
     with Client(server.url, token="s3cret") as client:
         assert client.enqueue("q", 1).created
+
+
+def test_scoped_token(start_server: ServerFactory, tmp_path: Path) -> None:
+    digest = hashlib.sha256(b"producer-secret").hexdigest()
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        f'[[token]]\nname = "producer"\nsha256 = "{digest}"\nqueues = ["billing-*"]\ncan = ["enqueue"]\n'
+    )
+    server = start_server("--tokens", str(tokens))
+    with Client(server.url, token="producer-secret") as producer:
+        assert producer.enqueue("billing-eu", 1).created
+        with pytest.raises(Forbidden) as refused:
+            producer.enqueue("mail", 1)
+        assert (refused.value.status, refused.value.code) == (403, "forbidden")
+        assert "enqueue" in refused.value.message and "producer" not in refused.value.message
+        with pytest.raises(Forbidden):
+            producer.claim("billing-eu")
 
 
 def test_unreachable() -> None:

@@ -12,6 +12,7 @@ use hourglass_embedded::{Engine, Fsync, Options, RedbStore, TimerThread};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{Limits, SystemWallClock};
 use hourglass_redis::{RedisBackend, RedisOptions, Target};
+use hourglass_server::access::Keys;
 use hourglass_server::beanstalk::{self, Front, Listen};
 use hourglass_server::{AppState, Connections};
 
@@ -77,9 +78,22 @@ pub struct ServeArgs {
     /// connection that holds no reserved job and waits in no reserve.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
     idle_timeout: Duration,
-    /// Require `Authorization: Bearer TOKEN` on every request.
+    /// Require `Authorization: Bearer TOKEN` on every request: this token
+    /// may do everything (with --tokens, beside the file's).
     #[arg(long, env = "HOURGLASS_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Scoped tokens: a TOML file of `[[token]]` tables, each with a `name`,
+    /// the `sha256` of the token, `queues` (patterns, `*` for any run of
+    /// characters) and what it `can`: read, enqueue, consume, manage, admin.
+    /// SIGHUP reads it again; a file that does not read is refused at start
+    /// and, on reload, logged and kept out (the tokens before it stay).
+    #[arg(long, value_name = "FILE")]
+    tokens: Option<std::path::PathBuf>,
+    /// The beanstalkd protocol has no authentication: with --tokens, its
+    /// front has the permissions of the file's token of this name (and
+    /// refuses to start without it).
+    #[arg(long, value_name = "NAME", requires = "tokens", requires = "beanstalk")]
+    beanstalk_token: Option<String>,
     /// Relaxed durability: reply without waiting for fsync, and make writes
     /// durable every this many milliseconds. A crash or power loss may lose the
     /// acknowledged writes of the last interval. Without it, every 2xx is on
@@ -156,6 +170,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("--fsync-every-ms must be at least 1 (leave it out to fsync before every reply)");
     }
     let started = Instant::now();
+    let mut keys = Keys::new(args.token.as_deref(), args.tokens.as_deref())?;
+    if let (Some(_), Some(name)) = (&args.beanstalk, &args.beanstalk_token) {
+        keys = keys.requiring(name)?;
+    }
+    let keys = Arc::new(keys);
+    if let Some(path) = keys.file() {
+        tracing::info!(file = %path.display(), tokens = keys.file_tokens(), "tokens read");
+        #[cfg(unix)]
+        tokio::spawn(hourglass_server::access::reload_on_hangup(keys.clone()));
+    }
+    let beanstalk_access = beanstalk_access(&args, &keys)?;
     let push_client = crate::push::client(&args.push)?;
     let connections = Connections {
         connections_max: args.max_connections,
@@ -190,7 +215,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             // Listening first: while the store is out of reach, /healthz says why.
             let listener = bind(args.listen)?;
             let Some(backend) =
-                connect_redis(options, &listener, args.token.clone(), connections.clone(), args.store_wait).await?
+                connect_redis(options, &listener, keys.clone(), connections.clone(), args.store_wait).await?
             else {
                 return Ok(());
             };
@@ -233,6 +258,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 job_bytes_max: args.beanstalk_max_job_bytes.min(args.max_payload_bytes),
                 line_timeout: args.header_timeout,
                 idle_timeout: args.idle_timeout,
+                access: beanstalk_access,
                 ..beanstalk::Options::default()
             };
             let front = Front::new(backend.clone(), options);
@@ -251,8 +277,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let mut state =
-        AppState::new(backend.clone(), args.token.map(Arc::from)).outbound(outbound).push_metrics(push_metrics);
+    let mut state = AppState::new(backend.clone(), None).keys(keys).outbound(outbound).push_metrics(push_metrics);
     if args.read_only_ui {
         state = state.read_only_ui();
     }
@@ -268,6 +293,23 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     running.stop().await;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// What the beanstalkd front may do: everything without --tokens (as
+/// before them; --token guards HTTP only), else the permissions of the
+/// token --beanstalk-token names (which the keys require of the file).
+fn beanstalk_access(args: &ServeArgs, keys: &Arc<Keys>) -> anyhow::Result<Option<beanstalk::Access>> {
+    if args.beanstalk.is_none() || args.tokens.is_none() {
+        return Ok(None);
+    }
+    let Some(name) = &args.beanstalk_token else {
+        anyhow::bail!(
+            "--beanstalk with --tokens: beanstalkd's protocol has no authentication, so the front would let \
+             anyone who reaches it do everything; give --beanstalk-token NAME to give it the permissions \
+             of the file's token NAME"
+        );
+    };
+    Ok(Some(beanstalk::Access { keys: keys.clone(), name: name.clone() }))
 }
 
 /// The backend this process serves, to be stopped as it needs.
@@ -307,7 +349,7 @@ fn bind(listen: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
 async fn connect_redis(
     options: RedisOptions,
     listener: &std::net::TcpListener,
-    token: Option<String>,
+    keys: Arc<Keys>,
     connections: Connections,
     wait: Duration,
 ) -> anyhow::Result<Option<Arc<RedisBackend>>> {
@@ -319,13 +361,8 @@ async fn connect_redis(
         let mut is_reached = is_reached;
         let _ = is_reached.wait_for(|&reached| reached).await;
     };
-    let answering = tokio::spawn(hourglass_server::serve_unreached(
-        unreached,
-        token.map(Arc::from),
-        connections,
-        why_now,
-        reached_future,
-    ));
+    let answering =
+        tokio::spawn(hourglass_server::serve_unreached(unreached, keys, connections, why_now, reached_future));
     let waiting = |error: &hourglass_redis::ConnectError| {
         let cause = std::error::Error::source(error).map(|cause| format!(": {cause}")).unwrap_or_default();
         let _ = why.send(format!("{error}{cause}"));

@@ -14,6 +14,7 @@ mod readme;
 mod schedules;
 mod slow_clients;
 mod store;
+mod tokens;
 mod worker;
 
 use std::time::Duration;

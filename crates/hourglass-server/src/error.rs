@@ -43,6 +43,16 @@ impl ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid bearer token is required")
     }
 
+    /// A known token without the permission: 403 `forbidden`, naming the
+    /// permission and, if given, the queue; never which tokens exist.
+    pub(crate) fn forbidden(permission: crate::access::Permission, queue: Option<&str>) -> ApiError {
+        let message = match queue {
+            Some(queue) => format!("this token may not {permission} in queue {queue:?} (it needs {permission})"),
+            None => format!("this token may not {permission} here (it needs {permission} on the queues concerned)"),
+        };
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
     /// The store cannot be reached (not yet, or not any more): 503
     /// `store_unavailable`, and the request was not sent to it. Why is
     /// `/healthz`'s to show.

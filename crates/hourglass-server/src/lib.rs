@@ -5,6 +5,7 @@
 //! without a socket; [`serve`] runs it on a listener until a shutdown signal.
 #![deny(missing_docs)]
 
+pub mod access;
 mod api;
 pub mod beanstalk;
 mod body_deadline;
@@ -23,10 +24,9 @@ mod wire;
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, Method, StatusCode};
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::Router;
 use hourglass_queue::{limits, Backend, QueueError, Schedules};
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
@@ -37,7 +37,7 @@ pub use connections::{
 };
 pub use error::ApiError;
 pub use openapi::{document_text as openapi_text, document_value as openapi};
-pub use routes::ROUTES;
+pub use routes::{permission as route_permission, ROUTES};
 
 /// Room for a batch request: the batch limit times a small task, plus one
 /// payload of the configured maximum. Bodies over it get 413.
@@ -52,8 +52,8 @@ pub const UI_HEADER: &str = "x-hourglass-ui";
 pub struct AppState {
     /// The queue's operations.
     pub backend: Arc<dyn Backend>,
-    /// When set, every request must carry `Authorization: Bearer <token>`.
-    token: Option<Arc<str>>,
+    /// The tokens requests may carry, and what each may do.
+    keys: Arc<access::Keys>,
     /// The dashboard shows no actions, and the server refuses every change
     /// it asks for.
     read_only_ui: bool,
@@ -67,9 +67,25 @@ pub struct AppState {
 
 impl AppState {
     /// The state of a server over `backend`, open to every request unless
-    /// `token` is set.
+    /// `token` is set (then admin on every queue: [`AppState::keys`] adds
+    /// scoped tokens).
     pub fn new(backend: Arc<dyn Backend>, token: Option<Arc<str>>) -> AppState {
-        AppState { backend, token, read_only_ui: false, dashboard: Arc::default(), outbound: None, push_metrics: None }
+        let keys = access::Keys::new(token.as_deref(), None).expect("no file to read");
+        AppState {
+            backend,
+            keys: Arc::new(keys),
+            read_only_ui: false,
+            dashboard: Arc::default(),
+            outbound: None,
+            push_metrics: None,
+        }
+    }
+
+    /// Requests are checked against `keys`: `--token` and the `--tokens`
+    /// file (replacing the token given to [`AppState::new`]).
+    pub fn keys(mut self, keys: Arc<access::Keys>) -> AppState {
+        self.keys = keys;
+        self
     }
 
     /// The backend's schedules, or the API's answer to a backend without
@@ -124,7 +140,7 @@ pub fn router(state: AppState, payload_bytes_max: usize) -> Router {
     let app = routes::routes()
         .fallback(|| async { ApiError::no_route() })
         .layer(DefaultBodyLimit::max(payload_bytes_max.saturating_add(BODY_BYTES_OVERHEAD)))
-        .layer(middleware::from_fn_with_state(state.clone(), guard));
+        .layer(middleware::from_fn_with_state(state.clone(), access::guard));
     let app = if tracing::enabled!(target: "tower_http::trace", Level::DEBUG) {
         app.layer(
             TraceLayer::new_for_http()
@@ -137,45 +153,6 @@ pub fn router(state: AppState, payload_bytes_max: usize) -> Router {
         app
     };
     app.with_state(state)
-}
-
-/// The token, on every request but the dashboard's static files (which
-/// hold no data: the page asks for the token and sends it with its own
-/// requests); then `--read-only-ui`, so that nobody without the token learns
-/// even that.
-async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if ui::is_static(request.uri().path()) {
-        return next.run(request).await;
-    }
-    if !authorized(state.token.as_deref(), &request) {
-        return ApiError::unauthorized().into_response();
-    }
-    if state.read_only_ui && request.method() != Method::GET && request.headers().contains_key(UI_HEADER) {
-        return ApiError::new(StatusCode::FORBIDDEN, "read_only_ui", "the dashboard is read-only (--read-only-ui)")
-            .into_response();
-    }
-    // While the store is out of reach, the API's requests are not sent to it.
-    if request.uri().path().starts_with("/v1/") && state.backend.store_unavailable().is_some() {
-        return ApiError::store_unavailable().into_response();
-    }
-    next.run(request).await
-}
-
-/// Whether `request` carries the bearer `token`, if one is required.
-fn authorized(token: Option<&str>, request: &Request) -> bool {
-    let Some(token) = token else { return true };
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
-}
-
-/// Compares without an early exit, so the time taken does not tell how much
-/// of a guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Serves `router` on `listener`, within the bounds of `connections`, until
@@ -206,14 +183,14 @@ pub async fn serve(
 /// Serves `listener` while the store cannot be reached yet, until
 /// `reached` completes: `/healthz` answers 503 `store_unavailable` with the
 /// latest of `why`, every other request 503 `store_unavailable` (401 first
-/// without the `token`, if one is required), within the bounds of
+/// without a known token, if one is required), within the bounds of
 /// `connections`. The caller then serves the API on the same socket.
 ///
 /// # Errors
 /// An I/O error of the listener.
 pub async fn serve_unreached(
     listener: tokio::net::TcpListener,
-    token: Option<Arc<str>>,
+    keys: Arc<access::Keys>,
     connections: Connections,
     why: tokio::sync::watch::Receiver<String>,
     reached: impl Future<Output = ()> + Send + 'static,
@@ -222,25 +199,13 @@ pub async fn serve_unreached(
         .route("/healthz", axum::routing::get(move || async move { api::health(Some(why.borrow().clone())) }))
         .fallback(|| async { ApiError::store_unavailable() })
         .layer(middleware::from_fn(move |request: Request, next: Next| {
-            let token = token.clone();
+            let keys = keys.clone();
             async move {
-                if !authorized(token.as_deref(), &request) {
+                if keys.identify(access::bearer(request.headers())).is_none() {
                     return ApiError::unauthorized().into_response();
                 }
                 next.run(request).await
             }
         }));
     connections::serve(listener, app, connections, reached).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::constant_time_eq;
-
-    #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-    }
 }

@@ -6,47 +6,24 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 
-use hourglass_queue::{BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};
+use hourglass_queue::{Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};
 
+use crate::access::Caller;
 use crate::AppState;
 
 /// Prometheus metrics: lateness histograms per queue, tasks per queue and
-/// state, the store's commits.
+/// state, the store's commits. A token that does not read every queue gets
+/// the series of the queues it reads, and none of the server's own.
 #[utoipa::path(get, path = "/metrics", tag = "service",
     responses((status = 200, description = "Prometheus text.", body = String, content_type = "text/plain")))]
-pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
-    let totals = app.backend.totals().await;
+pub(crate) async fn metrics(State(app): State<AppState>, Caller(grant): Caller) -> impl IntoResponse {
     let mut out = String::new();
-    // One unlabelled metric: `kind` is `counter` or `gauge`.
-    let mut metric = |kind: &str, name: &str, help: &str, value: u64| {
-        let _ =
-            writeln!(out, "# HELP hourglass_{name} {help}\n# TYPE hourglass_{name} {kind}\nhourglass_{name} {value}");
-    };
-    let mut counter = |name: &str, help: &str, value: u64| metric("counter", name, help, value);
-    counter("tasks_enqueued_total", "Tasks enqueued since start.", totals.enqueued);
-    counter("tasks_delivered_total", "Deliveries by claims since start.", totals.delivered);
-    counter("tasks_acked_total", "Acks since start.", totals.acked);
-    counter("tasks_nacked_total", "Nacks since start.", totals.nacked);
-    counter("leases_expired_total", "Leases that expired since start.", totals.lease_expired);
-    counter("tasks_died_total", "Tasks that died (out of attempts, or expired) since start.", totals.died);
-    counter("tasks_expired_total", "Tasks not delivered by their expiry since start.", totals.expired);
-    counter("schedule_occurrences_total", "Tasks enqueued by schedules since start.", totals.occurrences_enqueued);
-    counter(
-        "schedule_occurrences_skipped_total",
-        "Schedule occurrences skipped by misfire or overlap policies since start.",
-        totals.occurrences_skipped,
-    );
-    counter("tasks_cancelled_total", "Tasks cancelled since start.", totals.cancelled);
-    let mut gauge = |name: &str, help: &str, value: u64| metric("gauge", name, help, value);
-    gauge("memory_bytes", "Bytes of tasks held in memory, as the memory budget counts them.", totals.memory_bytes);
-    if let Some(max) = totals.memory_bytes_max {
-        gauge("memory_budget_bytes", "The memory budget (--max-memory).", max);
+    let everything = grant.reads_everything();
+    if everything {
+        server_metrics(&mut out, app.backend.totals().await);
     }
-    gauge("disk_bytes", "Bytes of tasks in the store, as the disk budget counts them.", totals.disk_bytes);
-    if let Some(max) = totals.disk_bytes_max {
-        gauge("disk_budget_bytes", "The disk budget (--max-disk).", max);
-    }
-    let queues = app.backend.queues().await;
+    let all = app.backend.queues().await;
+    let queues: Vec<_> = grant.readable(&all).collect();
     out.push_str("# HELP hourglass_tasks Tasks held, by queue and state.\n# TYPE hourglass_tasks gauge\n");
     for q in &queues {
         for (state, count) in [("scheduled", q.scheduled), ("due", q.due), ("leased", q.leased), ("dead", q.dead)] {
@@ -64,6 +41,9 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     out.push_str("# HELP hourglass_queue_paused Whether the queue is paused (1) or not (0).\n# TYPE hourglass_queue_paused gauge\n");
     for q in &queues {
         let _ = writeln!(out, "hourglass_queue_paused{{queue=\"{}\"}} {}", q.name, u8::from(q.paused));
+    }
+    if !everything {
+        return ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out);
     }
     if let Some(storage) = app.backend.storage().await {
         out.push_str("# HELP hourglass_storage_commit_seconds Time each store commit took (fsync included when durable).\n# TYPE hourglass_storage_commit_seconds histogram\n");
@@ -97,6 +77,39 @@ pub(crate) async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         push_metrics(&mut out, &push.read());
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+/// The server's own counters and gauges, from `totals`.
+fn server_metrics(out: &mut String, totals: Totals) {
+    // One unlabelled metric: `kind` is `counter` or `gauge`.
+    let mut metric = |kind: &str, name: &str, help: &str, value: u64| {
+        let _ =
+            writeln!(out, "# HELP hourglass_{name} {help}\n# TYPE hourglass_{name} {kind}\nhourglass_{name} {value}");
+    };
+    let mut counter = |name: &str, help: &str, value: u64| metric("counter", name, help, value);
+    counter("tasks_enqueued_total", "Tasks enqueued since start.", totals.enqueued);
+    counter("tasks_delivered_total", "Deliveries by claims since start.", totals.delivered);
+    counter("tasks_acked_total", "Acks since start.", totals.acked);
+    counter("tasks_nacked_total", "Nacks since start.", totals.nacked);
+    counter("leases_expired_total", "Leases that expired since start.", totals.lease_expired);
+    counter("tasks_died_total", "Tasks that died (out of attempts, or expired) since start.", totals.died);
+    counter("tasks_expired_total", "Tasks not delivered by their expiry since start.", totals.expired);
+    counter("schedule_occurrences_total", "Tasks enqueued by schedules since start.", totals.occurrences_enqueued);
+    counter(
+        "schedule_occurrences_skipped_total",
+        "Schedule occurrences skipped by misfire or overlap policies since start.",
+        totals.occurrences_skipped,
+    );
+    counter("tasks_cancelled_total", "Tasks cancelled since start.", totals.cancelled);
+    let mut gauge = |name: &str, help: &str, value: u64| metric("gauge", name, help, value);
+    gauge("memory_bytes", "Bytes of tasks held in memory, as the memory budget counts them.", totals.memory_bytes);
+    if let Some(max) = totals.memory_bytes_max {
+        gauge("memory_budget_bytes", "The memory budget (--max-memory).", max);
+    }
+    gauge("disk_bytes", "Bytes of tasks in the store, as the disk budget counts them.", totals.disk_bytes);
+    if let Some(max) = totals.disk_bytes_max {
+        gauge("disk_budget_bytes", "The disk budget (--max-disk).", max);
+    }
 }
 
 /// This node's push deliveries.

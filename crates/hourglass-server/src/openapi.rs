@@ -32,7 +32,7 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
     ),
     paths(
         crate::ui::index, crate::ui::app_js, crate::ui::app_css,
-        crate::api::healthz, crate::metrics::metrics, document, crate::overview::overview,
+        crate::api::healthz, crate::api::whoami, crate::metrics::metrics, document, crate::overview::overview,
         queues::list_queues, queues::queue_stats, queues::pause_queue, queues::resume_queue, queues::settings, queues::put_settings, queues::delete_dead,
         tasks::enqueue, tasks::enqueue_batch, tasks::list_tasks, tasks::dead, tasks::find_by_key,
         tasks::show, tasks::cancel, tasks::reschedule,
@@ -42,7 +42,7 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
         schedules::resume_schedule, schedules::delete_schedule, schedules::list_schedules,
     ),
     components(schemas(w::ErrorBody)),
-    modifiers(&Errors, &Token),
+    modifiers(&Errors, &Token, &Permissions),
     tags(
         (name = "tasks", description = "Enqueue, show, list, cancel and reschedule tasks."),
         (name = "deliveries", description = "Claim due tasks under leases; ack, nack, extend, retry."),
@@ -83,6 +83,42 @@ impl Modify for Token {
         let bearer = SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build());
         document.components.get_or_insert_with(Default::default).add_security_scheme("token", bearer);
         document.security = Some(vec![SecurityRequirement::new("token", Vec::<String>::new())]);
+    }
+}
+
+/// Each operation's description says what it needs of a scoped token
+/// (`--tokens`), from the route table: the one place that decides it.
+struct Permissions;
+
+impl Modify for Permissions {
+    fn modify(&self, document: &mut Document) {
+        use crate::access::Need;
+        for (path, item) in document.paths.paths.iter_mut() {
+            let operations = [
+                ("get", &mut item.get),
+                ("put", &mut item.put),
+                ("post", &mut item.post),
+                ("delete", &mut item.delete),
+                ("patch", &mut item.patch),
+            ];
+            for (method, operation) in operations {
+                let Some(operation) = operation else { continue };
+                let needs = match crate::routes::need(path, &method.to_uppercase().parse().expect("a method")) {
+                    Need::Nothing => continue,
+                    Need::Token => "any known token".to_owned(),
+                    Need::Queue(p) => format!("`{p}` on the queue"),
+                    Need::Task(p) => format!("`{p}` on the task's queue"),
+                    Need::Schedule(p) => format!("`{p}` on the schedule's queue"),
+                    Need::Listing(p) => format!("`{p}`; shows only the queues the token reads"),
+                    Need::Body(p) => format!("`{p}` on each task's queue"),
+                };
+                let text = operation.description.get_or_insert_with(String::new);
+                if !text.is_empty() {
+                    text.push_str("\n\n");
+                }
+                text.push_str(&format!("Scoped tokens: needs {needs}."));
+            }
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use hourglass_queue::{Backend, QueueStats, SystemWallClock, Totals, WallClock};
 use hourglass_wire as w;
 use parking_lot::Mutex;
 
+use crate::access::Caller;
 use crate::error::ApiError;
 use crate::extract::{Json, Query};
 use crate::history::{History, SAMPLE_EVERY};
@@ -49,6 +50,9 @@ impl Dashboard {
     }
 }
 
+/// A token that does not read every queue sees those it reads, their sums
+/// as totals, and no history (which adds up every queue).
+///
 /// `?fresh=true` reads the queues now rather than sharing the latest reading:
 /// for a command that must see what it just did (`hourglass stats`). The
 /// time shown is this machine's clock, whatever clock the backend reads.
@@ -56,6 +60,7 @@ impl Dashboard {
     responses((status = 200, description = "What the dashboard shows.", body = w::Overview)))]
 pub(crate) async fn overview(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Query(query): Query<w::OverviewQuery>,
 ) -> Result<Json<w::Overview>, ApiError> {
     let fresh_for = if query.fresh == Some(true) { Duration::ZERO } else { FRESH_FOR };
@@ -64,12 +69,13 @@ pub(crate) async fn overview(
     Ok(Json(w::Overview {
         now_ms: SystemWallClock.now_ms(),
         read_only_ui: app.read_only_ui,
-        queues: queues
-            .iter()
+        queues: grant
+            .readable(&queues)
             .map(|q| w::OverviewQueue { rates: history.rates(&q.name), queue: wire::queue(q.clone()) })
             .collect(),
-        totals: wire::totals(totals),
-        history: history.points(),
+        totals: wire::totals(grant.totals(totals, &queues)),
+        // The chart adds up every queue: for those who read them all.
+        history: if grant.reads_everything() { history.points() } else { Vec::new() },
         sample_every_s: SAMPLE_EVERY.as_secs(),
     }))
 }

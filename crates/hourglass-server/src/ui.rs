@@ -10,10 +10,6 @@ const INDEX_HTML: &str = include_str!("../ui/index.html");
 const APP_JS: &str = include_str!("../ui/app.js");
 const APP_CSS: &str = include_str!("../ui/app.css");
 
-/// Where the files are served, and the API's own description; nothing else
-/// is served without the token.
-const STATIC_PATHS: [&str; 4] = ["/", "/ui/app.js", "/ui/app.css", "/v1/openapi.json"];
-
 /// Nothing but this server: no CDN, no inline script, no framing.
 const CONTENT_SECURITY_POLICY: &str =
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
@@ -37,10 +33,6 @@ pub(crate) async fn app_js() -> impl IntoResponse {
     responses((status = 200, description = "The style sheet.", body = String, content_type = "text/css")))]
 pub(crate) async fn app_css() -> impl IntoResponse {
     file("text/css; charset=utf-8", APP_CSS)
-}
-
-pub(crate) fn is_static(path: &str) -> bool {
-    STATIC_PATHS.contains(&path)
 }
 
 fn file(content_type: &'static str, body: &'static str) -> impl IntoResponse {

@@ -27,6 +27,8 @@ use hourglass_test_support::free_port;
 use serde_json::json;
 
 const TOKEN: &str = "browser-test-token";
+/// A scoped token that reads the `orders` queue only.
+const VIEWER_TOKEN: &str = "browser-test-viewer";
 /// How long the page may take to show what a step waits for: generous, for
 /// a loaded machine; the page itself refreshes every second.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -165,7 +167,14 @@ async fn run_in(kind: Kind) {
     let timers = engine.start_timers().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let state = AppState::new(engine.clone(), Some(Arc::from(TOKEN)));
+    // And a scoped token: read on `orders` only.
+    let tokens = dir.path().join("tokens.toml");
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(VIEWER_TOKEN.as_bytes()));
+    let file =
+        format!("[[token]]\nname = \"viewer\"\nsha256 = \"{digest}\"\nqueues = [\"orders\"]\ncan = [\"read\"]\n");
+    std::fs::write(&tokens, file).unwrap();
+    let keys = hourglass_server::access::Keys::new(Some(TOKEN), Some(&tokens)).unwrap();
+    let state = AppState::new(engine.clone(), None).keys(Arc::new(keys));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(hourglass_server::serve(listener, state, 1 << 20, Default::default(), async {
         let _ = stopped.await;
@@ -297,6 +306,30 @@ async fn run_in(kind: Kind) {
     browser.set_window_size(390, 844).await.unwrap();
     shows(&browser, &format!("{row} [data-count=due]"), "1").await;
     shoot(&browser, &shot("phone")).await;
+
+    // The scoped read-only token: its queue only, and no action anywhere.
+    browser.set_window_size(1280, 900).await.unwrap();
+    let sign_in_as = format!("sessionStorage.setItem('hourglass.token', '{VIEWER_TOKEN}'); location.hash = '#/';");
+    browser.execute(&sign_in_as, vec![]).await.unwrap();
+    browser.refresh().await.unwrap();
+    shows(&browser, "[data-test=token-name]", "viewer").await;
+    until("the charts' place, saying why they are not shown", || async {
+        text(&browser, "[data-test=charts-hidden]").await.filter(|t| t.contains("add up every queue"))
+    })
+    .await;
+    shows(&browser, "[data-test=read-only]", "read-only").await;
+    shows(&browser, &format!("{row} [data-count=due]"), "1").await;
+    assert!(browser.find(Locator::Css("[data-queue=hooks]")).await.is_err(), "a queue it does not read is not shown");
+    assert!(browser.find(Locator::Css("[data-test=pause]")).await.is_err(), "no pause button");
+    shoot(&browser, &shot("scoped-read-only")).await;
+    click(&browser, &format!("{row} a")).await;
+    click(&browser, &format!("[data-task=\"{dead_id}\"] a")).await;
+    shows(&browser, "[data-test=task-state]", "due").await;
+    for button in ["cancel", "retry", "run-now", "delete-dead", "pause"] {
+        let found = browser.find(Locator::Css(&format!("[data-test={button}]"))).await;
+        assert!(found.is_err(), "a read-only token sees no {button} button");
+    }
+    shoot(&browser, &shot("scoped-read-only-task")).await;
 
     browser.close().await.unwrap();
     let _ = stop.send(());

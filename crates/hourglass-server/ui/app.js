@@ -8,6 +8,7 @@ const STATES = ["scheduled", "due", "leased", "dead"];
 const TOKEN_KEY = "hourglass.token";
 
 let readOnly = false;
+let me = null;                    // GET /v1/whoami: the token's name, permissions and queue patterns
 let freshNext = false;            // after an action: see it at once, not the shared reading
 
 // The overview's path: the server shares one reading of the queues among
@@ -107,8 +108,23 @@ function when(atMs, nowMs) {
   return el("span", { title: new Date(atMs).toISOString() }, absolute(atMs), " ", el("span", { class: "muted" }, "(" + relative(atMs, nowMs) + ")"));
 }
 
-function action(label, run, attrs) {
-  if (readOnly) return null;
+// Whether the token may do `permission` in `queue`: its patterns' only
+// wildcard is `*`, any run of characters (as the server matches them).
+function can(permission, queue) {
+  if (!me || !(me.can.includes(permission) || me.can.includes("admin"))) return false;
+  const escape = (text) => text.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
+  return me.queues.some((p) => new RegExp("^" + p.split("*").map(escape).join(".*") + "$", "s").test(queue));
+}
+
+// Whether the token reads every queue, and so the server-wide figures.
+function readsEverything() {
+  return !!me && (me.can.includes("read") || me.can.includes("admin")) && me.queues.some((p) => /^\*+$/.test(p));
+}
+
+// A button that runs `run`; none on a read-only dashboard, nor where the
+// token lacks `need`, a [permission, queue] pair.
+function action(label, run, attrs, need) {
+  if (readOnly || !can(need[0], need[1])) return null;
   return el("button", Object.assign({ type: "button", onclick: async (event) => {
     const button = event.currentTarget;
     button.disabled = true;
@@ -170,14 +186,18 @@ function lineChart(title, points, series, format, test) {
 async function overviewPage(main) {
   const o = await api("GET", overviewPath());
   readOnly = o.read_only_ui;
+  const manages = !readOnly && o.queues.some((q) => can("manage", q.name));
   const t = o.totals;
   const sum = (key) => o.queues.reduce((n, q) => n + q[key], 0);
   main.replaceChildren(
-    el("h1", {}, "Overview", readOnly ? el("span", { class: "badge" }, "read-only") : null),
+    el("h1", {}, "Overview", readOnly || !manages ? el("span", { class: "badge", "data-test": "read-only" }, "read-only") : null,
+      me && me.name !== "anonymous" ? el("span", { class: "badge muted", "data-test": "token-name" }, me.name) : null),
     el("div", { class: "cards", "data-test": "totals" },
       card("tasks", t.tasks), card("scheduled", sum("scheduled")), card("due", sum("due")), card("leased", sum("leased")),
       card("dead", sum("dead")), card("enqueued", t.enqueued), card("delivered", t.delivered), card("acked", t.acked),
       card("schedules", t.schedules)),
+    !readsEverything() ? el("p", { class: "muted", "data-test": "charts-hidden" },
+      "The charts add up every queue: a token that reads every queue (\"*\") sees them. The totals are your queues'.") :
     el("div", { class: "charts" },
       lineChart("Throughput (tasks/s)", o.history, [
         { key: "enqueued", label: "enqueued", color: "c1" },
@@ -193,7 +213,7 @@ async function overviewPage(main) {
         el("th", {}, "queue"), ...STATES.map((s) => el("th", { class: "num" }, s)),
         el("th", { class: "hide-narrow" }, "oldest due"), el("th", { class: "num hide-narrow" }, "p50"), el("th", { class: "num hide-narrow" }, "p99"),
         el("th", { class: "num hide-narrow" }, "in/s"), el("th", { class: "num hide-narrow" }, "out/s"), el("th", { class: "num hide-narrow" }, "acked/s"),
-        readOnly ? null : el("th", {}, ""))),
+        manages ? el("th", {}, "") : null)),
       el("tbody", {}, o.queues.map((q) => el("tr", { "data-queue": q.name },
         el("td", {}, el("a", { href: "#/queue/" + encodeURIComponent(q.name) }, q.name), " ", stateBadge(q), ...settingsBadges(q)),
         ...STATES.map((s) => el("td", { class: "num", "data-count": s }, fmt(q[s]))),
@@ -203,7 +223,7 @@ async function overviewPage(main) {
         el("td", { class: "num hide-narrow" }, rate(q.rates.enqueued)),
         el("td", { class: "num hide-narrow" }, rate(q.rates.delivered)),
         el("td", { class: "num hide-narrow" }, rate(q.rates.acked)),
-        readOnly ? null : el("td", {}, pauseButton(q)))))))
+        manages ? el("td", {}, pauseButton(q)) : null)))))
   );
 }
 
@@ -244,7 +264,7 @@ function pauseButton(q) {
   return action(q.paused ? "Resume" : "Pause", async () => {
     await api("POST", path, {});
     toast((q.paused ? "Resumed " : "Paused ") + q.name);
-  }, { "data-test": q.paused ? "resume" : "pause" });
+  }, { "data-test": q.paused ? "resume" : "pause" }, ["manage", q.name]);
 }
 
 async function queuePage(main, name, params) {
@@ -269,7 +289,7 @@ async function queuePage(main, name, params) {
         if (!(await confirmed(`Delete every dead task of ${name}? This cannot be undone.`))) return;
         const done = await api("DELETE", base + "/dead");
         toast("Deleted " + fmt(done.deleted) + " dead tasks");
-      }, { class: "danger", "data-test": "delete-dead" }) : null) : null,
+      }, { class: "danger", "data-test": "delete-dead" }, ["manage", name]) : null) : null,
     el("div", { class: "tabs", "data-test": "state-filter" },
       ["", ...STATES].map((s) => el("a", { href: link(s), class: s === state ? "on" : null, "data-state": s || "all" }, s || "all"))),
     page.tasks.length === 0 ? el("div", { class: "scroll empty" }, after ? "No more tasks." : "No tasks" + (state ? " " + state : "") + ".") :
@@ -316,14 +336,14 @@ async function taskPage(main, id) {
   main.replaceChildren(
     el("h1", {}, el("a", { href: "#/" }, "Overview"), " / ", el("a", { href: "#/queue/" + encodeURIComponent(t.queue) }, t.queue), " / task " + t.id),
     el("div", { class: "actions" },
-      t.state === "dead" ? action("Retry", async () => { await api("POST", path + "/retry", {}); toast("Task " + t.id + " retried"); }, { "data-test": "retry" }) : null,
-      t.state === "scheduled" || t.state === "due" ? action("Run now", async () => { await api("PATCH", path, { delay_ms: 0 }); toast("Task " + t.id + " is due now"); }, { "data-test": "run-now" }) : null,
+      t.state === "dead" ? action("Retry", async () => { await api("POST", path + "/retry", {}); toast("Task " + t.id + " retried"); }, { "data-test": "retry" }, ["manage", t.queue]) : null,
+      t.state === "scheduled" || t.state === "due" ? action("Run now", async () => { await api("PATCH", path, { delay_ms: 0 }); toast("Task " + t.id + " is due now"); }, { "data-test": "run-now" }, ["manage", t.queue]) : null,
       action(t.state === "dead" ? "Delete" : "Cancel", async () => {
         if (!(await confirmed(`${t.state === "dead" ? "Delete" : "Cancel"} task ${t.id}? This cannot be undone.`))) return;
         await api("DELETE", path);
         toast("Task " + t.id + " deleted");
         location.hash = "#/queue/" + encodeURIComponent(t.queue);
-      }, { class: "danger", "data-test": "cancel" })),
+      }, { class: "danger", "data-test": "cancel" }, ["manage", t.queue])),
     el("dl", { "data-test": "task-fields" }, fields.flatMap(([name, value]) => [el("dt", {}, name), el("dd", { "data-field": name }, value)])),
     el("h2", {}, "Payload"),
     el("pre", { "data-test": "payload" }, JSON.stringify(t.payload, null, 2))
@@ -361,6 +381,7 @@ async function render() {
   const parts = (path || "/").split("/").filter(Boolean);
   const live = document.getElementById("live");
   try {
+    if (!me) me = await api("GET", "/v1/whoami");
     const scratch = document.createElement("div");
     if (parts[0] === "queue" && parts[1]) await queuePage(scratch, decodeURIComponent(parts[1]), params);
     else if (parts[0] === "task" && /^\d+$/.test(parts[1] || "")) await taskPage(scratch, parts[1]);
@@ -373,6 +394,7 @@ async function render() {
     if (mine !== generation) return;
     live.classList.add("stale");
     if (error instanceof Unauthorized) {
+      me = null;
       main.replaceChildren(el("p", { class: "error", "data-test": "unauthorized" }, "This server needs a token."));
       report(error);
     } else {
@@ -396,6 +418,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   document.getElementById("token-form").addEventListener("submit", () => {
     sessionStorage.setItem(TOKEN_KEY, document.getElementById("token-input").value);
+    me = null;
     document.getElementById("token-input").value = "";
     generation++;
     setTimeout(refresh, 0);

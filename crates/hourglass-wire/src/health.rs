@@ -26,3 +26,19 @@ impl Health {
         Health { status: "store_unavailable".to_owned(), reason: Some(reason.into()) }
     }
 }
+
+/// Who the request's token is and what it may do (`GET /v1/whoami`): the
+/// dashboard hides the actions it cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Whoami {
+    /// The token's name in the token file; `--token` for the server's one
+    /// admin token, `anonymous` on a server without tokens.
+    pub name: String,
+    /// Its permissions, of `read`, `enqueue`, `consume`, `manage`, `admin`
+    /// (`admin` holds the others).
+    pub can: Vec<String>,
+    /// The queues they hold on, as patterns: `*` matches any run of
+    /// characters, every other character itself.
+    pub queues: Vec<String>,
+}

@@ -57,7 +57,7 @@ pub mod text;
 pub use claim::{ClaimRequest, Claimed, ClaimedTask};
 pub use delivery::{Ack, AckResult, AckResults, Acked, Acks, Extended, LeaseRequest};
 pub use error::{ErrorBody, ErrorDetail};
-pub use health::Health;
+pub use health::{Health, Whoami};
 pub use listing::{ListQuery, TaskPage};
 pub use overview::{Overview, OverviewQuery, OverviewQueue, Point, Rates};
 pub use queue::{DeletedDead, Lateness, Queue, Queues, Totals};

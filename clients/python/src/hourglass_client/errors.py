@@ -118,6 +118,11 @@ class Unauthorized(ApiError):
     """401 ``unauthorized``: a missing or wrong bearer token."""
 
 
+class Forbidden(ApiError):
+    """403 ``forbidden``: the token is known but lacks the permission on the
+    queue (the message names both); or ``read_only_ui``."""
+
+
 class NotFound(ApiError):
     """404 ``not_found``: no such task, schedule, queue or live key (or
     ``no_route``: no such endpoint)."""
@@ -161,6 +166,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "invalid_path": InvalidRequest,
     "invalid_query": InvalidRequest,
     "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
     "not_found": NotFound,
     "no_route": NotFound,
     "conflict": Conflict,
@@ -180,6 +186,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
 _BY_STATUS: dict[int, type[ApiError]] = {
     400: InvalidRequest,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
     413: PayloadTooLarge,

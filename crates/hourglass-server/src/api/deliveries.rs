@@ -6,6 +6,7 @@ use hourglass_queue::{limits, validate, Lease, Nack, QueueError};
 use hourglass_wire as w;
 
 use super::{through_value, ApiResult, QueuePath, TaskPath};
+use crate::access::{Caller, Grant, Permission};
 use crate::error::ApiError;
 use crate::extract::{Json, Path};
 use crate::wire;
@@ -24,6 +25,7 @@ use crate::AppState;
 )]
 pub(crate) async fn claim(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Path(queue): Path<String>,
     Json(claim): Json<w::ClaimRequest>,
 ) -> ApiResult<Json<serde_json::Value>> {
@@ -37,6 +39,7 @@ pub(crate) async fn claim(
     let (acks, tasks) = match claim.acks {
         Some(acks) if !acks.is_empty() => {
             let acks = checked_acks(&acks)?;
+            may_ack(&app, &grant, &acks).await?;
             let (results, tasks) =
                 tokio::join!(app.backend.ack_batch(&acks), app.backend.claim(&queue, max, lease_ms, wait_ms));
             (Some(ack_results(&acks, results?)), tasks?)
@@ -81,17 +84,31 @@ pub(crate) async fn ack(
 )]
 pub(crate) async fn ack_batch(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Json(body): Json<w::Acks>,
 ) -> ApiResult<Json<w::AckResults>> {
-    Ok(Json(w::AckResults { results: acks_then_results(&app, &body.acks).await? }))
+    let acks = checked_acks(&body.acks)?;
+    may_ack(&app, &grant, &acks).await?;
+    let results = app.backend.ack_batch(&acks).await?;
+    Ok(Json(w::AckResults { results: ack_results(&acks, results) }))
 }
 
-/// Applies `acks` (1 to [`ACK_BATCH_MAX`](limits::ACK_BATCH_MAX), each as
-/// alone) and answers each one's result, in order.
-async fn acks_then_results(app: &AppState, acks: &[w::Ack]) -> ApiResult<Vec<w::AckResult>> {
-    let acks = checked_acks(acks)?;
-    let results = app.backend.ack_batch(&acks).await?;
-    Ok(ack_results(&acks, results))
+/// `Ok` if `grant` may consume in the queue of each task `acks` names
+/// (read from the backend, unless it consumes everywhere). A task not
+/// found is let through: its ack fails on its own, and no task made later
+/// under its id could hold its lease.
+async fn may_ack(app: &AppState, grant: &Grant, acks: &[(u64, Lease)]) -> ApiResult<()> {
+    if grant.everywhere(Permission::Consume) {
+        return Ok(());
+    }
+    for &(id, _) in acks {
+        match app.backend.get(id).await {
+            Ok(info) => grant.require_found(Permission::Consume, &info.task.queue)?,
+            Err(QueueError::NotFound(_)) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
 }
 
 /// `acks` as the backend takes them, if there are 1 to

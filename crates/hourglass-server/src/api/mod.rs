@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use hourglass_wire as w;
 use serde::Serialize;
 
+use crate::access::Caller;
 use crate::error::ApiError;
 use crate::extract::Json;
 use crate::AppState;
@@ -94,4 +95,16 @@ pub(crate) fn health(store_unavailable: Option<String>) -> Response {
         None => Json(w::Health::ok()).into_response(),
         Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, Json(w::Health::store_unavailable(reason))).into_response(),
     }
+}
+
+/// Who the request's token is: its name, permissions and queue patterns.
+#[utoipa::path(get, path = "/v1/whoami", tag = "service", responses(
+    (status = 200, description = "The token's name, permissions and queues.", body = w::Whoami),
+))]
+pub(crate) async fn whoami(Caller(grant): Caller) -> Json<w::Whoami> {
+    Json(w::Whoami {
+        name: grant.name().to_owned(),
+        can: grant.permissions().iter().map(|p| p.as_str().to_owned()).collect(),
+        queues: grant.queues().iter().map(|q| q.as_str().to_owned()).collect(),
+    })
 }

@@ -6,12 +6,14 @@ use hourglass_queue::{limits, Pause};
 use hourglass_wire as w;
 
 use super::{through_value, ApiResult, QueuePath};
+use crate::access::Caller;
 use crate::error::ApiError;
 use crate::extract::{Json, Path};
 use crate::wire;
 use crate::AppState;
 
-/// Every queue with its counts, and the totals.
+/// Every queue with its counts, and the totals. A token that does not read
+/// every queue sees those it reads, and their sums.
 #[utoipa::path(
     get,
     path = "/v1/queues",
@@ -20,9 +22,11 @@ use crate::AppState;
         (status = 200, description = "Every queue, and the totals.", body = w::Queues),
     )
 )]
-pub(crate) async fn list_queues(State(app): State<AppState>) -> Json<serde_json::Value> {
-    let queues = app.backend.queues().await.into_iter().map(wire::queue).collect();
-    through_value(&w::Queues { queues, totals: wire::totals(app.backend.totals().await) })
+pub(crate) async fn list_queues(State(app): State<AppState>, Caller(grant): Caller) -> Json<serde_json::Value> {
+    let all = app.backend.queues().await;
+    let totals = wire::totals(grant.totals(app.backend.totals().await, &all));
+    let queues = grant.readable(&all).cloned().map(wire::queue).collect();
+    through_value(&w::Queues { queues, totals })
 }
 
 /// A queue's counts, lateness and counters.

@@ -6,6 +6,7 @@ use axum::response::IntoResponse;
 use hourglass_wire as w;
 
 use super::{created_or_ok, ApiResult, SchedulePath, LIST_DEFAULT};
+use crate::access::{Caller, Permission};
 use crate::extract::{Json, Path, Query};
 use crate::wire;
 use crate::AppState;
@@ -24,9 +25,11 @@ use crate::AppState;
 )]
 pub(crate) async fn put_schedule(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Path(name): Path<String>,
     Json(schedule): Json<w::NewSchedule>,
 ) -> ApiResult {
+    grant.require(Permission::Manage, &schedule.queue)?;
     let (info, created) = app.schedules()?.put_schedule(&name, wire::new_schedule(schedule)?).await?;
     Ok((created_or_ok(created), Json(wire::schedule(info))).into_response())
 }
@@ -97,7 +100,9 @@ pub(crate) async fn delete_schedule(State(app): State<AppState>, Path(name): Pat
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The schedules, a page at a time, by name.
+/// The schedules, a page at a time, by name. A token sees the schedules
+/// of the queues it reads: a page may hold fewer than asked and still have
+/// a next.
 #[utoipa::path(
     get,
     path = "/v1/schedules",
@@ -109,8 +114,10 @@ pub(crate) async fn delete_schedule(State(app): State<AppState>, Path(name): Pat
 )]
 pub(crate) async fn list_schedules(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Query(query): Query<w::SchedulesQuery>,
 ) -> ApiResult<Json<w::SchedulePage>> {
-    let page = app.schedules()?.schedules(query.after.as_deref(), query.limit.unwrap_or(LIST_DEFAULT)).await?;
+    let mut page = app.schedules()?.schedules(query.after.as_deref(), query.limit.unwrap_or(LIST_DEFAULT)).await?;
+    page.schedules.retain(|info| grant.allows(Permission::Read, &info.schedule.queue));
     Ok(Json(wire::schedule_page(page)))
 }

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
 use super::counter::Counters;
+use crate::access::{Grant, Keys, Permission};
 
 /// beanstalkd's default largest job body, and this front's unless the
 /// server's payload limit is lower.
@@ -29,6 +30,17 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// every tube watched).
 pub const WATCHED_MAX: usize = 1_000;
 
+/// Under `--tokens`: the front has the permissions of one named token of
+/// the file, as the file holds it now (a token removed by a reload leaves
+/// the front refusing everything).
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// The server's tokens.
+    pub keys: Arc<Keys>,
+    /// The name of the front's token in the file.
+    pub name: String,
+}
+
 /// How the front is set up.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -42,6 +54,8 @@ pub struct Options {
     /// A connection that holds no reserved job, waits in no reserve and
     /// sends nothing for this long is closed.
     pub idle_timeout: Duration,
+    /// Whose permissions the front has; `None`, every permission.
+    pub access: Option<Access>,
 }
 
 impl Default for Options {
@@ -51,6 +65,7 @@ impl Default for Options {
             connections_max: CONNECTIONS_MAX,
             line_timeout: LINE_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
+            access: None,
         }
     }
 }
@@ -135,6 +150,17 @@ impl Front {
     pub fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
         tracing::info!("draining: new jobs are refused");
+    }
+
+    /// The front's grant now: `None` if it may do everything.
+    pub(super) fn grant(&self) -> Option<Arc<Grant>> {
+        let access = self.options.access.as_ref()?;
+        Some(access.keys.named(&access.name).unwrap_or_else(|| Arc::new(Grant::new(&access.name, Vec::new(), &[]))))
+    }
+
+    /// Whether the front may do `permission` in `tube`.
+    pub(super) fn may(&self, permission: Permission, tube: &str) -> bool {
+        self.grant().is_none_or(|grant| grant.allows(permission, tube))
     }
 
     pub(super) fn connections(&self) -> usize {

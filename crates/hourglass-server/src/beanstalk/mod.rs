@@ -29,7 +29,7 @@ mod session;
 mod stats;
 
 pub use front::{
-    Front, Options, CONNECTIONS_MAX, IDLE_TIMEOUT, JOB_BYTES_DEFAULT, JOB_COUNTS_MAX, LINE_TIMEOUT, WATCHED_MAX,
+    Access, Front, Options, CONNECTIONS_MAX, IDLE_TIMEOUT, JOB_BYTES_DEFAULT, JOB_COUNTS_MAX, LINE_TIMEOUT, WATCHED_MAX,
 };
 #[cfg(unix)]
 pub use listener::serve_unix;

@@ -12,6 +12,7 @@ mod schedules;
 mod schemas;
 mod tasks;
 mod tcp;
+mod tokens;
 mod wire;
 
 use std::future::Future;

@@ -6,6 +6,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::io::{Flow, Io};
 use super::producer;
 use super::state::{PendingPut, Session};
+use crate::access::Permission;
 use crate::beanstalk::command::{parse, Command, Refusal};
 use crate::beanstalk::counter::Counter;
 use crate::beanstalk::framer::Frame;
@@ -20,6 +21,12 @@ pub(super) async fn frame<S: AsyncRead + AsyncWrite + Unpin>(
     match frame {
         Frame::Malformed => reply::line(&mut io.out, "BAD_FORMAT"),
         Frame::Skipped => reply::line(&mut io.out, "JOB_TOO_BIG"),
+        // A put's permission is the used tube's when its body arrives.
+        Frame::Body(body) if !session.front.may(Permission::Enqueue, &session.used) => {
+            session.put = None;
+            drop(body);
+            reply::line(&mut io.out, UNAVAILABLE);
+        }
         Frame::Body(body) => session.put_body(body, &mut io.out).await,
         Frame::Line(line) => match parse(&line, session.front.options.job_bytes_max) {
             Ok(command) => return self::command(session, command, io).await,
@@ -37,6 +44,10 @@ async fn command<S: AsyncRead + AsyncWrite + Unpin>(session: &mut Session, comma
         session.front.counters.add(counter);
     }
     let out = &mut io.out;
+    if let Err(reply) = allowed(session, &command).await {
+        reply::line(out, reply);
+        return Flow::Go;
+    }
     match command {
         Command::Put { priority, delay_s, ttr_s, bytes } => {
             session.put(PendingPut { priority, delay_s, ttr_s }, bytes, &mut io.framer);
@@ -68,4 +79,62 @@ async fn command<S: AsyncRead + AsyncWrite + Unpin>(session: &mut Session, comma
         Command::Quit => return Flow::Close,
     }
     Flow::Go
+}
+
+/// The reply to a command the front's token may not run, when the command
+/// has no `NOT_FOUND` of its own (`put`, the reserves, `kick`, `stats`).
+const UNAVAILABLE: &str = "UNKNOWN_COMMAND";
+
+/// Whether the front's token (under `--tokens`, `--beanstalk-token`'s) may
+/// run `command`, else the reply: `NOT_FOUND` for a job or tube it may not
+/// touch (as if not there: it tells nothing of other teams' jobs), else
+/// [`UNAVAILABLE`]. `put` is checked when its body arrives; `list-tubes`
+/// shows the tubes it reads. Every command is here, so that one added
+/// without its permission does not compile.
+async fn allowed(session: &Session, command: &Command) -> Result<(), &'static str> {
+    let Some(grant) = session.front.grant() else { return Ok(()) };
+    let tube = |permission, tube: &str, refusal| if grant.allows(permission, tube) { Ok(()) } else { Err(refusal) };
+    let job = |permission: Permission, id: u64| {
+        let grant = grant.clone();
+        async move {
+            if grant.everywhere(permission) {
+                return Ok(());
+            }
+            match session.front.backend.get(id).await {
+                Ok(info) if grant.allows(permission, &info.task.queue) => Ok(()),
+                _ => Err("NOT_FOUND"),
+            }
+        }
+    };
+    match command {
+        Command::Put { .. }
+        | Command::PutTooBig { .. }
+        | Command::Use(_)
+        | Command::Watch(_)
+        | Command::Ignore(_)
+        | Command::ListTubes
+        | Command::ListTubeUsed
+        | Command::ListTubesWatched
+        | Command::Quit => Ok(()),
+        // A reserve waits on every tube watched: it needs consume on each.
+        Command::Reserve | Command::ReserveWithTimeout(_) => {
+            session.watched.iter().try_for_each(|watched| tube(Permission::Consume, watched, UNAVAILABLE))
+        }
+        Command::ReserveJob(id)
+        | Command::Delete(id)
+        | Command::Release { id, .. }
+        | Command::Bury { id, .. }
+        | Command::Touch(id) => job(Permission::Consume, *id).await,
+        Command::Peek(id) | Command::StatsJob(id) => job(Permission::Read, *id).await,
+        Command::KickJob(id) => job(Permission::Manage, *id).await,
+        Command::PeekReady | Command::PeekDelayed | Command::PeekBuried => {
+            tube(Permission::Read, &session.used, "NOT_FOUND")
+        }
+        Command::Kick(_) => tube(Permission::Manage, &session.used, UNAVAILABLE),
+        Command::StatsTube(name) => tube(Permission::Read, name, "NOT_FOUND"),
+        Command::PauseTube { tube: name, .. } => tube(Permission::Manage, name, "NOT_FOUND"),
+        // The server's figures tell of every tube.
+        Command::Stats if grant.everywhere(Permission::Read) => Ok(()),
+        Command::Stats => Err(UNAVAILABLE),
+    }
 }

@@ -5,6 +5,7 @@
 use hourglass_queue::{Pause, SystemWallClock, WallClock};
 
 use super::state::Session;
+use crate::access::Permission;
 use crate::beanstalk::front::WATCHED_MAX;
 use crate::beanstalk::reply;
 
@@ -51,7 +52,8 @@ impl Session {
     /// `list-tubes`: every tube with jobs, or that a connection refers to.
     pub(super) async fn list_tubes(&self, out: &mut Vec<u8>) {
         let tubes = self.front.tubes().await;
-        reply::yaml(out, &reply::list(tubes.iter().map(String::as_str)));
+        let readable = tubes.iter().map(String::as_str).filter(|tube| self.front.may(Permission::Read, tube));
+        reply::yaml(out, &reply::list(readable));
     }
 
     /// `list-tube-used`.
