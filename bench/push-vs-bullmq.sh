@@ -8,6 +8,13 @@
 # npm into bench/bullmq, pinned by its lock file) and python3 (medians).
 #
 #   bench/push-vs-bullmq.sh                 # ROUNDS rounds (3)
+#   ONLY=lateness-5000-nodes bench/push-vs-bullmq.sh   # one row, ROUNDS times
+#   HG=/tmp/old/hourglass bench/push-vs-bullmq.sh      # another build (not rebuilt)
+#   STATS=1 ...                             # Redis's INFO commandstats after each row on Redis
+#
+# Rows (for ONLY): lateness-1000-embedded, lateness-RATE-nodes,
+# lateness-RATE-bullmq (RATE 1000 or 5000), burst-embedded, burst-nodes,
+# burst-bullmq. The workloads are the same whichever rows run.
 #
 # Each round: lateness at 1 k/s (embedded; BullMQ) and at 5 k/s (three nodes
 # on Redis; BullMQ), tasks due one second after they are sent, for SECONDS;
@@ -17,8 +24,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HG=target/release/hourglass
-LOAD=target/release/hourglass-load
+HG=${HG:-target/release/hourglass}
+LOAD=${LOAD:-target/release/hourglass-load}
+ONLY=${ONLY:-}
+STATS=${STATS:-}
 PORT=${PORT:-6489}
 FSYNC=always
 RECEIVER=127.0.0.1:${RECEIVER_PORT:-7620}
@@ -26,14 +35,16 @@ ROUNDS=${ROUNDS:-3}
 SECONDS_RUN=${SECONDS_RUN:-10}
 BURST=${BURST:-20000}
 WORKERS=${WORKERS:-4}
-EMBEDDED=127.0.0.1:7621
-NODES=(127.0.0.1:7631 127.0.0.1:7632 127.0.0.1:7633)
+EMBEDDED=127.0.0.1:${EMBEDDED_PORT:-7621}
+NODE_PORT=${NODE_PORT:-7631} # the three nodes listen on it and the next two
+NODES=(127.0.0.1:$NODE_PORT 127.0.0.1:$((NODE_PORT + 1)) 127.0.0.1:$((NODE_PORT + 2)))
 work=$(mktemp -d)
 out="$work/lines"
 pids=()
 source bench/common.sh
 needs redis-server redis-cli node npm curl python3
-prepare
+# A build named by HG or LOAD is measured as it is; the defaults are built.
+if [ "$HG" = target/release/hourglass ] && [ "$LOAD" = target/release/hourglass-load ]; then prepare; fi
 
 up() { for _ in $(seq 200); do curl -sf "http://$1/healthz" >/dev/null && return; sleep 0.05; done; }
 start_embedded() {
@@ -66,6 +77,10 @@ nodes() {
   "$LOAD" --server "http://${NODES[0]}" --also "http://${NODES[1]}" --also "http://${NODES[2]}" \
     --push-to "http://$RECEIVER/hook" "$@" >/dev/null
 }
+# Whether row $1 runs (every row unless ONLY names one).
+row() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+# With STATS, Redis's commands so far (calls, usec per call), for commands per task.
+stats() { [ -z "$STATS" ] || redis-cli -p "$PORT" info commandstats | tr -d '\r' | grep '^cmdstat' | sed "s/^/  $1 /"; }
 bull() { (cd bench/bullmq && REDIS_PORT=$PORT PUSH_URL="http://$RECEIVER/hook" node bench.mjs "$@" >/dev/null); }
 
 echo "Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), appendfsync always; BullMQ $(node -p "require('./bench/bullmq/node_modules/bullmq/package.json').version"), $WORKERS workers x 64"
@@ -73,21 +88,33 @@ for round in $(seq "$ROUNDS"); do
   echo "== round $round (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   for rate in 1000 5000; do
     n=$((rate * SECONDS_RUN))
-    if [ "$rate" = 1000 ]; then
+    if [ "$rate" = 1000 ] && row "lateness-$rate-embedded"; then
       start_embedded; receive "$n"; embedded --workload lateness --producers 50 --rate "$rate" --seconds "$SECONDS_RUN" --delay 1s
       received "lateness-$rate hourglass-embedded"
     fi
-    start_nodes; receive "$n"; nodes --workload lateness --producers 50 --rate "$rate" --seconds "$SECONDS_RUN" --delay 1s
-    received "lateness-$rate hourglass-3-nodes"
-    stop_pids; fresh_redis; receive "$n"; bull lateness "$rate" "$SECONDS_RUN" 1000 "$WORKERS"
-    received "lateness-$rate bullmq"
+    if row "lateness-$rate-nodes"; then
+      start_nodes; receive "$n"; nodes --workload lateness --producers 50 --rate "$rate" --seconds "$SECONDS_RUN" --delay 1s
+      received "lateness-$rate hourglass-3-nodes"
+      stats "lateness-$rate-nodes"
+    fi
+    if row "lateness-$rate-bullmq"; then
+      stop_pids; fresh_redis; receive "$n"; bull lateness "$rate" "$SECONDS_RUN" 1000 "$WORKERS"
+      received "lateness-$rate bullmq"
+    fi
   done
-  start_embedded; receive "$BURST"; embedded --workload burst --tasks "$BURST" --batch 1000
-  received "burst hourglass-embedded"
-  start_nodes; receive "$BURST"; nodes --workload burst --tasks "$BURST" --batch 1000
-  received "burst hourglass-3-nodes"
-  stop_pids; fresh_redis; receive "$BURST"; bull burst "$BURST" "$WORKERS"
-  received "burst bullmq"
+  if row burst-embedded; then
+    start_embedded; receive "$BURST"; embedded --workload burst --tasks "$BURST" --batch 1000
+    received "burst hourglass-embedded"
+  fi
+  if row burst-nodes; then
+    start_nodes; receive "$BURST"; nodes --workload burst --tasks "$BURST" --batch 1000
+    received "burst hourglass-3-nodes"
+    stats burst-nodes
+  fi
+  if row burst-bullmq; then
+    stop_pids; fresh_redis; receive "$BURST"; bull burst "$BURST" "$WORKERS"
+    received "burst bullmq"
+  fi
 done
 stop_pids
 

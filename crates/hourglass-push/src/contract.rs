@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use hourglass_queue::limits::ACK_BATCH_MAX;
 use hourglass_queue::{Claim, Lease, Nack, QueueError, SystemWallClock, Tasks, WallClock};
 
 use crate::limits::CLAIM_WAIT_MS;
@@ -12,7 +13,9 @@ use crate::source::{Delivery, Source};
 /// A [`Source`] over a backend's [`Tasks`]: a claim is the contract's push
 /// claim ([`Claim::push`]: every queue, each task leased for its target's
 /// timeout and a margin, waiting up to [`CLAIM_WAIT_MS`]); an outcome is an
-/// ack, or a nack under the same lease ([`Outcome::as_nack`]). Works for
+/// ack, or a nack under the same lease ([`Outcome::as_nack`]). A batch of
+/// outcomes is one [`ack_batch`](Tasks::ack_batch) of its acks (on Redis,
+/// one script a shard and queue), beside a nack each, all at once. Works for
 /// `Arc<dyn Backend>` as for a backend's own type.
 ///
 /// ```no_run
@@ -76,5 +79,39 @@ impl<B: Tasks + ?Sized> Source for TasksSource<B> {
             None => self.tasks.ack(id, lease).await,
             Some(nack) => self.tasks.nack(id, lease, nack).await.map(drop),
         }
+    }
+
+    async fn settle_batch(&self, batch: Vec<((u64, Lease), Outcome)>) -> Vec<Result<(), QueueError>> {
+        let now_ms = self.clock.now_ms();
+        let mut results: Vec<Result<(), QueueError>> = Vec::with_capacity(batch.len());
+        let (mut acks, mut acked_at, mut nacks) = (Vec::new(), Vec::new(), Vec::new());
+        for (at, ((id, lease), outcome)) in batch.into_iter().enumerate() {
+            results.push(Ok(()));
+            match outcome.as_nack(now_ms) {
+                None => {
+                    acks.push((id, lease));
+                    acked_at.push(at);
+                }
+                Some(nack) => nacks.push((at, id, lease, nack)),
+            }
+        }
+        let acking = futures_util::future::join_all(acks.chunks(ACK_BATCH_MAX).map(|chunk| async move {
+            match self.tasks.ack_batch(chunk).await {
+                Ok(answers) => answers,
+                // The batch as a whole failed: so did each of its acks.
+                Err(error) => vec![Err(error); chunk.len()],
+            }
+        }));
+        let nacking = futures_util::future::join_all(
+            nacks.into_iter().map(|(at, id, lease, nack)| async move { (at, self.tasks.nack(id, lease, nack).await) }),
+        );
+        let (acked, nacked) = futures_util::future::join(acking, nacking).await;
+        for (at, answer) in acked_at.into_iter().zip(acked.into_iter().flatten()) {
+            results[at] = answer;
+        }
+        for (at, answer) in nacked {
+            results[at] = answer.map(drop);
+        }
+        results
     }
 }

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::client::PushClient;
 use crate::limits::{CLAIM_BATCH_MAX, CLAIM_RETRY_MS, CONCURRENCY_MAX};
 use crate::metrics::PushMetrics;
+use crate::settle::{self, NotSettled, Settles};
 use crate::source::{Delivery, Source};
 
 /// One node's delivery loop over a [`Source`].
@@ -23,14 +24,19 @@ use crate::source::{Delivery, Source};
 /// task holding one permit: build and sign the request, send it, classify
 /// the answer, settle the outcome with the source, release the permit. Only
 /// the loop takes permits, so a claim never gets more tasks than there are
-/// slots. A failed claim is counted and tried again after
+/// slots. Outcomes are settled by one task of the loop's own (`settle.rs`):
+/// each outcome at once when no settle is under way, and those that end
+/// while one is, together with [`Source::settle_batch`] as soon as it
+/// returns. A failed claim is counted and tried again after
 /// [`CLAIM_RETRY_MS`]; a failed settle is counted, and the task goes back
 /// to the queue when its lease ends.
 ///
 /// Stopping ([`Running::stop`]) stops claiming at once (a claim waiting
 /// for tasks is dropped), then waits for the deliveries in flight up to a
 /// deadline; those still running then are abandoned, and their tasks are
-/// delivered again when their leases end: at least once.
+/// delivered again when their leases end: at least once. Outcomes handed
+/// to the settling task are applied before the stop returns, within the
+/// same deadline.
 ///
 /// ```no_run
 /// # async fn demo<S: hourglass_push::Source>(source: S) -> Result<(), reqwest::Error> {
@@ -102,6 +108,7 @@ impl<S: Source> Deliverer<S> {
 
     async fn run(self, mut stopped: watch::Receiver<Option<Instant>>) -> StopReport {
         let slots = Arc::new(Semaphore::new(self.concurrency));
+        let (settles, settler) = settle::start(self.source.clone());
         let mut deliveries = JoinSet::new();
         let deadline = loop {
             while deliveries.try_join_next().is_some() {}
@@ -118,7 +125,7 @@ impl<S: Source> Deliverer<S> {
                 deadline = stop_asked(&mut stopped) => break deadline,
             };
             match claimed {
-                Ok(batch) => self.spawn_all(batch, first, &slots, &mut deliveries).await,
+                Ok(batch) => self.spawn_all(batch, first, &slots, &settles, &mut deliveries).await,
                 Err(error) => {
                     self.metrics.claim_failed();
                     tracing::warn!(error = %error, "push: claim failed; claiming again in {CLAIM_RETRY_MS} ms");
@@ -130,7 +137,11 @@ impl<S: Source> Deliverer<S> {
                 }
             }
         };
-        drain(deliveries, deadline).await
+        let report = drain(deliveries, deadline).await;
+        // Every delivery has ended, and with it its handle on the settles.
+        drop(settles);
+        settler.finish(deadline).await;
+        report
     }
 
     /// Spawns one delivery per task, each holding a slot: `first`, then free
@@ -141,6 +152,7 @@ impl<S: Source> Deliverer<S> {
         batch: Vec<Delivery<S::Ticket>>,
         first: OwnedSemaphorePermit,
         slots: &Arc<Semaphore>,
+        settles: &Settles<S>,
         deliveries: &mut JoinSet<()>,
     ) {
         let mut first = Some(first);
@@ -149,15 +161,15 @@ impl<S: Source> Deliverer<S> {
                 Some(slot) => slot,
                 None => slots.clone().acquire_owned().await.expect("the loop never closes its semaphore"),
             };
-            let (source, client, metrics) = (self.source.clone(), self.client.clone(), self.metrics.clone());
-            deliveries.spawn(deliver(source, client, metrics, delivery, slot));
+            let (settles, client, metrics) = (settles.clone(), self.client.clone(), self.metrics.clone());
+            deliveries.spawn(deliver(settles, client, metrics, delivery, slot));
         }
     }
 }
 
 /// One delivery: send, count, settle; its slot is freed when it returns.
 async fn deliver<S: Source>(
-    source: Arc<S>,
+    settles: Settles<S>,
     client: Arc<PushClient>,
     metrics: Arc<PushMetrics>,
     delivery: Delivery<S::Ticket>,
@@ -170,9 +182,16 @@ async fn deliver<S: Source>(
     }
     metrics.ended(sent.outcome.kind());
     let (task_id, queue) = (delivery.task_id, delivery.queue);
-    if let Err(error) = source.settle(delivery.ticket, sent.outcome).await {
-        metrics.settle_failed();
-        tracing::warn!(task = task_id, queue = %queue, error = %error, "push: the outcome was not applied; the task is delivered again when its lease ends");
+    match settles.settle(delivery.ticket, sent.outcome).await {
+        Ok(()) => {}
+        Err(NotSettled::Failed(error)) => {
+            metrics.settle_failed();
+            tracing::warn!(task = task_id, queue = %queue, error = %error, "push: the outcome was not applied; the task is delivered again when its lease ends");
+        }
+        Err(NotSettled::Gone) => {
+            metrics.settle_failed();
+            tracing::warn!(task = task_id, queue = %queue, "push: stopped before the outcome was applied; the task is delivered again when its lease ends");
+        }
     }
 }
 

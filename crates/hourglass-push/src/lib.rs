@@ -60,7 +60,10 @@
 //!   per node; each task leased for its timeout plus
 //!   [`PUSH_LEASE_MARGIN_MS`](hourglass_queue::limits::PUSH_LEASE_MARGIN_MS), so a node that dies
 //!   mid-delivery leaves it to be delivered again (at least once;
-//!   `Hourglass-Task-Id` lets receivers deduplicate); a graceful stop;
+//!   `Hourglass-Task-Id` lets receivers deduplicate); outcomes that end
+//!   while a settle is under way settled together as soon as it returns
+//!   ([`Source::settle_batch`]: one ack request a shard on Redis); a
+//!   graceful stop;
 //!   [`PushMetrics`]: deliveries by outcome and lateness from due time to
 //!   request sent.
 #![deny(missing_docs)]
@@ -74,6 +77,7 @@ pub mod outbound;
 mod outcome;
 mod request;
 mod retry_after;
+mod settle;
 mod signature;
 mod source;
 

@@ -4,7 +4,7 @@
 //! (URL, headers, timeout, the lease margin, `Retry-After`) are the
 //! contract's, in `hourglass_queue::limits` (`PUSH_*`).
 
-use hourglass_queue::limits::{CLAIM_MAX, NACK_REASON_BYTES_MAX, WAIT_MS_MAX};
+use hourglass_queue::limits::{ACK_BATCH_MAX, CLAIM_MAX, NACK_REASON_BYTES_MAX, WAIT_MS_MAX};
 
 /// Bytes of a response body read, at most. A body that ends within it leaves
 /// its connection reusable; a longer one is cut and its connection closed.
@@ -34,6 +34,9 @@ pub const CONCURRENCY_DEFAULT: usize = 64;
 pub const CONCURRENCY_MAX: usize = 10_000;
 /// Tasks one claim asks for, at most: a claim's own bound.
 pub const CLAIM_BATCH_MAX: usize = CLAIM_MAX;
+/// Outcomes one settle applies, at most: a batch of acks' own bound
+/// ([`ACK_BATCH_MAX`]).
+pub const SETTLE_BATCH_MAX: usize = ACK_BATCH_MAX;
 /// How long a push claim of [`TasksSource`](crate::TasksSource) waits for a
 /// task to come due before it answers empty.
 pub const CLAIM_WAIT_MS: u64 = 5_000;

@@ -55,6 +55,12 @@ pub struct Delivery<T> {
 ///   [`Nack`](hourglass_queue::Nack) under the lease). A lease that is no
 ///   longer the task's (it ran out, and another node delivered it) changes
 ///   nothing, and is an error the loop counts.
+/// - [`settle_batch`](Source::settle_batch) applies several outcomes, each
+///   as [`settle`](Source::settle) would, with one answer each in order (one
+///   stale lease fails only its own). The loop hands it the outcomes that
+///   ended while the previous settle was under way, so a source that can
+///   apply them together (one request a shard, one write to disk) should:
+///   by default they are settled each on its own, all at once.
 pub trait Source: Send + Sync + 'static {
     /// What [`settle`](Source::settle) takes back to find a delivery.
     type Ticket: Send + Sync + 'static;
@@ -67,4 +73,14 @@ pub trait Source: Send + Sync + 'static {
 
     /// Applies `outcome` to the delivery of `ticket`.
     fn settle(&self, ticket: Self::Ticket, outcome: Outcome) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Applies each outcome to the delivery of its ticket: one answer each,
+    /// in order (at most [`SETTLE_BATCH_MAX`](crate::limits::SETTLE_BATCH_MAX)
+    /// at once).
+    fn settle_batch(
+        &self,
+        batch: Vec<(Self::Ticket, Outcome)>,
+    ) -> impl Future<Output = Vec<Result<(), Self::Error>>> + Send {
+        futures_util::future::join_all(batch.into_iter().map(|(ticket, outcome)| self.settle(ticket, outcome)))
+    }
 }

@@ -1,7 +1,7 @@
 //! The delivery loop over a source in memory, against a real receiver: every
 //! task settled with its outcome, the concurrency bound held, a graceful stop
 //! that waits for requests in flight, and one that abandons them at its
-//! deadline.
+//! deadline; outcomes that end while a settle is under way settled together.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hourglass_push::{AllowList, Deliverer, Delivery, Outcome, OutcomeKind, PushClient, PushTarget, StopReport};
 use hourglass_test_support::within_async;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 use crate::outcomes::post;
 use hourglass_test_support::receiver::Receiver;
@@ -23,6 +23,10 @@ struct Fake {
     pending: Mutex<VecDeque<Delivery<u64>>>,
     more: Notify,
     settled: Mutex<Vec<(u64, Outcome)>>,
+    /// The size of each batch settled, in order.
+    batches: Mutex<Vec<usize>>,
+    /// While true, settles wait.
+    held: watch::Sender<bool>,
     claimed: AtomicUsize,
     claims_started: AtomicUsize,
     claims_ended: AtomicUsize,
@@ -90,6 +94,14 @@ impl hourglass_push::Source for Fake {
     async fn settle(&self, ticket: u64, outcome: Outcome) -> Result<(), std::io::Error> {
         self.settled.lock().unwrap().push((ticket, outcome));
         Ok(())
+    }
+
+    async fn settle_batch(&self, batch: Vec<(u64, Outcome)>) -> Vec<Result<(), std::io::Error>> {
+        self.batches.lock().unwrap().push(batch.len());
+        let _ = self.held.subscribe().wait_for(|held| !held).await;
+        let answers = batch.iter().map(|_| Ok(())).collect();
+        self.settled.lock().unwrap().extend(batch);
+        answers
     }
 }
 
@@ -180,4 +192,33 @@ async fn a_stop_abandons_requests_still_in_flight_at_its_deadline() {
     // Abandoned, not settled: their leases will bring them back.
     assert!(fake.settled().is_empty());
     assert_eq!(metrics.read().in_flight, 0, "the abandoned requests are no longer counted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_that_end_during_a_settle_are_settled_together_after_it() {
+    let receiver = Receiver::start().await;
+    let fake = Arc::new(Fake::default());
+    fake.held.send_replace(true);
+    let deliverer = Deliverer::new(fake.clone(), client(&receiver)).concurrency(8);
+    let metrics = deliverer.metrics();
+    let running = deliverer.start();
+    let ended = || metrics.read().deliveries(OutcomeKind::Done);
+    fake.add(1, &target(&receiver, "/ok"));
+    // Alone, it is settled at once: no waiting for company.
+    within_async(WAIT, "the first outcome's settle under way", async || *fake.batches.lock().unwrap() == [1]).await;
+    fake.add(5, &target(&receiver, "/ok"));
+    // Each delivery hands its outcome over in the same step that counts it.
+    within_async(WAIT, "five more outcomes waiting", async || ended() == 6).await;
+    assert!(fake.settled().is_empty(), "the first settle is still held");
+    fake.held.send_replace(false);
+    within_async(WAIT, "six tasks settled", async || fake.settled().len() == 6).await;
+    let batches = fake.batches.lock().unwrap().clone();
+    println!("batches settled: {batches:?}");
+    assert_eq!(batches.iter().sum::<usize>(), 6);
+    assert_eq!(batches[0], 1);
+    // The five that ended meanwhile went in one settle (the last to end may
+    // have been counted by the other thread an instant before it was
+    // handed over, and gone in a third).
+    assert!(batches.len() <= 3 && batches[1] >= 4, "batches {batches:?}");
+    assert_eq!(running.stop(WAIT).await.abandoned, 0);
 }

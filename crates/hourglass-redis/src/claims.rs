@@ -280,7 +280,7 @@ impl RedisBackend {
     async fn watched(&self, claim: &Claim<'_>) -> Result<Vec<Watched>, QueueError> {
         let names: Vec<String> = match claim.delivery() {
             Delivery::Pull => claim.queues().iter().map(|&queue| queue.to_owned()).collect(),
-            Delivery::Push => self.pushing_queues().await?,
+            Delivery::Push => self.pushing_queues().await?.to_vec(),
         };
         let mut watched = Vec::with_capacity(names.len());
         for name in names {

@@ -111,6 +111,8 @@ pub struct RedisBackend {
     settings: Mutex<HashMap<Arc<str>, (Instant, hourglass_queue::QueueSettings)>>,
     /// Queues this node added to the set of those that may push (`push.rs`).
     pushing: Mutex<HashSet<Arc<str>>>,
+    /// Every queue that may push, as last read, and when (`push.rs`).
+    pushing_read: Mutex<Option<(Instant, Arc<[String]>)>>,
     /// When every queue was last counted, and the tasks they held.
     counted: Mutex<Option<(Instant, usize)>>,
     totals: Mutex<Totals>,
@@ -163,6 +165,7 @@ impl RedisBackend {
             counters: Mutex::default(),
             settings: Mutex::default(),
             pushing: Mutex::default(),
+            pushing_read: Mutex::default(),
             counted: Mutex::default(),
             totals: Mutex::default(),
             next_shard: AtomicU64::new(rand::random::<u64>() % u64::from(shards)),

@@ -163,20 +163,41 @@ impl RedisBackend {
     }
 
     /// Notes that `queue` may hold tasks for push claims (it has a target, or
-    /// one of its tasks has): push claims look at such queues only.
+    /// one of its tasks has): push claims look at such queues only. The
+    /// first to note it tells every node (hint `q QUEUE`), whose push claims
+    /// then read the set again.
     pub(crate) async fn may_push(&self, queue: &str) -> Result<(), QueueError> {
         if self.pushing.lock().contains(queue) {
             return Ok(());
         }
-        let _: () = self.conn().sadd(self.keys.global("pushing"), queue).await.map_err(storage)?;
+        let added: u64 = self.conn().sadd(self.keys.global("pushing"), queue).await.map_err(storage)?;
         self.pushing.lock().insert(queue.into());
+        if added > 0 {
+            self.pushing_changed();
+            let _: () = self.conn().publish(&self.channel, format!("q {queue}")).await.map_err(storage)?;
+        }
         Ok(())
     }
 
-    /// The queues that may hold tasks for push claims.
-    pub(crate) async fn pushing_queues(&self) -> Result<Vec<String>, QueueError> {
+    /// A queue may push that did not: push claims read the set again.
+    pub(crate) fn pushing_changed(&self) {
+        *self.pushing_read.lock() = None;
+    }
+
+    /// The queues that may hold tasks for push claims: as this node last
+    /// read them if within [`SETTINGS_FRESH_FOR`] (a push claim looks at
+    /// them on every wake-up, and the set only grows, each addition hinted),
+    /// else as stored now.
+    pub(crate) async fn pushing_queues(&self) -> Result<Arc<[String]>, QueueError> {
+        if let Some((at, queues)) = &*self.pushing_read.lock() {
+            if at.elapsed() < SETTINGS_FRESH_FOR {
+                return Ok(queues.clone());
+            }
+        }
         let mut queues: Vec<String> = self.conn().smembers(self.keys.global("pushing")).await.map_err(storage)?;
         queues.sort();
+        let queues: Arc<[String]> = queues.into();
+        *self.pushing_read.lock() = Some((std::time::Instant::now(), queues.clone()));
         Ok(queues)
     }
 

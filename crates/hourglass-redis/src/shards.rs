@@ -132,7 +132,8 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
 }
 
 /// Hints from every node: `r SHARD QUEUE` (due tasks), `h SHARD MS` (an
-/// earlier deadline for the shard's owner), `p QUEUE` (a pause changed).
+/// earlier deadline for the shard's owner), `p QUEUE` (a pause changed),
+/// `s QUEUE` (its settings changed), `q QUEUE` (it may push now).
 async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use futures_util::StreamExt;
     let Some(node) = backend.upgrade() else { return };
@@ -198,6 +199,7 @@ impl RedisBackend {
             }
             (Some("p"), Some(queue), None) => self.watch.wake(queue),
             (Some("s"), Some(queue), None) => self.settings_changed(queue),
+            (Some("q"), Some(_), None) => self.pushing_changed(),
             _ => tracing::debug!(text, "an unknown hint"),
         }
     }
