@@ -180,6 +180,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("--fsync-every-ms must be at least 1 (leave it out to fsync before every reply)");
     }
     let started = Instant::now();
+    // An empty token would be one nobody can send (HTTP trims a header's
+    // trailing space), or worse, one a client sends by mistake.
+    anyhow::ensure!(
+        args.token.as_deref() != Some(""),
+        "--token (or HOURGLASS_TOKEN) is empty: give a token, or neither"
+    );
     let mut keys = Keys::new(args.token.as_deref(), args.tokens.as_deref())?;
     if let (Some(_), Some(name)) = (&args.beanstalk, &args.beanstalk_token) {
         keys = keys.requiring(name)?;

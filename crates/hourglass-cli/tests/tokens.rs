@@ -85,6 +85,16 @@ fn a_malformed_file_is_refused_at_start_naming_file_and_line() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("http "), "it never listened");
 }
 
+#[test]
+fn an_empty_admin_token_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.toml");
+    std::fs::write(&file, token("ok", "a", "[\"*\"]", "[\"read\"]")).unwrap();
+    let (out, stderr) = refused_start(dir.path(), &file, &["--token", ""]);
+    assert!(stderr.contains("--token (or HOURGLASS_TOKEN) is empty"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("http "), "it never listened");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sighup_reloads_the_file_under_load_and_no_request_fails() {
     let dir = tempfile::tempdir().unwrap();

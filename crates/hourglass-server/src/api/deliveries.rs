@@ -93,22 +93,31 @@ pub(crate) async fn ack_batch(
     Ok(Json(w::AckResults { results: ack_results(&acks, results) }))
 }
 
+/// Task lookups [`may_ack`] keeps in flight at once: one batch of acks on
+/// Redis would otherwise wait for a round trip per task, one after another.
+const ACK_LOOKUPS_AT_ONCE: usize = 32;
+
 /// `Ok` if `grant` may consume in the queue of each task `acks` names
-/// (read from the backend, unless it consumes everywhere). A task not
-/// found is let through: its ack fails on its own, and no task made later
-/// under its id could hold its lease.
+/// (read from the backend, each id once, unless it consumes everywhere). A
+/// task not found is let through: its ack fails on its own, and no task
+/// made later under its id could hold its lease.
 async fn may_ack(app: &AppState, grant: &Grant, acks: &[(u64, Lease)]) -> ApiResult<()> {
+    use futures_util::{StreamExt as _, TryStreamExt as _};
     if grant.everywhere(Permission::Consume) {
         return Ok(());
     }
-    for &(id, _) in acks {
-        match app.backend.get(id).await {
-            Ok(info) => grant.require_found(Permission::Consume, &info.task.queue)?,
-            Err(QueueError::NotFound(_)) => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Ok(())
+    let ids: std::collections::BTreeSet<u64> = acks.iter().map(|&(id, _)| id).collect();
+    futures_util::stream::iter(ids)
+        .map(|id| async move {
+            match app.backend.get(id).await {
+                Ok(info) => grant.require_found(Permission::Consume, &info.task.queue),
+                Err(QueueError::NotFound(_)) => Ok(()),
+                Err(error) => Err(error.into()),
+            }
+        })
+        .buffer_unordered(ACK_LOOKUPS_AT_ONCE)
+        .try_collect::<()>()
+        .await
 }
 
 /// `acks` as the backend takes them, if there are 1 to

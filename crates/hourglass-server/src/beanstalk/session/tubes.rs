@@ -52,7 +52,13 @@ impl Session {
     /// `list-tubes`: every tube with jobs, or that a connection refers to.
     pub(super) async fn list_tubes(&self, out: &mut Vec<u8>) {
         let tubes = self.front.tubes().await;
-        let readable = tubes.iter().map(String::as_str).filter(|tube| self.front.may(Permission::Read, tube));
+        // One grant for the whole list, so a reload meanwhile is seen
+        // whole or not at all.
+        let grant = self.front.grant();
+        let readable = tubes
+            .iter()
+            .map(String::as_str)
+            .filter(|tube| grant.as_ref().is_none_or(|grant| grant.allows(Permission::Read, tube)));
         reply::yaml(out, &reply::list(readable));
     }
 
