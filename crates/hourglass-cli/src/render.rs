@@ -161,6 +161,18 @@ pub fn queues(overview: &Overview) -> String {
     ];
     let t = &overview.totals;
     let mut out = table(&header, &rows);
+    if !overview.server_wide {
+        // A token that does not read every queue is shown its queues' sums.
+        let _ = writeln!(
+            out,
+            "\n{} tasks in the queues this token reads; since start: {} enqueued, {} delivered, {} acked",
+            count(t.tasks),
+            count(t.enqueued),
+            count(t.delivered),
+            count(t.acked),
+        );
+        return out;
+    }
     let _ = writeln!(
         out,
         "\n{} tasks, {} schedules; since start: {} enqueued, {} delivered, {} acked, {} dead",
@@ -281,8 +293,9 @@ mod tests {
         let overview = Overview {
             now_ms: 10_000,
             read_only_ui: false,
-            queues: vec![OverviewQueue { queue, rates }],
+            queues: vec![OverviewQueue { queue, rates, can: vec!["read".into()] }],
             totals,
+            server_wide: true,
             history: Vec::new(),
             sample_every_s: 1,
         };
@@ -294,6 +307,8 @@ mod tests {
             assert!(row.contains(cell), "{cell} in {row}");
         }
         assert!(text.contains("1,204 tasks, 1 schedules; since start: 5,000 enqueued"), "{text}");
+        let scoped = queues(&Overview { server_wide: false, ..overview.clone() });
+        assert!(scoped.contains("1,204 tasks in the queues this token reads; since start: 5,000 enqueued"), "{scoped}");
         let empty = Overview { queues: Vec::new(), ..overview };
         assert_eq!(queues(&empty), "no queues yet: add a task with `hourglass add QUEUE`\n");
     }

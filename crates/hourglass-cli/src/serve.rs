@@ -186,6 +186,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.token.as_deref() != Some(""),
         "--token (or HOURGLASS_TOKEN) is empty: give a token, or neither"
     );
+    // SIGHUP reloads the token file and the certificate: listened for
+    // before either is first read, so that none sent meanwhile is lost.
+    #[cfg(unix)]
+    let token_hangups = args.tokens.is_some().then(crate::tls::hangups).transpose()?;
+    #[cfg(unix)]
+    let tls_hangups = args.tls.given().then(crate::tls::hangups).transpose()?;
     let mut keys = Keys::new(args.token.as_deref(), args.tokens.as_deref())?;
     if let (Some(_), Some(name)) = (&args.beanstalk, &args.beanstalk_token) {
         keys = keys.requiring(name)?;
@@ -193,14 +199,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let keys = Arc::new(keys);
     if let Some(path) = keys.file() {
         tracing::info!(file = %path.display(), tokens = keys.file_tokens(), "tokens read");
-        #[cfg(unix)]
-        tokio::spawn(hourglass_server::access::reload_on_hangup(keys.clone()));
+    }
+    #[cfg(unix)]
+    if let Some(hangups) = token_hangups {
+        tokio::spawn(hourglass_server::access::reload_on_hangup(keys.clone(), hangups));
     }
     let beanstalk_access = beanstalk_access(&args, &keys)?;
     let push_client = crate::push::client(&args.push)?;
     let tls = args.tls.load()?;
-    if let Some(tls) = &tls {
-        crate::tls::reload_on_hangup(tls.clone())?;
+    #[cfg(unix)]
+    if let (Some(tls), Some(hangups)) = (&tls, tls_hangups) {
+        crate::tls::reload_on_hangup(tls.clone(), hangups);
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
     let connections = Connections {

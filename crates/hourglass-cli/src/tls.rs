@@ -23,6 +23,11 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
+    /// Whether HTTPS was asked for.
+    pub fn given(&self) -> bool {
+        self.tls_cert.is_some()
+    }
+
     /// The certificate and key, if given, read and checked.
     pub fn load(&self) -> anyhow::Result<Option<Tls>> {
         let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else { return Ok(None) };
@@ -30,25 +35,29 @@ impl TlsArgs {
     }
 }
 
-/// Reads `tls`'s files again on every SIGHUP, for as long as the process
-/// runs; a pair that cannot be used is logged and the old one kept.
-pub fn reload_on_hangup(tls: Tls) -> anyhow::Result<()> {
-    #[cfg(unix)]
-    {
-        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .context("cannot listen for SIGHUP")?;
-        tokio::spawn(async move {
-            while hangup.recv().await.is_some() {
-                match tls.reload() {
-                    Ok(()) => tracing::info!(cert = %tls.cert_path().display(), "reloaded the TLS certificate"),
-                    Err(error) => {
-                        tracing::error!(%error, "kept the TLS certificate in use: the new one cannot be used")
-                    }
+/// Reads `tls`'s files again on every SIGHUP that `hangups` receives, for
+/// as long as the process runs; a pair that cannot be used is logged and
+/// the old one kept. `hangups` is made before the files are first read (see
+/// [`hangups`]).
+#[cfg(unix)]
+pub fn reload_on_hangup(tls: Tls, mut hangups: tokio::signal::unix::Signal) {
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match tls.reload() {
+                Ok(()) => tracing::info!(cert = %tls.cert_path().display(), "reloaded the TLS certificate"),
+                Err(error) => {
+                    tracing::error!(%error, "kept the TLS certificate in use: the new one cannot be used")
                 }
             }
-        });
-    }
-    #[cfg(not(unix))]
-    let _ = tls;
-    Ok(())
+        }
+    });
+}
+
+/// A stream of SIGHUPs, made before the files it reloads are first read:
+/// a SIGHUP between the read and the stream's making would be lost (and
+/// with it the change the operator announced), or, before any stream, end
+/// the process, as SIGHUP's default is.
+#[cfg(unix)]
+pub fn hangups() -> anyhow::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("cannot listen for SIGHUP")
 }

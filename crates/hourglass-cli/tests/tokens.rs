@@ -250,6 +250,73 @@ fn the_beanstalkd_front_has_its_named_token_s_permissions() {
     assert_eq!(b.send("pause-tube team-a 1\r\n"), "PAUSED", "the tokens before it stay");
 }
 
+#[test]
+fn the_beanstalkd_front_checks_every_job_and_tube_command_against_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.toml");
+    let admin = token("ops", "ops-secret", "[\"*\"]", "[\"admin\"]");
+    let bean = |can: &str| token("bean", "unused", "[\"team-*\"]", can);
+    write_file(&file, &(admin.clone() + &bean("[\"enqueue\", \"consume\", \"read\"]")));
+    let server = serve()
+        .data(dir.path().join("data"))
+        .beanstalk()
+        .args(["--beanstalk-token", "bean"])
+        .arg("--tokens")
+        .arg(&file)
+        .start();
+    let ops = client(&server, "ops-secret");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // Another team's jobs, one ready and one delayed: every command below
+    // would find them for a token of theirs.
+    let other = rt.block_on(ops.enqueue("other", &Seq::task(1, 0))).unwrap().value.id;
+    rt.block_on(ops.enqueue("other", &Seq::task(2, 3_600_000))).unwrap();
+    let mut b = Bean::connect(server.beanstalk_port());
+    assert_eq!(b.send("use team-a\r\n"), "USING team-a");
+    let put = b.send("put 1 0 60 2\r\nhi\r\n");
+    let id: u64 = put.strip_prefix("INSERTED ").expect(&put).parse().unwrap();
+    assert_eq!(b.send("watch team-a\r\n"), "WATCHING 2");
+    assert_eq!(b.send("ignore default\r\n"), "WATCHING 1");
+    assert!(b.send("reserve-with-timeout 0\r\n").starts_with(&format!("RESERVED {id} ")));
+
+    // consume: its own job, never another team's (NOT_FOUND, as if not there).
+    for (own, others) in [
+        (format!("touch {id}\r\n"), format!("touch {other}\r\n")),
+        (format!("release {id} 1 0\r\n"), format!("release {other} 1 0\r\n")),
+    ] {
+        let reply = b.send(&own);
+        assert!(reply == "TOUCHED" || reply == "RELEASED", "{own:?}: {reply}");
+        assert_eq!(b.send(&others), "NOT_FOUND", "{others:?}");
+    }
+    assert!(b.send("reserve-with-timeout 0\r\n").starts_with(&format!("RESERVED {id} ")));
+    assert_eq!(b.send(&format!("bury {other} 1\r\n")), "NOT_FOUND");
+    assert_eq!(b.send(&format!("bury {id} 1\r\n")), "BURIED");
+
+    // read: peeks of the used tube, a job's and a tube's stats.
+    assert!(b.send("peek-buried\r\n").starts_with(&format!("FOUND {id} ")));
+    assert_eq!(b.send("peek-ready\r\n"), "NOT_FOUND", "nothing ready in team-a");
+    assert!(b.send(&format!("stats-job {id}\r\n")).starts_with("OK "));
+    assert_eq!(b.send(&format!("stats-job {other}\r\n")), "NOT_FOUND");
+    assert!(b.send("stats-tube team-a\r\n").starts_with("OK "));
+    assert_eq!(b.send("stats-tube other\r\n"), "NOT_FOUND");
+    assert_eq!(b.send("use other\r\n"), "USING other");
+    for peek in ["peek-ready\r\n", "peek-delayed\r\n", "peek-buried\r\n"] {
+        assert_eq!(b.send(peek), "NOT_FOUND", "{peek:?} in another team's tube");
+    }
+    // manage: kick-job needs it, on the job's tube.
+    assert_eq!(b.send(&format!("kick-job {id}\r\n")), "NOT_FOUND", "no manage");
+    let untouched = rt.block_on(ops.get(other)).unwrap();
+    assert_eq!((untouched.attempt, untouched.last_error), (0, None), "another team's job, untouched");
+
+    write_file(&file, &(admin + &bean("[\"enqueue\", \"consume\", \"read\", \"manage\"]")));
+    server.signal("HUP");
+    let deadline = Instant::now() + RELOADED_WITHIN;
+    while b.send(&format!("kick-job {id}\r\n")) != "KICKED" {
+        assert!(Instant::now() < deadline, "the reload did not reach the front");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(b.send(&format!("kick-job {other}\r\n")), "NOT_FOUND", "manage on its own tubes only");
+}
+
 /// The token file the README shows under "Scoped tokens".
 fn readme_tokens() -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();

@@ -58,7 +58,7 @@ impl Node {
     /// occurrence has run and been acked: only the schedule remembers it.
     async fn ran_once(misfire: Misfire) -> Node {
         let node = Node::new();
-        node.engine.put_schedule("tick", every_minute("q", misfire, Overlap::Allow)).await.unwrap();
+        node.engine.put_schedule("tick", every_minute("q", misfire, Overlap::Allow), Expect::Any).await.unwrap();
         node.advance(MINUTE).await;
         let task = node.engine.claim("q", 1, 30_000, 0).await.unwrap().remove(0);
         node.engine.ack(task.id, task.lease).await.unwrap();
@@ -90,7 +90,7 @@ fn every_minute(queue: &str, misfire: Misfire, overlap: Overlap) -> NewSchedule 
 async fn each_occurrence_is_one_task_with_its_key_due_at_its_time() {
     let node = Node::new();
     let (info, created) =
-        node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow)).await.unwrap();
+        node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow), Expect::Any).await.unwrap();
     assert!(created);
     assert_eq!(info.upcoming_ms, (1..=5).map(|m| T0_MS + m * MINUTE).collect::<Vec<_>>());
     node.advance(MINUTE - 1).await;
@@ -121,7 +121,7 @@ async fn a_restart_never_enqueues_an_occurrence_twice() {
 /// at 2..=11 minutes are missed, the latest of them 30 s late.
 async fn after_ten_minutes_down(misfire: Misfire) -> Node {
     let node = Node::new();
-    node.engine.put_schedule("tick", every_minute("q", misfire, Overlap::Allow)).await.unwrap();
+    node.engine.put_schedule("tick", every_minute("q", misfire, Overlap::Allow), Expect::Any).await.unwrap();
     node.advance(MINUTE).await;
     node.advance(30_000).await;
     assert_eq!(node.due_times("q").await, [T0_MS + MINUTE]);
@@ -166,7 +166,7 @@ async fn misfire_all_runs_every_missed_occurrence_in_order() {
 #[tokio::test]
 async fn overlap_forbid_skips_while_the_previous_run_is_alive() {
     let node = Node::new();
-    node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Forbid)).await.unwrap();
+    node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Forbid), Expect::Any).await.unwrap();
     node.advance(MINUTE).await;
     node.advance(MINUTE).await; // the first is still due: skipped
     assert_eq!(node.due_times("q").await, [T0_MS + MINUTE]);
@@ -178,10 +178,38 @@ async fn overlap_forbid_skips_while_the_previous_run_is_alive() {
     assert_eq!(node.due_times("q").await, [T0_MS + 4 * MINUTE]);
     // With overlap allowed, the same sequence enqueues every occurrence.
     let node = Node::new();
-    node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow)).await.unwrap();
+    node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow), Expect::Any).await.unwrap();
     node.advance(MINUTE).await;
     node.advance(MINUTE).await;
     assert_eq!(node.due_times("q").await, [T0_MS + MINUTE, T0_MS + 2 * MINUTE]);
+}
+
+#[tokio::test]
+async fn a_change_made_for_one_schedule_is_refused_on_another_of_the_same_name() {
+    let node = Node::new();
+    let changed = |result: Result<(), QueueError>| matches!(result, Err(QueueError::Conflict(_)));
+    let put = |queue: &'static str, expect| {
+        node.engine.put_schedule("s", every_minute(queue, Misfire::Skip, Overlap::Allow), expect)
+    };
+    put("a", Expect::Absent).await.unwrap();
+    assert!(changed(put("a", Expect::Absent).await.map(drop)), "made meanwhile: not created over");
+    // Deleted and made again in queue b: a change checked against a's is refused.
+    node.engine.delete_schedule("s", Expect::InQueue("a")).await.unwrap();
+    put("b", Expect::Absent).await.unwrap();
+    assert!(changed(put("a", Expect::InQueue("a")).await.map(drop)));
+    assert!(changed(node.engine.pause_schedule("s", true, Expect::InQueue("a")).await.map(drop)));
+    assert!(changed(node.engine.delete_schedule("s", Expect::InQueue("a")).await));
+    let info = node.engine.schedule("s").await.unwrap();
+    assert_eq!((&*info.schedule.queue, info.schedule.paused), ("b", false), "nothing of b's changed");
+    // What it expects, it changes.
+    assert!(node.engine.pause_schedule("s", true, Expect::InQueue("b")).await.unwrap().schedule.paused);
+    let (moved, created) = put("a", Expect::InQueue("b")).await.unwrap();
+    assert_eq!((&*moved.schedule.queue, created), ("a", false));
+    node.engine.delete_schedule("s", Expect::InQueue("a")).await.unwrap();
+    assert_eq!(
+        node.engine.delete_schedule("s", Expect::InQueue("a")).await,
+        Err(QueueError::ScheduleNotFound("s".into()))
+    );
 }
 
 #[tokio::test]
@@ -189,8 +217,8 @@ async fn schedules_survive_restarts_and_can_be_replaced_and_deleted() {
     let node = Node::new();
     let every =
         NewSchedule { rule: Rule::Every { every_ms: 90_000 }, ..every_minute("q", Misfire::Once, Overlap::Forbid) };
-    node.engine.put_schedule("a", every.clone()).await.unwrap();
-    node.engine.put_schedule("b", every_minute("r", Misfire::All, Overlap::Allow)).await.unwrap();
+    node.engine.put_schedule("a", every.clone(), Expect::Any).await.unwrap();
+    node.engine.put_schedule("b", every_minute("r", Misfire::All, Overlap::Allow), Expect::Any).await.unwrap();
     let node = node.restart_after(0).await;
     let page = node.engine.schedules(None, 10).await.unwrap();
     let names: Vec<&str> = page.schedules.iter().map(|info| &*info.schedule.name).collect();
@@ -209,11 +237,11 @@ async fn schedules_survive_restarts_and_can_be_replaced_and_deleted() {
     assert_eq!((second.schedules[0].schedule.name.as_ref(), second.next), ("b", None));
     // Replaced: starts again from now.
     node.advance(10_000).await;
-    let (info, created) = node.engine.put_schedule("a", every).await.unwrap();
+    let (info, created) = node.engine.put_schedule("a", every, Expect::Any).await.unwrap();
     assert!(!created);
     assert_eq!(info.schedule.next_ms, Some(T0_MS + 100_000));
-    node.engine.delete_schedule("b").await.unwrap();
-    assert_eq!(node.engine.delete_schedule("b").await, Err(QueueError::ScheduleNotFound("b".into())));
+    node.engine.delete_schedule("b", Expect::Any).await.unwrap();
+    assert_eq!(node.engine.delete_schedule("b", Expect::Any).await, Err(QueueError::ScheduleNotFound("b".into())));
     let node = node.restart_after(0).await;
     assert_eq!(node.engine.schedules(None, 10).await.unwrap().schedules.len(), 1);
     assert!(matches!(node.engine.schedule("b").await, Err(QueueError::ScheduleNotFound(_))));
@@ -231,24 +259,29 @@ async fn bad_schedules_are_refused_with_what_is_wrong() {
         Err(QueueError::Invalid(message)) => message,
         other => panic!("expected a refusal, got {other:?}"),
     };
-    let message = refused(node.engine.put_schedule("s", cron("* * * * *", "Europe/Atlantis")).await);
+    let message = refused(node.engine.put_schedule("s", cron("* * * * *", "Europe/Atlantis"), Expect::Any).await);
     assert!(message.contains("unknown time zone \"Europe/Atlantis\""), "{message}");
-    let message = refused(node.engine.put_schedule("s", cron("61 * * * *", "UTC")).await);
+    let message = refused(node.engine.put_schedule("s", cron("61 * * * *", "UTC"), Expect::Any).await);
     assert!(message.contains("invalid cron expression"), "{message}");
-    let message = refused(node.engine.put_schedule("s", cron("0 0 30 2 *", "UTC")).await);
+    let message = refused(node.engine.put_schedule("s", cron("0 0 30 2 *", "UTC"), Expect::Any).await);
     assert!(message.contains("never fires"), "{message}");
-    let message =
-        refused(node.engine.put_schedule("s", NewSchedule { rule: Rule::Every { every_ms: 1 }, ..base.clone() }).await);
+    let message = refused(
+        node.engine
+            .put_schedule("s", NewSchedule { rule: Rule::Every { every_ms: 1 }, ..base.clone() }, Expect::Any)
+            .await,
+    );
     assert!(message.contains("every_ms"), "{message}");
-    let message =
-        refused(node.engine.put_schedule("s", NewSchedule { expires_after_ms: Some(0), ..base.clone() }).await);
+    let message = refused(
+        node.engine.put_schedule("s", NewSchedule { expires_after_ms: Some(0), ..base.clone() }, Expect::Any).await,
+    );
     assert!(message.contains("expires_after_ms"), "{message}");
-    let message = refused(node.engine.put_schedule("bad name", base.clone()).await);
+    let message = refused(node.engine.put_schedule("bad name", base.clone(), Expect::Any).await);
     assert!(message.contains("schedule name"), "{message}");
-    let message = refused(node.engine.put_schedule("s", NewSchedule { queue: "".into(), ..base.clone() }).await);
+    let message =
+        refused(node.engine.put_schedule("s", NewSchedule { queue: "".into(), ..base.clone() }, Expect::Any).await);
     assert!(message.contains("queue name"), "{message}");
     let big = NewSchedule { payload: "x".repeat(Limits::DEFAULT_PAYLOAD_BYTES_MAX + 1).into(), ..base.clone() };
-    assert!(matches!(node.engine.put_schedule("s", big).await, Err(QueueError::PayloadTooLarge { .. })));
+    assert!(matches!(node.engine.put_schedule("s", big, Expect::Any).await, Err(QueueError::PayloadTooLarge { .. })));
     assert!(node.engine.schedules(None, 0).await.is_err());
     assert!(node.engine.schedules(None, 10).await.unwrap().schedules.is_empty(), "nothing refused was stored");
 }
@@ -263,7 +296,7 @@ async fn occurrences_over_two_days(zone: &str, expression: &str, start_utc: &str
     let node = Node { engine: open(dir.path(), &clock), dir, clock };
     let rule = Rule::Cron { expression: expression.into(), time_zone: zone.into() };
     node.engine
-        .put_schedule("dst", NewSchedule { rule, ..every_minute("q", Misfire::Skip, Overlap::Allow) })
+        .put_schedule("dst", NewSchedule { rule, ..every_minute("q", Misfire::Skip, Overlap::Allow) }, Expect::Any)
         .await
         .unwrap();
     for _ in 0..48 * 60 {
@@ -292,16 +325,16 @@ async fn a_durable_schedule_keeps_the_dst_rule() {
 /// Paused 30 s after the first occurrence for ten minutes, then resumed.
 async fn after_ten_minutes_paused(misfire: Misfire) -> Node {
     let node = Node::new();
-    node.engine.put_schedule("tick", every_minute("q", misfire, Overlap::Allow)).await.unwrap();
+    node.engine.put_schedule("tick", every_minute("q", misfire, Overlap::Allow), Expect::Any).await.unwrap();
     node.advance(MINUTE).await;
     node.advance(30_000).await;
-    let info = node.engine.pause_schedule("tick", true).await.unwrap();
+    let info = node.engine.pause_schedule("tick", true, Expect::Any).await.unwrap();
     assert!(info.schedule.paused);
     for _ in 0..10 {
         node.advance(MINUTE).await;
     }
     assert_eq!(node.due_times("q").await, [T0_MS + MINUTE], "nothing while paused");
-    node.engine.pause_schedule("tick", false).await.unwrap();
+    node.engine.pause_schedule("tick", false, Expect::Any).await.unwrap();
     node.advance(0).await;
     node
 }
@@ -317,12 +350,13 @@ async fn resuming_a_paused_schedule_applies_its_misfire_policy() {
     let expected: Vec<u64> = (1..=11).map(|m| T0_MS + m * MINUTE).collect();
     assert_eq!(all.due_times("q").await, expected, "every missed occurrence");
     // A definition put while paused stays paused (and starts again from now).
-    all.engine.pause_schedule("tick", true).await.unwrap();
-    let (info, _) = all.engine.put_schedule("tick", every_minute("q", Misfire::All, Overlap::Allow)).await.unwrap();
+    all.engine.pause_schedule("tick", true, Expect::Any).await.unwrap();
+    let (info, _) =
+        all.engine.put_schedule("tick", every_minute("q", Misfire::All, Overlap::Allow), Expect::Any).await.unwrap();
     assert!(info.schedule.paused);
     all.advance(5 * MINUTE).await;
     assert_eq!(all.due_times("q").await.len(), 11);
-    assert!(matches!(all.engine.pause_schedule("none", true).await, Err(QueueError::ScheduleNotFound(_))));
+    assert!(matches!(all.engine.pause_schedule("none", true, Expect::Any).await, Err(QueueError::ScheduleNotFound(_))));
 }
 
 #[tokio::test]
@@ -330,7 +364,7 @@ async fn a_deadline_skips_occurrences_too_late_to_start_and_expires_those_not_de
     let node = Node::new();
     let deadline =
         NewSchedule { expires_after_ms: Some(3 * MINUTE), ..every_minute("q", Misfire::All, Overlap::Allow) };
-    node.engine.put_schedule("tick", deadline).await.unwrap();
+    node.engine.put_schedule("tick", deadline, Expect::Any).await.unwrap();
     node.advance(MINUTE).await;
     node.advance(30_000).await;
     let node = node.restart_after(10 * MINUTE).await;
@@ -359,7 +393,7 @@ async fn a_replaced_schedule_does_not_run_again_what_the_old_version_ran() {
     let node = Node::ran_once(Misfire::Skip).await;
     node.clock.set_us((T0_MS + MINUTE - 30_000) * 1_000);
     let (info, created) =
-        node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow)).await.unwrap();
+        node.engine.put_schedule("tick", every_minute("q", Misfire::Skip, Overlap::Allow), Expect::Any).await.unwrap();
     assert!(!created);
     assert_eq!(info.schedule.next_ms, Some(T0_MS + 2 * MINUTE), "not the minute the old version ran");
     node.advance(30_000).await;

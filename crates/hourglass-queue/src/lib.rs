@@ -41,7 +41,9 @@ mod target;
 pub mod token_bucket;
 pub mod validate;
 
-pub use backend::{Backend, Claim, Cursor, ListRequest, Page, QueueAdmin, SchedulePage, Schedules, Stats, Tasks};
+pub use backend::{
+    Backend, Claim, Cursor, Expect, ListRequest, Page, QueueAdmin, SchedulePage, Schedules, Stats, Tasks,
+};
 pub use closed::Closed;
 pub use error::{Failure, QueueError};
 pub use hourglass::{ManualWallClock, SystemWallClock, WallClock};
@@ -56,8 +58,8 @@ pub use stats::{LatenessMs, QueueStats, StorageStats, Totals, BATCH_BUCKETS, COM
 pub use target::{Delivery, HttpMethod, HttpTarget, PushTarget};
 pub use token_bucket::TokenBucket;
 
-/// The backend traits, for code that calls a backend's methods: `use
-/// hourglass_queue::prelude::*;`.
+/// The backend traits, for code that calls a backend's methods, and what
+/// their methods take: `use hourglass_queue::prelude::*;`.
 pub mod prelude {
-    pub use crate::{Backend, QueueAdmin, Schedules, Stats, Tasks};
+    pub use crate::{Backend, Expect, QueueAdmin, Schedules, Stats, Tasks};
 }

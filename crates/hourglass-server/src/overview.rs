@@ -71,9 +71,14 @@ pub(crate) async fn overview(
         read_only_ui: app.read_only_ui,
         queues: grant
             .readable(&queues)
-            .map(|q| w::OverviewQueue { rates: history.rates(&q.name), queue: wire::queue(q.clone()) })
+            .map(|q| w::OverviewQueue {
+                rates: history.rates(&q.name),
+                can: grant.permissions_in(&q.name).iter().map(|p| p.as_str().to_owned()).collect(),
+                queue: grant.queue(wire::queue(q.clone())),
+            })
             .collect(),
         totals: wire::totals(grant.totals(totals, &queues)),
+        server_wide: grant.reads_everything(),
         // The chart adds up every queue: for those who read them all.
         history: if grant.reads_everything() { history.points() } else { Vec::new() },
         sample_every_s: SAMPLE_EVERY.as_secs(),

@@ -8,7 +8,8 @@ const STATES = ["scheduled", "due", "leased", "dead"];
 const TOKEN_KEY = "hourglass.token";
 
 let readOnly = false;
-let me = null;                    // GET /v1/whoami: the token's name, permissions and queue patterns
+let me = null;                    // GET /v1/whoami: the token's name
+let latest = null;                // the overview last read: each queue says what the token may do there
 let freshNext = false;            // after an action: see it at once, not the shared reading
 
 // The overview's path: the server shares one reading of the queues among
@@ -108,17 +109,19 @@ function when(atMs, nowMs) {
   return el("span", { title: new Date(atMs).toISOString() }, absolute(atMs), " ", el("span", { class: "muted" }, "(" + relative(atMs, nowMs) + ")"));
 }
 
-// Whether the token may do `permission` in `queue`: its patterns' only
-// wildcard is `*`, any run of characters (as the server matches them).
-function can(permission, queue) {
-  if (!me || !(me.can.includes(permission) || me.can.includes("admin"))) return false;
-  const escape = (text) => text.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
-  return me.queues.some((p) => new RegExp("^" + p.split("*").map(escape).join(".*") + "$", "s").test(queue));
+// The overview `o` as the page's latest: whether the dashboard is
+// read-only, and what the token may do in each queue, as the server says.
+function seen(o) {
+  readOnly = o.read_only_ui;
+  latest = o;
+  return o;
 }
 
-// Whether the token reads every queue, and so the server-wide figures.
-function readsEverything() {
-  return !!me && (me.can.includes("read") || me.can.includes("admin")) && me.queues.some((p) => /^\*+$/.test(p));
+// Whether the token may do `permission` in `queue`, as the latest overview
+// says (the server matches the token's patterns: the page never does).
+function can(permission, queue) {
+  const q = latest && latest.queues.find((q) => q.name === queue);
+  return !!q && q.can.includes(permission);
 }
 
 // A button that runs `run`; none on a read-only dashboard, nor where the
@@ -184,8 +187,7 @@ function lineChart(title, points, series, format, test) {
 // ---------- pages ----------
 
 async function overviewPage(main) {
-  const o = await api("GET", overviewPath());
-  readOnly = o.read_only_ui;
+  const o = seen(await api("GET", overviewPath()));
   const manages = !readOnly && o.queues.some((q) => can("manage", q.name));
   const t = o.totals;
   const sum = (key) => o.queues.reduce((n, q) => n + q[key], 0);
@@ -196,7 +198,7 @@ async function overviewPage(main) {
       card("tasks", t.tasks), card("scheduled", sum("scheduled")), card("due", sum("due")), card("leased", sum("leased")),
       card("dead", sum("dead")), card("enqueued", t.enqueued), card("delivered", t.delivered), card("acked", t.acked),
       card("schedules", t.schedules)),
-    !readsEverything() ? el("p", { class: "muted", "data-test": "charts-hidden" },
+    !o.server_wide ? el("p", { class: "muted", "data-test": "charts-hidden" },
       "The charts add up every queue: a token that reads every queue (\"*\") sees them. The totals are your queues'.") :
     el("div", { class: "charts" },
       lineChart("Throughput (tasks/s)", o.history, [
@@ -274,8 +276,7 @@ async function queuePage(main, name, params) {
   const query = new URLSearchParams({ limit: PAGE_SIZE });
   if (state) query.set("state", state);
   if (after) query.set("after", after);
-  const [o, page] = await Promise.all([api("GET", overviewPath()), api("GET", base + "/tasks?" + query)]);
-  readOnly = o.read_only_ui;
+  const [o, page] = await Promise.all([api("GET", overviewPath()).then(seen), api("GET", base + "/tasks?" + query)]);
   const q = o.queues.find((q) => q.name === name);
   const link = (s, a) => "#/queue/" + encodeURIComponent(name) + "?" + new URLSearchParams(Object.assign(s ? { state: s } : {}, a ? { after: a } : {}));
   main.replaceChildren(
@@ -319,8 +320,7 @@ function pushTo(t, o) {
 }
 
 async function taskPage(main, id) {
-  const [o, t] = await Promise.all([api("GET", overviewPath()), api("GET", "/v1/tasks/" + id)]);
-  readOnly = o.read_only_ui;
+  const [o, t] = await Promise.all([api("GET", overviewPath()).then(seen), api("GET", "/v1/tasks/" + id)]);
   const fields = [
     ["id", t.id], ["queue", el("a", { href: "#/queue/" + encodeURIComponent(t.queue) }, t.queue)],
     ["state", el("span", { class: "badge " + t.state, "data-test": "task-state" }, t.state)],

@@ -29,8 +29,14 @@ pub struct Overview {
     pub read_only_ui: bool,
     /// Every queue, by name.
     pub queues: Vec<OverviewQueue>,
-    /// The server's totals.
+    /// The server's totals; for a token that does not read every queue,
+    /// the sums of the queues it reads (see `server_wide`).
     pub totals: Totals,
+    /// Whether `totals` and `history` are the whole server's: false for a
+    /// token that does not read every queue, which is shown its queues'
+    /// sums and no history (the history adds up every queue).
+    #[serde(default)]
+    pub server_wide: bool,
     /// One point a sample, oldest first, up to fifteen minutes.
     pub history: Vec<Point>,
     /// Seconds between points.
@@ -46,6 +52,11 @@ pub struct OverviewQueue {
     pub queue: Queue,
     /// Per second, over the latest sample.
     pub rates: Rates,
+    /// What the request's token may do in it, of `read`, `enqueue`,
+    /// `consume` and `manage` (`admin` holds all four): the dashboard
+    /// offers only those actions.
+    #[serde(default)]
+    pub can: Vec<String>,
 }
 
 /// Rates per second.

@@ -203,8 +203,10 @@ fn queues_and_the_overview() {
         queues: vec![OverviewQueue {
             queue: Queue { oldest_due_ms: Some(T0_MS + 1_500), ..queue() },
             rates: Rates::default(),
+            can: vec!["read".into(), "manage".into()],
         }],
         totals: totals(),
+        server_wide: true,
         history: vec![Point {
             at_ms: T0_MS,
             enqueued: 20.0,
@@ -217,7 +219,7 @@ fn queues_and_the_overview() {
     };
     exact(
         &overview,
-        r#"{"now_ms":1800000000000,"read_only_ui":false,"queues":[{"name":"orders","scheduled":2,"due":0,"leased":0,"dead":0,"oldest_due_ms":1800000001500,"lateness":{"samples":4,"p50":0.001,"p99":991.231,"max":991.231},"paused":false,"enqueued":4,"delivered":4,"acked":2,"rates":{"enqueued":0.0,"delivered":0.0,"acked":0.0}}],"totals":{"enqueued":4,"delivered":4,"acked":2,"nacked":2,"lease_expired":0,"died":1,"expired":0,"cancelled":0,"occurrences_enqueued":0,"occurrences_skipped":0,"tasks":2,"schedules":0,"memory_bytes":528,"memory_bytes_max":4294967296,"disk_bytes":303,"disk_bytes_max":null},"history":[{"at_ms":1800000000000,"enqueued":20.0,"delivered":10.0,"acked":5.0,"lateness_p50_ms":0.75,"lateness_p99_ms":null}],"sample_every_s":1}"#,
+        r#"{"now_ms":1800000000000,"read_only_ui":false,"queues":[{"name":"orders","scheduled":2,"due":0,"leased":0,"dead":0,"oldest_due_ms":1800000001500,"lateness":{"samples":4,"p50":0.001,"p99":991.231,"max":991.231},"paused":false,"enqueued":4,"delivered":4,"acked":2,"rates":{"enqueued":0.0,"delivered":0.0,"acked":0.0},"can":["read","manage"]}],"totals":{"enqueued":4,"delivered":4,"acked":2,"nacked":2,"lease_expired":0,"died":1,"expired":0,"cancelled":0,"occurrences_enqueued":0,"occurrences_skipped":0,"tasks":2,"schedules":0,"memory_bytes":528,"memory_bytes_max":4294967296,"disk_bytes":303,"disk_bytes_max":null},"server_wide":true,"history":[{"at_ms":1800000000000,"enqueued":20.0,"delivered":10.0,"acked":5.0,"lateness_p50_ms":0.75,"lateness_p99_ms":null}],"sample_every_s":1}"#,
     );
 }
 

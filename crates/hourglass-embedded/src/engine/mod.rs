@@ -68,7 +68,7 @@ use hourglass_queue::Limits;
 use hourglass_queue::QueueError;
 use hourglass_queue::{Backend, Claim, ListRequest, Page, QueueAdmin, SchedulePage, Schedules, Stats, Tasks};
 use hourglass_queue::{Claimed, Closed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, TaskInfo};
-use hourglass_queue::{NewSchedule, ScheduleInfo};
+use hourglass_queue::{Expect, NewSchedule, ScheduleInfo};
 use hourglass_queue::{QueueSettings, QueueStats, StorageStats, Totals};
 use settlement::Settlement;
 use shared::Shared;
@@ -201,12 +201,17 @@ impl Tasks for Engine {
 
 #[async_trait]
 impl Schedules for Engine {
-    async fn put_schedule(&self, name: &str, new: NewSchedule) -> Result<(ScheduleInfo, bool), QueueError> {
-        self.put(name, new).await
+    async fn put_schedule(
+        &self,
+        name: &str,
+        new: NewSchedule,
+        expect: Expect<'_>,
+    ) -> Result<(ScheduleInfo, bool), QueueError> {
+        self.put(name, new, expect).await
     }
 
-    async fn pause_schedule(&self, name: &str, paused: bool) -> Result<ScheduleInfo, QueueError> {
-        self.pause(name, paused).await
+    async fn pause_schedule(&self, name: &str, paused: bool, expect: Expect<'_>) -> Result<ScheduleInfo, QueueError> {
+        self.pause(name, paused, expect).await
     }
 
     async fn schedule(&self, name: &str) -> Result<ScheduleInfo, QueueError> {
@@ -217,8 +222,8 @@ impl Schedules for Engine {
         self.list_schedules(after, limit)
     }
 
-    async fn delete_schedule(&self, name: &str) -> Result<(), QueueError> {
-        self.delete(name).await
+    async fn delete_schedule(&self, name: &str, expect: Expect<'_>) -> Result<(), QueueError> {
+        self.delete(name, expect).await
     }
 }
 

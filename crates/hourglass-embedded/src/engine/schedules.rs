@@ -3,10 +3,10 @@
 //! requests that would change it wait, and the change takes effect once the
 //! writer settles it (see `schedule_table.rs`).
 
-use hourglass_queue::limits::{SCHEDULES_MAX, SCHEDULE_LIST_MAX};
+use hourglass_queue::limits::SCHEDULES_MAX;
 use hourglass_queue::validate;
 use hourglass_queue::QueueError;
-use hourglass_queue::{NewSchedule, ScheduleInfo, SchedulePage};
+use hourglass_queue::{Expect, NewSchedule, ScheduleInfo, SchedulePage};
 
 use super::requests::{Access, Attempt};
 use super::schedule_table::Armed;
@@ -16,8 +16,14 @@ use super::Engine;
 use crate::store::Mutation;
 
 impl Engine {
-    /// Puts schedule `name` (new or replaced); whether it is new.
-    pub(crate) async fn put(&self, name: &str, new: NewSchedule) -> Result<(ScheduleInfo, bool), QueueError> {
+    /// Puts schedule `name` (new or replaced, if it is the one `expect`
+    /// names); whether it is new.
+    pub(crate) async fn put(
+        &self,
+        name: &str,
+        new: NewSchedule,
+        expect: Expect<'_>,
+    ) -> Result<(ScheduleInfo, bool), QueueError> {
         let now_ms = self.clock.now_ms();
         // Reading a cron rule and finding that it fires can take milliseconds
         // (an expression that never fires is searched to the year 5000): off
@@ -46,6 +52,9 @@ impl Engine {
                     _ => {}
                 }
                 let old = state.schedule(name);
+                if let Err(changed) = expect.check(name, old.map(|old| &*old.schedule.queue)) {
+                    return Attempt::Done(Err(changed));
+                }
                 let created = old.is_none();
                 let mut armed = put.clone();
                 // The overlap policy looks at the task of the latest occurrence,
@@ -71,8 +80,8 @@ impl Engine {
         Ok((info_of(armed), created))
     }
 
-    /// Pauses or resumes schedule `name`.
-    pub(crate) async fn pause(&self, name: &str, paused: bool) -> Result<ScheduleInfo, QueueError> {
+    /// Pauses or resumes schedule `name`, if it is the one `expect` names.
+    pub(crate) async fn pause(&self, name: &str, paused: bool, expect: Expect<'_>) -> Result<ScheduleInfo, QueueError> {
         validate::schedule_name(name)?;
         let (armed, ()) = self
             .when_settled(Access::Write, |state| {
@@ -82,6 +91,9 @@ impl Engine {
                     Some(false) => {}
                 }
                 let current = state.schedule(name).expect("a settled schedule is stored");
+                if let Err(changed) = expect.check(name, Some(&current.schedule.queue)) {
+                    return Attempt::Done(Err(changed));
+                }
                 if current.schedule.paused == paused {
                     return Attempt::Done(Ok((current.clone(), ())));
                 }
@@ -111,21 +123,25 @@ impl Engine {
 
     /// Up to `limit` schedules after `after`, by name.
     pub(crate) fn list_schedules(&self, after: Option<&str>, limit: usize) -> Result<SchedulePage, QueueError> {
-        validate::range("limit", limit as u64, 1, SCHEDULE_LIST_MAX as u64)?;
+        validate::schedule_list_limit(limit)?;
         let (page, more) = self.shared.state.lock().schedules_page(after, limit);
         let next = more.then(|| page.last().map(|armed| armed.schedule.name.clone())).flatten();
         // Occurrences are worked out after the lock: a page may hold a thousand.
         Ok(SchedulePage { schedules: page.into_iter().map(info_of).collect(), next })
     }
 
-    /// Deletes schedule `name`.
-    pub(crate) async fn delete(&self, name: &str) -> Result<(), QueueError> {
+    /// Deletes schedule `name`, if it is the one `expect` names.
+    pub(crate) async fn delete(&self, name: &str, expect: Expect<'_>) -> Result<(), QueueError> {
         validate::schedule_name(name)?;
         self.when_settled(Access::Write, |state| {
             match state.schedule_pending(name) {
                 None => return Attempt::Done(Err(QueueError::ScheduleNotFound(name.to_owned()))),
                 Some(true) => return Attempt::Wait,
                 Some(false) => {}
+            }
+            let queue = state.schedule(name).map(|current| &*current.schedule.queue);
+            if let Err(changed) = expect.check(name, queue) {
+                return Attempt::Done(Err(changed));
             }
             state.hide_schedule(name);
             let mutation = Mutation::DeleteSchedule(name.into());

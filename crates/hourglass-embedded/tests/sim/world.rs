@@ -183,7 +183,7 @@ impl World {
                     expires_after_ms: rng.random_bool(0.3).then(|| rng.random_range(1..500)),
                 };
                 let sent = self.ledger.lock().schedule_sent(&name);
-                let result = self.engine.put_schedule(&name, new).await;
+                let result = self.engine.put_schedule(&name, new, Expect::Any).await;
                 let settled = !before && !self.crashed();
                 let mut ledger = self.ledger.lock();
                 ledger.schedule_answered(&name, sent, (settled && result.is_ok()).then_some(true));
@@ -197,13 +197,13 @@ impl World {
             }
             5 => {
                 // Paused or resumed: the occurrences missed meanwhile go to the misfire policy.
-                if let Ok(info) = self.engine.pause_schedule(&name, rng.random_bool(0.5)).await {
+                if let Ok(info) = self.engine.pause_schedule(&name, rng.random_bool(0.5), Expect::Any).await {
                     self.ledger.lock().seen_schedules.push((name, info.schedule.next_ms));
                 }
             }
             6 => {
                 let sent = self.ledger.lock().schedule_sent(&name);
-                let deleted = self.engine.delete_schedule(&name).await.is_ok();
+                let deleted = self.engine.delete_schedule(&name, Expect::Any).await.is_ok();
                 let settled = !before && !self.crashed();
                 self.ledger.lock().schedule_answered(&name, sent, (settled && deleted).then_some(false));
             }

@@ -31,7 +31,7 @@ mod stats;
 mod tasks;
 
 pub use admin::QueueAdmin;
-pub use schedules::{SchedulePage, Schedules};
+pub use schedules::{Expect, SchedulePage, Schedules};
 pub use stats::Stats;
 pub use tasks::{Claim, Cursor, ListRequest, Page, Tasks};
 

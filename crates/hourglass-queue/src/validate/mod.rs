@@ -49,7 +49,16 @@ pub fn reason(reason: Option<&str>) -> Result<(), QueueError> {
 /// `_ - . :`, and of the rest of what beanstalkd allows in a tube's name, `+ /
 /// ; $ ( )`, so that every tube is a queue.
 pub fn queue_name(queue: &str) -> Result<(), QueueError> {
-    name("queue", queue, QUEUE_NAME_BYTES_MAX, "_-.:+/;$()")
+    name("queue", queue, QUEUE_NAME_BYTES_MAX, QUEUE_NAME_PUNCTUATION)
+}
+
+/// The characters a queue name may hold besides letters and digits.
+pub const QUEUE_NAME_PUNCTUATION: &str = "_-.:+/;$()";
+
+/// Whether `byte` may stand in a queue name: what a pattern of queue names
+/// is checked against.
+pub fn queue_name_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || QUEUE_NAME_PUNCTUATION.as_bytes().contains(&byte)
 }
 
 /// A schedule name: 1 to [`SCHEDULE_NAME_BYTES_MAX`] bytes of letters,
@@ -135,6 +144,11 @@ pub fn delay(delay_ms: Option<u64>) -> Result<(), QueueError> {
 /// A page's size: 1 to [`LIST_MAX`].
 pub fn list_limit(limit: usize) -> Result<(), QueueError> {
     range("limit", limit as u64, 1, LIST_MAX as u64)
+}
+
+/// A page of schedules' size: 1 to [`SCHEDULE_LIST_MAX`].
+pub fn schedule_list_limit(limit: usize) -> Result<(), QueueError> {
+    range("limit", limit as u64, 1, SCHEDULE_LIST_MAX as u64)
 }
 
 /// A batch of acks: 1 to [`ACK_BATCH_MAX`].

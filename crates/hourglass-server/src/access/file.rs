@@ -32,6 +32,13 @@ pub const NAME_BYTES_MAX: usize = 64;
 pub const FILE_BYTES_MAX: usize = 4 << 20;
 const _: () = assert!(FILE_BYTES_MAX / TOKENS_MAX >= 300, "room for a token of a name, a digest and a few patterns");
 
+/// The name of `--token`'s grant, which no token of the file may take: logs
+/// and `/v1/whoami` could not tell the two apart.
+pub const ROOT_NAME: &str = "--token";
+/// The name of every request's grant on a server without tokens, which no
+/// token of the file may take either.
+pub const OPEN_NAME: &str = "anonymous";
+
 /// A SHA-256 digest, as the file gives it in hex.
 pub(crate) type Digest = [u8; 32];
 
@@ -152,6 +159,9 @@ fn check_name(name: &str) -> Result<(), String> {
     if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
         return Err(format!("token name {name:?}: use letters, digits, '.', '_' and '-'"));
     }
+    if [ROOT_NAME, OPEN_NAME].contains(&name) {
+        return Err(format!("token name {name:?} is the server's own: choose another"));
+    }
     Ok(())
 }
 
@@ -207,6 +217,9 @@ mod tests {
             (good.clone() + &entry("b", OTHER, "[\"\"]", "[\"read\"]"), 9, "empty"),
             (good.clone() + &entry("b", OTHER, "[\"*\"]", "[]"), 10, "no permissions"),
             (good.clone() + &entry("b c", OTHER, "[\"*\"]", "[\"read\"]"), 7, "letters, digits"),
+            (good.clone() + &entry("--token", OTHER, "[\"*\"]", "[\"read\"]"), 7, "the server's own"),
+            (good.clone() + &entry("anonymous", OTHER, "[\"*\"]", "[\"read\"]"), 7, "the server's own"),
+            (good.clone() + &entry("b", OTHER, "[\"a\", \"b?\"]", "[\"read\"]"), 9, "which no queue name has"),
             (good.clone() + "[[token]]\nname = \"c\"\n", 6, "missing field"),
             (good.clone() + "[[tokens]]\n", 6, "unknown field"),
             (good.clone() + "[[token]\n", 6, ""),

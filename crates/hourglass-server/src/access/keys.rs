@@ -13,7 +13,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use sha2::{Digest as _, Sha256};
 
-use super::file::{self, Digest, TokenFileError, TokenSet};
+use super::file::{self, Digest, TokenFileError, TokenSet, OPEN_NAME, ROOT_NAME};
 use super::Grant;
 
 /// The tokens of a server: `--token` (admin on every queue), the
@@ -42,7 +42,7 @@ impl std::fmt::Debug for Keys {
 impl Keys {
     /// No token required: every request may do everything.
     pub fn open() -> Keys {
-        Keys { root: None, file: None, open: Arc::new(Grant::admin("anonymous")), names_required: Vec::new() }
+        Keys { root: None, file: None, open: Arc::new(Grant::admin(OPEN_NAME)), names_required: Vec::new() }
     }
 
     /// `token`, if given, is admin on every queue; `tokens_file`, if given,
@@ -53,7 +53,7 @@ impl Keys {
     /// the file and the line.
     pub fn new(token: Option<&str>, tokens_file: Option<&Path>) -> Result<Keys, TokenFileError> {
         let mut keys = Keys::open();
-        keys.root = token.map(|token| (digest(token), Arc::new(Grant::admin("--token"))));
+        keys.root = token.map(|token| (digest(token), Arc::new(Grant::admin(ROOT_NAME))));
         if let Some(path) = tokens_file {
             let set = file::read(path)?;
             keys.file = Some((path.to_owned(), RwLock::new(Arc::new(set))));
@@ -146,20 +146,22 @@ impl Keys {
     }
 }
 
-/// Reloads `keys`' file at every SIGHUP, for as long as the server runs:
-/// a file refused is logged with why, and the tokens before it stay.
+/// Reloads `keys`' file at every SIGHUP that `hangups` receives, for as
+/// long as the server runs: a file refused is logged with why, and the
+/// tokens before it stay.
+///
+/// `hangups` is made by the caller before the file is first read: a SIGHUP
+/// that came between the read and the stream's making would otherwise be
+/// lost (the file's change with it), or, before any stream, end the process.
 #[cfg(unix)]
-pub async fn reload_on_hangup(keys: Arc<Keys>) -> std::io::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Some(path) = keys.file().map(Path::to_owned) else { return Ok(()) };
-    let mut hangups = signal(SignalKind::hangup())?;
+pub async fn reload_on_hangup(keys: Arc<Keys>, mut hangups: tokio::signal::unix::Signal) {
+    let Some(path) = keys.file().map(Path::to_owned) else { return };
     while hangups.recv().await.is_some() {
         match keys.reload() {
             Ok(tokens) => tracing::info!(file = %path.display(), tokens, "token file reloaded"),
             Err(error) => tracing::error!(%error, "token file refused on reload; the tokens before it stay"),
         }
     }
-    Ok(())
 }
 
 /// The bearer token of a request's headers, if any.

@@ -7,7 +7,10 @@
 //!   SIGHUP), and who a request's bearer token is;
 //! - `need`: what each route needs (the table is in
 //!   `routes.rs`) and the guard that checks it before the
-//!   handler runs.
+//!   handler runs;
+//! - `listing`: listings across queues as a token sees them;
+//! - `redact`: push targets' header values, hidden from a token that may
+//!   not change them.
 //!
 //! Permissions are checked in one place per request: the guard, against
 //! the queue the route touches (from its path, or the task's or schedule's
@@ -21,17 +24,19 @@ mod keys;
 mod listing;
 mod need;
 mod pattern;
+mod redact;
 
 use std::fmt;
 use std::sync::Arc;
 
-pub use file::{TokenFileError, FILE_BYTES_MAX, NAME_BYTES_MAX, PATTERNS_MAX, TOKENS_MAX};
+pub use file::{TokenFileError, FILE_BYTES_MAX, NAME_BYTES_MAX, OPEN_NAME, PATTERNS_MAX, ROOT_NAME, TOKENS_MAX};
 pub(crate) use keys::bearer;
 #[cfg(unix)]
 pub use keys::reload_on_hangup;
 pub use keys::Keys;
-pub(crate) use need::{guard, Need};
+pub(crate) use need::{guard, Checked, Need};
 pub use pattern::{Pattern, PATTERN_BYTES_MAX};
+pub use redact::HIDDEN;
 
 use crate::error::ApiError;
 
@@ -126,6 +131,15 @@ impl Grant {
         self.holds(permission) && self.queues.iter().any(|p| p.matches(queue))
     }
 
+    /// The permissions it holds in `queue`, `admin` spelt out as the four it
+    /// holds: what the dashboard offers there.
+    pub fn permissions_in(&self, queue: &str) -> Vec<Permission> {
+        if !self.queues.iter().any(|p| p.matches(queue)) {
+            return Vec::new();
+        }
+        Permission::ALL.into_iter().filter(|&p| p != Permission::Admin && self.holds(p)).collect()
+    }
+
     /// Whether it may do `permission` in every queue, those to come
     /// included: what server-wide figures need.
     pub fn everywhere(&self, permission: Permission) -> bool {
@@ -193,6 +207,8 @@ mod tests {
         assert!(!g.allows(Permission::Enqueue, "mail"), "not its queue");
         assert!(!g.everywhere(Permission::Read));
         assert_eq!(g.permissions(), [Permission::Read, Permission::Enqueue]);
+        assert_eq!(g.permissions_in("billing-eu"), [Permission::Read, Permission::Enqueue]);
+        assert_eq!(g.permissions_in("mail"), []);
     }
 
     #[test]
@@ -200,6 +216,8 @@ mod tests {
         let g = grant(&["billing-*"], &[Permission::Admin]);
         assert!(Permission::ALL.iter().all(|&p| g.allows(p, "billing-x")));
         assert!(!g.allows(Permission::Read, "mail") && !g.everywhere(Permission::Read));
+        let four = [Permission::Read, Permission::Enqueue, Permission::Consume, Permission::Manage];
+        assert_eq!(g.permissions_in("billing-x"), four, "admin spelt out");
         let root = Grant::admin("--token");
         assert!(Permission::ALL.iter().all(|&p| root.everywhere(p) && root.allows(p, "any/queue")));
     }

@@ -5,7 +5,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hourglass_queue::QueueError;
+use hourglass_queue::{Expect, QueueError};
 
 use super::keys::bearer;
 use super::{Caller, Grant, Permission};
@@ -101,13 +101,56 @@ async fn check(state: &AppState, grant: &Grant, need: Need, parts: &mut Parts) -
         }
         Need::Schedule(_) => {
             let name = param(parts, "name").await?;
-            match state.schedules()?.schedule(&name).await {
-                Ok(info) => grant.require_found(permission, &info.schedule.queue),
+            // The handler's change is made only if the schedule is still the
+            // one checked here (a name may be deleted and made again in
+            // another queue meanwhile): what was seen goes on to it.
+            let seen = match state.schedules()?.schedule(&name).await {
+                Ok(info) => {
+                    grant.require_found(permission, &info.schedule.queue)?;
+                    Seen::InQueue(info.schedule.queue)
+                }
                 // A put makes it: its handler checks the queue it names.
-                Err(QueueError::ScheduleNotFound(_)) if parts.method == Method::PUT => Ok(()),
-                Err(error) => Err(error.into()),
-            }
+                Err(QueueError::ScheduleNotFound(_)) if parts.method == Method::PUT => Seen::Absent,
+                Err(error) => return Err(error.into()),
+            };
+            parts.extensions.insert(seen);
+            Ok(())
         }
+    }
+}
+
+/// The schedule of the path, as the guard found it when it checked the
+/// token's rights on its queue.
+#[derive(Debug, Clone)]
+enum Seen {
+    /// None of that name (a put, which makes it).
+    Absent,
+    /// One enqueueing into this queue.
+    InQueue(Box<str>),
+}
+
+/// What a change of the path's schedule expects to find: the schedule the
+/// guard checked the token's rights on, or any if the token may act on
+/// every queue (the guard then looked nothing up).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Checked(Option<Seen>);
+
+impl Checked {
+    /// As the backend takes it.
+    pub(crate) fn expect(&self) -> Expect<'_> {
+        match &self.0 {
+            None => Expect::Any,
+            Some(Seen::Absent) => Expect::Absent,
+            Some(Seen::InQueue(queue)) => Expect::InQueue(queue),
+        }
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Checked {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Checked, Self::Rejection> {
+        Ok(Checked(parts.extensions.get::<Seen>().cloned()))
     }
 }
 

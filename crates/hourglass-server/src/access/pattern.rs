@@ -12,6 +12,7 @@
 use std::fmt;
 
 use hourglass_queue::limits::QUEUE_NAME_BYTES_MAX;
+use hourglass_queue::validate::{queue_name_byte, QUEUE_NAME_PUNCTUATION};
 
 /// Bytes in one pattern: a queue name's limit.
 pub const PATTERN_BYTES_MAX: usize = QUEUE_NAME_BYTES_MAX;
@@ -21,13 +22,21 @@ pub const PATTERN_BYTES_MAX: usize = QUEUE_NAME_BYTES_MAX;
 pub struct Pattern(Box<str>);
 
 impl Pattern {
-    /// `text` as a pattern: 1 to [`PATTERN_BYTES_MAX`] bytes.
+    /// `text` as a pattern: 1 to [`PATTERN_BYTES_MAX`] bytes of `*` and
+    /// of what a queue name may hold. A pattern with any other character
+    /// could match no queue: it is a mistake, and refused as one.
     pub fn new(text: &str) -> Result<Pattern, String> {
         if text.is_empty() {
             return Err("a queue pattern is empty (\"*\" is every queue)".into());
         }
         if text.len() > PATTERN_BYTES_MAX {
             return Err(format!("a queue pattern is {} bytes, over {PATTERN_BYTES_MAX}", text.len()));
+        }
+        if let Some(c) = text.chars().find(|&c| c != '*' && !(c.is_ascii() && queue_name_byte(c as u8))) {
+            return Err(format!(
+                "queue pattern {text:?} holds {c:?}, which no queue name has: use `*` and A-Z, a-z, 0-9, {}",
+                QUEUE_NAME_PUNCTUATION.chars().map(String::from).collect::<Vec<_>>().join(" ")
+            ));
         }
         Ok(Pattern(text.into()))
     }
@@ -109,11 +118,14 @@ mod tests {
     }
 
     #[test]
-    fn other_glob_characters_are_literal() {
-        assert!(matches("a?", "a?") && !matches("a?", "ab"));
-        assert!(matches("[ab]", "[ab]") && !matches("[ab]", "a"));
-        assert!(matches("{a,b}", "{a,b}") && !matches("{a,b}", "a"));
-        assert!(matches("a\\*", "a\\xyz") && !matches("a\\*", "a*"), "no escapes: \\ is a character");
+    fn other_glob_characters_are_refused_as_no_queue_has_them() {
+        for text in ["a?", "[ab]", "{a,b}", "a\\*", "billing eu", "é*", "a\n"] {
+            let error = Pattern::new(text).unwrap_err();
+            assert!(error.contains("which no queue name has"), "{text:?}: {error}");
+        }
+        // Every character a queue name may hold is taken as itself.
+        let every = format!("aZ09{QUEUE_NAME_PUNCTUATION}");
+        assert!(matches(&every, &every) && matches("(a)*$", "(a)/b;$"));
     }
 
     #[test]

@@ -151,6 +151,7 @@ fn ack_results(acks: &[(u64, Lease)], results: Vec<Result<(), QueueError>>) -> V
 )]
 pub(crate) async fn nack(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Path(id): Path<u64>,
     Json(body): Json<w::LeaseRequest>,
 ) -> ApiResult<Json<w::Task>> {
@@ -159,7 +160,7 @@ pub(crate) async fn nack(
     }
     let lease = wire::parse_lease(&body.lease)?;
     let nack = Nack { delay_ms: body.delay_ms, reason: body.reason.map(Into::into), ..Nack::default() };
-    Ok(Json(wire::task(app.backend.nack(id, lease, nack).await?)))
+    Ok(Json(grant.task(wire::task(app.backend.nack(id, lease, nack).await?))))
 }
 
 /// Extend a delivery's lease to `lease_ms` from now.

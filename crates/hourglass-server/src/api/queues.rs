@@ -25,7 +25,7 @@ use crate::AppState;
 pub(crate) async fn list_queues(State(app): State<AppState>, Caller(grant): Caller) -> Json<serde_json::Value> {
     let all = app.backend.queues().await;
     let totals = wire::totals(grant.totals(app.backend.totals().await, &all));
-    let queues = grant.readable(&all).cloned().map(wire::queue).collect();
+    let queues = grant.readable(&all).map(|q| grant.queue(wire::queue(q.clone()))).collect();
     through_value(&w::Queues { queues, totals })
 }
 
@@ -39,13 +39,17 @@ pub(crate) async fn list_queues(State(app): State<AppState>, Caller(grant): Call
         (status = 200, description = "The queue.", body = w::Queue),
     )
 )]
-pub(crate) async fn queue_stats(State(app): State<AppState>, Path(queue): Path<String>) -> ApiResult<Json<w::Queue>> {
+pub(crate) async fn queue_stats(
+    State(app): State<AppState>,
+    Caller(grant): Caller,
+    Path(queue): Path<String>,
+) -> ApiResult<Json<w::Queue>> {
     let stats = app
         .backend
         .queue(&queue)
         .await
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no queue {queue:?}")))?;
-    Ok(Json(wire::queue(stats)))
+    Ok(Json(grant.queue(wire::queue(stats))))
 }
 
 /// Pause a queue: its claims hand out nothing until resumed.
@@ -89,9 +93,11 @@ pub(crate) async fn resume_queue(State(app): State<AppState>, Path(queue): Path<
 )]
 pub(crate) async fn settings(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Path(queue): Path<String>,
 ) -> ApiResult<Json<w::QueueSettings>> {
-    Ok(Json(crate::push::wire_settings(&app.backend.settings(&queue).await?)))
+    let settings = crate::push::wire_settings(&app.backend.settings(&queue).await?);
+    Ok(Json(grant.settings(&queue, settings)))
 }
 
 /// Replace a queue's settings whole, durably: a push target (or `null`), a

@@ -5,8 +5,10 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use hourglass_wire as w;
 
+use hourglass_queue::limits::{SCHEDULES_MAX, SCHEDULE_LIST_MAX};
+
 use super::{created_or_ok, ApiResult, SchedulePath, LIST_DEFAULT};
-use crate::access::{Caller, Permission};
+use crate::access::{Caller, Checked, Permission};
 use crate::extract::{Json, Path, Query};
 use crate::wire;
 use crate::AppState;
@@ -26,11 +28,13 @@ use crate::AppState;
 pub(crate) async fn put_schedule(
     State(app): State<AppState>,
     Caller(grant): Caller,
+    checked: Checked,
     Path(name): Path<String>,
     Json(schedule): Json<w::NewSchedule>,
 ) -> ApiResult {
     grant.require(Permission::Manage, &schedule.queue)?;
-    let (info, created) = app.schedules()?.put_schedule(&name, wire::new_schedule(schedule)?).await?;
+    let new = wire::new_schedule(schedule)?;
+    let (info, created) = app.schedules()?.put_schedule(&name, new, checked.expect()).await?;
     Ok((created_or_ok(created), Json(wire::schedule(info))).into_response())
 }
 
@@ -46,9 +50,14 @@ pub(crate) async fn put_schedule(
 )]
 pub(crate) async fn show_schedule(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Path(name): Path<String>,
 ) -> ApiResult<Json<w::Schedule>> {
-    Ok(Json(wire::schedule(app.schedules()?.schedule(&name).await?)))
+    let info = app.schedules()?.schedule(&name).await?;
+    // Read again since the guard checked: it may have been made again in
+    // another queue meanwhile.
+    grant.require_found(Permission::Read, &info.schedule.queue)?;
+    Ok(Json(wire::schedule(info)))
 }
 
 /// Pause a schedule: it enqueues nothing until resumed.
@@ -63,9 +72,10 @@ pub(crate) async fn show_schedule(
 )]
 pub(crate) async fn pause_schedule(
     State(app): State<AppState>,
+    checked: Checked,
     Path(name): Path<String>,
 ) -> ApiResult<Json<w::Schedule>> {
-    Ok(Json(wire::schedule(app.schedules()?.pause_schedule(&name, true).await?)))
+    Ok(Json(wire::schedule(app.schedules()?.pause_schedule(&name, true, checked.expect()).await?)))
 }
 
 /// Resume a schedule; the occurrences missed meanwhile go to its misfire policy.
@@ -80,9 +90,10 @@ pub(crate) async fn pause_schedule(
 )]
 pub(crate) async fn resume_schedule(
     State(app): State<AppState>,
+    checked: Checked,
     Path(name): Path<String>,
 ) -> ApiResult<Json<w::Schedule>> {
-    Ok(Json(wire::schedule(app.schedules()?.pause_schedule(&name, false).await?)))
+    Ok(Json(wire::schedule(app.schedules()?.pause_schedule(&name, false, checked.expect()).await?)))
 }
 
 /// Delete a schedule.
@@ -95,14 +106,17 @@ pub(crate) async fn resume_schedule(
         (status = 204, description = "Deleted."),
     )
 )]
-pub(crate) async fn delete_schedule(State(app): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
-    app.schedules()?.delete_schedule(&name).await?;
+pub(crate) async fn delete_schedule(
+    State(app): State<AppState>,
+    checked: Checked,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    app.schedules()?.delete_schedule(&name, checked.expect()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// The schedules, a page at a time, by name. A token sees the schedules
-/// of the queues it reads: a page may hold fewer than asked and still have
-/// a next.
+/// of the queues it reads, and a page's `next` is always one of those.
 #[utoipa::path(
     get,
     path = "/v1/schedules",
@@ -117,7 +131,29 @@ pub(crate) async fn list_schedules(
     Caller(grant): Caller,
     Query(query): Query<w::SchedulesQuery>,
 ) -> ApiResult<Json<w::SchedulePage>> {
-    let mut page = app.schedules()?.schedules(query.after.as_deref(), query.limit.unwrap_or(LIST_DEFAULT)).await?;
-    page.schedules.retain(|info| grant.allows(Permission::Read, &info.schedule.queue));
-    Ok(Json(wire::schedule_page(page)))
+    let schedules = app.schedules()?;
+    let limit = query.limit.unwrap_or(LIST_DEFAULT);
+    if grant.reads_everything() {
+        return Ok(Json(wire::schedule_page(schedules.schedules(query.after.as_deref(), limit).await?)));
+    }
+    // A scoped token's page is filled from pages of every schedule, read on
+    // until it holds `limit` or the listing ends: a `next` cut from a page
+    // of every schedule could be the name of another team's. At most
+    // `READS_MAX` reads of a thousand, as schedules are bounded.
+    const READS_MAX: usize = SCHEDULES_MAX.div_ceil(SCHEDULE_LIST_MAX) + 1;
+    hourglass_queue::validate::schedule_list_limit(limit)?;
+    let mut shown = Vec::new();
+    let mut after = query.after;
+    for _ in 0..READS_MAX {
+        let page = schedules.schedules(after.as_deref(), SCHEDULE_LIST_MAX).await?;
+        shown.extend(page.schedules.into_iter().filter(|info| grant.allows(Permission::Read, &info.schedule.queue)));
+        after = page.next.map(String::from);
+        if shown.len() >= limit || after.is_none() {
+            break;
+        }
+    }
+    let more = shown.len() > limit || after.is_some();
+    shown.truncate(limit);
+    let next = if more { shown.last().map(|info| info.schedule.name.clone()) } else { None };
+    Ok(Json(wire::schedule_page(hourglass_queue::SchedulePage { schedules: shown, next })))
 }

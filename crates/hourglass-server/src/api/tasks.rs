@@ -8,6 +8,7 @@ use hourglass_queue::{ListRequest, Status};
 use hourglass_wire as w;
 
 use super::{created_or_ok, ApiResult, KeyPath, QueuePath, TaskPath, LIST_DEFAULT};
+use crate::access::{Caller, Grant};
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
 use crate::wire;
@@ -77,10 +78,11 @@ pub(crate) async fn enqueue_batch(
 )]
 pub(crate) async fn list_tasks(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Path(queue): Path<String>,
     Query(query): Query<w::ListQuery>,
 ) -> ApiResult<Json<w::TaskPage>> {
-    list(app, queue, query, None).await
+    list(app, &grant, queue, query, None).await
 }
 
 /// A page of a queue's dead tasks.
@@ -95,14 +97,21 @@ pub(crate) async fn list_tasks(
 )]
 pub(crate) async fn dead(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Path(queue): Path<String>,
     Query(query): Query<w::ListQuery>,
 ) -> ApiResult<Json<w::TaskPage>> {
-    list(app, queue, query, Some(Status::Dead)).await
+    list(app, &grant, queue, query, Some(Status::Dead)).await
 }
 
 /// A page of a queue's tasks; `only` fixes the state (the `/dead` listing).
-async fn list(app: AppState, queue: String, query: w::ListQuery, only: Option<Status>) -> ApiResult<Json<w::TaskPage>> {
+async fn list(
+    app: AppState,
+    grant: &Grant,
+    queue: String,
+    query: w::ListQuery,
+    only: Option<Status>,
+) -> ApiResult<Json<w::TaskPage>> {
     let status = match (only, query.state.as_deref()) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid("this listing has one state; use /tasks?state= for others"))
@@ -112,7 +121,7 @@ async fn list(app: AppState, queue: String, query: w::ListQuery, only: Option<St
     };
     let after = query.after.as_deref().map(wire::parse_cursor).transpose()?;
     let request = ListRequest { status, after, limit: query.limit.unwrap_or(LIST_DEFAULT) };
-    Ok(Json(wire::page(app.backend.list(&queue, request).await?)))
+    Ok(Json(grant.page(wire::page(app.backend.list(&queue, request).await?))))
 }
 
 /// The live task with an idempotency key.
@@ -127,13 +136,14 @@ async fn list(app: AppState, queue: String, query: w::ListQuery, only: Option<St
 )]
 pub(crate) async fn find_by_key(
     State(app): State<AppState>,
+    Caller(grant): Caller,
     Path((queue, key)): Path<(String, String)>,
 ) -> ApiResult<Json<w::Task>> {
     let info =
         app.backend.find_by_key(&queue, &key).await?.ok_or_else(|| {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no live task with key {key:?}"))
         })?;
-    Ok(Json(wire::task(info)))
+    Ok(Json(grant.task(wire::task(info))))
 }
 
 /// A task, with every field.
@@ -146,8 +156,12 @@ pub(crate) async fn find_by_key(
         (status = 200, description = "The task.", body = w::Task),
     )
 )]
-pub(crate) async fn show(State(app): State<AppState>, Path(id): Path<u64>) -> ApiResult<Json<w::Task>> {
-    Ok(Json(wire::task(app.backend.get(id).await?)))
+pub(crate) async fn show(
+    State(app): State<AppState>,
+    Caller(grant): Caller,
+    Path(id): Path<u64>,
+) -> ApiResult<Json<w::Task>> {
+    Ok(Json(grant.task(wire::task(app.backend.get(id).await?))))
 }
 
 /// Cancel a task: it is removed.

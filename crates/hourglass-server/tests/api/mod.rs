@@ -12,6 +12,7 @@ mod schedules;
 mod schemas;
 mod tasks;
 mod tcp;
+mod token_views;
 mod tokens;
 mod wire;
 

@@ -44,7 +44,7 @@ fn write_tokens(path: &Path) {
     std::fs::write(path, text).unwrap();
 }
 
-fn scoped_api(dir: &Path) -> Api {
+pub(super) fn scoped_api(dir: &Path) -> Api {
     let file = dir.join("tokens.toml");
     write_tokens(&file);
     let keys = Arc::new(Keys::new(Some("root"), Some(&file)).unwrap());
@@ -52,14 +52,14 @@ fn scoped_api(dir: &Path) -> Api {
 }
 
 /// What a case works on: a fresh queue with one leased task and a schedule.
-struct Target {
+pub(super) struct Target {
     queue: String,
-    id: u64,
+    pub(super) id: u64,
     lease: String,
     schedule: String,
 }
 
-async fn target(api: &Api, queue: &str) -> Target {
+pub(super) async fn target(api: &Api, queue: &str) -> Target {
     let root = Some("root");
     let (status, _) = api
         .call_with(Method::POST, &format!("/v1/queues/{queue}/tasks"), Some(r#"{"payload":1,"key":"k"}"#), root)
