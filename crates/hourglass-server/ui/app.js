@@ -197,7 +197,8 @@ async function overviewPage(main) {
     el("div", { class: "cards", "data-test": "totals" },
       card("tasks", t.tasks), card("scheduled", sum("scheduled")), card("due", sum("due")), card("leased", sum("leased")),
       card("dead", sum("dead")), card("enqueued", t.enqueued), card("delivered", t.delivered), card("acked", t.acked),
-      card("schedules", t.schedules)),
+      // A scoped token's totals are its queues' sums: the server's schedule count is not among them.
+      o.server_wide ? card("schedules", t.schedules) : null),
     !o.server_wide ? el("p", { class: "muted", "data-test": "charts-hidden" },
       "The charts add up every queue: a token that reads every queue (\"*\") sees them. The totals are your queues'.") :
     el("div", { class: "charts" },
