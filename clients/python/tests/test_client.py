@@ -47,6 +47,13 @@ def test_enqueue_then_show_every_field(client: Client) -> None:
     assert task.key is None and task.last_error is None and task.dead_reason is None
 
 
+def test_a_payload_may_be_left_out(client: Client) -> None:
+    task = client.get_task(client.enqueue("orders", delay_ms=60_000).id)
+    assert task.payload is None
+    schedule, created = client.put_schedule("bare", "reports", every_ms=3_600_000)
+    assert created and schedule.payload is None
+
+
 def test_a_key_names_the_live_task(client: Client) -> None:
     first = client.enqueue("orders", 1, key="order-42", delay_ms=60_000)
     again = client.enqueue("orders", 2, key="order-42")

@@ -174,15 +174,21 @@ impl Bean {
     }
 
     fn send(&mut self, command: &str) -> String {
+        self.send_body(command).0
+    }
+
+    /// The reply's line, and its body (empty if it has none).
+    fn send_body(&mut self, command: &str) -> (String, String) {
         self.0.get_mut().write_all(command.as_bytes()).unwrap();
         let mut line = String::new();
         self.0.read_line(&mut line).unwrap();
         let words: Vec<&str> = line.split_whitespace().collect();
+        let mut body = Vec::new();
         if let ["RESERVED" | "FOUND", _, len] | ["OK", len] = words.as_slice() {
-            let mut body = vec![0; len.parse::<usize>().unwrap() + 2];
+            body = vec![0; len.parse::<usize>().unwrap() + 2];
             self.0.read_exact(&mut body).unwrap();
         }
-        line.trim_end().to_owned()
+        (line.trim_end().to_owned(), String::from_utf8_lossy(&body).into_owned())
     }
 }
 
@@ -255,8 +261,9 @@ fn the_beanstalkd_front_checks_every_job_and_tube_command_against_its_token() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.toml");
     let admin = token("ops", "ops-secret", "[\"*\"]", "[\"admin\"]");
-    let bean = |can: &str| token("bean", "unused", "[\"team-*\"]", can);
-    write_file(&file, &(admin.clone() + &bean("[\"enqueue\", \"consume\", \"read\"]")));
+    let bean = |queues: &str, can: &str| token("bean", "unused", queues, can);
+    let consumer = "[\"enqueue\", \"consume\", \"read\"]";
+    write_file(&file, &(admin.clone() + &bean("[\"*\"]", consumer)));
     let server = serve()
         .data(dir.path().join("data"))
         .beanstalk()
@@ -266,55 +273,83 @@ fn the_beanstalkd_front_checks_every_job_and_tube_command_against_its_token() {
         .start();
     let ops = client(&server, "ops-secret");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    // Another team's jobs, one ready and one delayed: every command below
-    // would find them for a token of theirs.
-    let other = rt.block_on(ops.enqueue("other", &Seq::task(1, 0))).unwrap().value.id;
-    rt.block_on(ops.enqueue("other", &Seq::task(2, 3_600_000))).unwrap();
+    let other_ready = rt.block_on(ops.enqueue("other", &Seq::task(1, 0))).unwrap().value.id;
+    let other_delayed = rt.block_on(ops.enqueue("other", &Seq::task(2, 3_600_000))).unwrap().value.id;
     let mut b = Bean::connect(server.beanstalk_port());
+    let put = |b: &mut Bean| -> u64 {
+        let put = b.send("put 1 0 60 2\r\nhi\r\n");
+        put.strip_prefix("INSERTED ").unwrap_or_else(|| panic!("{put}")).parse().unwrap()
+    };
     assert_eq!(b.send("use team-a\r\n"), "USING team-a");
-    let put = b.send("put 1 0 60 2\r\nhi\r\n");
-    let id: u64 = put.strip_prefix("INSERTED ").expect(&put).parse().unwrap();
-    assert_eq!(b.send("watch team-a\r\n"), "WATCHING 2");
-    assert_eq!(b.send("ignore default\r\n"), "WATCHING 1");
-    assert!(b.send("reserve-with-timeout 0\r\n").starts_with(&format!("RESERVED {id} ")));
+    let id = put(&mut b);
+    // While the front may consume everywhere, it reserves a job of each tube.
+    assert_eq!(b.send("watch other\r\n"), "WATCHING 2");
+    assert_eq!(b.send("watch team-a\r\n"), "WATCHING 3");
+    assert_eq!(b.send("ignore default\r\n"), "WATCHING 2");
+    let mut reserved: Vec<u64> = (0..2)
+        .map(|_| {
+            let reply = b.send("reserve-with-timeout 0\r\n");
+            reply.split_whitespace().nth(1).unwrap_or_else(|| panic!("{reply}")).parse().unwrap()
+        })
+        .collect();
+    reserved.sort_unstable();
+    assert_eq!(reserved, [other_ready, id]);
 
-    // consume: its own job, never another team's (NOT_FOUND, as if not there).
-    for (own, others) in [
-        (format!("touch {id}\r\n"), format!("touch {other}\r\n")),
-        (format!("release {id} 1 0\r\n"), format!("release {other} 1 0\r\n")),
-    ] {
-        let reply = b.send(&own);
-        assert!(reply == "TOUCHED" || reply == "RELEASED", "{own:?}: {reply}");
-        assert_eq!(b.send(&others), "NOT_FOUND", "{others:?}");
-    }
-    assert!(b.send("reserve-with-timeout 0\r\n").starts_with(&format!("RESERVED {id} ")));
-    assert_eq!(b.send(&format!("bury {other} 1\r\n")), "NOT_FOUND");
-    assert_eq!(b.send(&format!("bury {id} 1\r\n")), "BURIED");
-
-    // read: peeks of the used tube, a job's and a tube's stats.
-    assert!(b.send("peek-buried\r\n").starts_with(&format!("FOUND {id} ")));
-    assert_eq!(b.send("peek-ready\r\n"), "NOT_FOUND", "nothing ready in team-a");
-    assert!(b.send(&format!("stats-job {id}\r\n")).starts_with("OK "));
-    assert_eq!(b.send(&format!("stats-job {other}\r\n")), "NOT_FOUND");
-    assert!(b.send("stats-tube team-a\r\n").starts_with("OK "));
-    assert_eq!(b.send("stats-tube other\r\n"), "NOT_FOUND");
-    assert_eq!(b.send("use other\r\n"), "USING other");
-    for peek in ["peek-ready\r\n", "peek-delayed\r\n", "peek-buried\r\n"] {
-        assert_eq!(b.send(peek), "NOT_FOUND", "{peek:?} in another team's tube");
-    }
-    // manage: kick-job needs it, on the job's tube.
-    assert_eq!(b.send(&format!("kick-job {id}\r\n")), "NOT_FOUND", "no manage");
-    let untouched = rt.block_on(ops.get(other)).unwrap();
-    assert_eq!((untouched.attempt, untouched.last_error), (0, None), "another team's job, untouched");
-
-    write_file(&file, &(admin + &bean("[\"enqueue\", \"consume\", \"read\", \"manage\"]")));
+    // Then it is narrowed to team-*: the other tube's job, though reserved
+    // here, is no longer its to touch, release or bury.
+    write_file(&file, &(admin.clone() + &bean("[\"team-*\"]", consumer)));
     server.signal("HUP");
     let deadline = Instant::now() + RELOADED_WITHIN;
-    while b.send(&format!("kick-job {id}\r\n")) != "KICKED" {
+    while b.send("stats-tube other\r\n") != "NOT_FOUND" {
         assert!(Instant::now() < deadline, "the reload did not reach the front");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(b.send(&format!("kick-job {other}\r\n")), "NOT_FOUND", "manage on its own tubes only");
+    for command in ["touch {}", "release {} 1 0", "bury {} 1"] {
+        let refused = command.replace("{}", &other_ready.to_string()) + "\r\n";
+        assert_eq!(b.send(&refused), "NOT_FOUND", "{refused:?}");
+    }
+    assert_eq!(b.send(&format!("touch {id}\r\n")), "TOUCHED");
+    assert_eq!(b.send(&format!("release {id} 1 0\r\n")), "RELEASED");
+    assert_eq!(b.send("reserve-with-timeout 0\r\n"), "UNKNOWN_COMMAND", "it still watches other");
+    assert_eq!(b.send("ignore other\r\n"), "WATCHING 1");
+    assert!(b.send("reserve-with-timeout 0\r\n").starts_with(&format!("RESERVED {id} ")));
+    assert_eq!(b.send(&format!("bury {id} 1\r\n")), "BURIED");
+
+    // read: the used tube's peeks, a job's and a tube's stats.
+    assert!(b.send("peek-buried\r\n").starts_with(&format!("FOUND {id} ")));
+    assert!(b.send(&format!("stats-job {id}\r\n")).starts_with("OK "));
+    assert_eq!(b.send(&format!("stats-job {other_delayed}\r\n")), "NOT_FOUND");
+    assert_eq!(b.send(&format!("peek {other_delayed}\r\n")), "NOT_FOUND");
+    assert!(b.send("stats-tube team-a\r\n").starts_with("OK "));
+    let (reply, tubes) = b.send_body("list-tubes\r\n");
+    assert!(reply.starts_with("OK ") && tubes.contains("team-a") && !tubes.contains("other"), "{tubes}");
+    assert_eq!(b.send("use other\r\n"), "USING other");
+    assert_eq!(b.send("peek-delayed\r\n"), "NOT_FOUND", "another team's tube has one");
+    assert_eq!(b.send("peek-buried\r\n"), "NOT_FOUND");
+    assert_eq!(b.send("use team-a\r\n"), "USING team-a");
+
+    // manage: cancelling a job not reserved here, taking a buried or delayed
+    // one out of turn, kicking, pausing.
+    let unreserved = put(&mut b);
+    assert_eq!(b.send(&format!("delete {unreserved}\r\n")), "NOT_FOUND", "a cancel needs manage");
+    assert_eq!(b.send(&format!("reserve-job {id}\r\n")), "NOT_FOUND", "buried: out of turn");
+    assert_eq!(b.send(&format!("kick-job {id}\r\n")), "NOT_FOUND");
+    assert_eq!(b.send(&format!("kick-job {other_delayed}\r\n")), "NOT_FOUND");
+    assert_eq!(b.send(&format!("reserve-job {other_delayed}\r\n")), "NOT_FOUND");
+    assert_eq!(b.send("pause-tube team-a 1\r\n"), "NOT_FOUND");
+    assert!(rt.block_on(ops.get(unreserved)).is_ok(), "not cancelled");
+    let delayed = rt.block_on(ops.get(other_delayed)).unwrap();
+    assert_eq!(delayed.state, hourglass_client::wire::State::Scheduled, "another team's job, untouched");
+
+    write_file(&file, &(admin + &bean("[\"team-*\"]", "[\"enqueue\", \"consume\", \"read\", \"manage\"]")));
+    server.signal("HUP");
+    while b.send(&format!("kick-job {id}\r\n")) != "KICKED" {
+        assert!(Instant::now() < deadline + RELOADED_WITHIN, "the second reload did not reach the front");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(b.send(&format!("delete {unreserved}\r\n")), "DELETED");
+    assert_eq!(b.send(&format!("kick-job {other_delayed}\r\n")), "NOT_FOUND", "manage on its own tubes only");
+    assert_eq!(b.send("pause-tube team-a 1\r\n"), "PAUSED");
 }
 
 /// The token file the README shows under "Scoped tokens".

@@ -39,7 +39,8 @@ pub struct NewSchedule {
     /// A period, from when the schedule is put.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub every_ms: Option<u64>,
-    /// Each task's payload.
+    /// Each task's payload; `null` if left out.
+    #[serde(default = "crate::task::null")]
     #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
     /// What to do with missed occurrences (`skip` if left out).

@@ -8,8 +8,9 @@ use serde_json::value::RawValue;
 use crate::settings::HttpTarget;
 use crate::text::{DeadReason, State};
 
-/// `POST /v1/queues/{queue}/tasks`: a task to enqueue. Every field but the
-/// payload may be left out; the server's defaults and limits apply.
+/// `POST /v1/queues/{queue}/tasks`: a task to enqueue. Every field may be
+/// left out (the payload is then `null`); the server's defaults and limits
+/// apply.
 ///
 /// ```
 /// use hourglass_wire::NewTask;
@@ -22,7 +23,8 @@ use crate::text::{DeadReason, State};
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewTask {
-    /// Any JSON, passed through as it is.
+    /// Any JSON, passed through as it is; `null` if left out.
+    #[serde(default = "null")]
     #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
     /// Due this long from now (0 if neither this nor `run_at_ms` is given).
@@ -172,4 +174,9 @@ pub struct Task {
     pub http: Option<HttpTarget>,
     /// When it was enqueued, Unix ms.
     pub created_ms: u64,
+}
+
+/// A payload left out: `null`.
+pub(crate) fn null() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).expect("null is JSON")
 }

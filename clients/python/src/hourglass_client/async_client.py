@@ -135,7 +135,7 @@ class AsyncClient:
 
     # Tasks.
 
-    async def enqueue(self, queue: str, payload: Any, **options: Unpack[TaskOptions]) -> Enqueued:
+    async def enqueue(self, queue: str, payload: Any = None, **options: Unpack[TaskOptions]) -> Enqueued:
         """``POST /v1/queues/{queue}/tasks``: enqueues ``payload`` (any
         JSON), due now or as ``options`` say (``delay_ms``, ``run_at_ms``,
         ``key``, ``max_attempts``...). With a ``key`` that names a live task,
@@ -242,7 +242,7 @@ class AsyncClient:
     # Schedules.
 
     async def put_schedule(
-        self, name: str, queue: str, payload: Any, **options: Unpack[ScheduleOptions]
+        self, name: str, queue: str, payload: Any = None, **options: Unpack[ScheduleOptions]
     ) -> tuple[Schedule, bool]:
         """``PUT /v1/schedules/{name}``: makes or replaces the schedule (give
         ``cron`` with ``time_zone``, or ``every_ms``); the schedule, and

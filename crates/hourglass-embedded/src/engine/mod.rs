@@ -218,8 +218,13 @@ impl Schedules for Engine {
         self.read_schedule(name)
     }
 
-    async fn schedules(&self, after: Option<&str>, limit: usize) -> Result<SchedulePage, QueueError> {
-        self.list_schedules(after, limit)
+    async fn schedules_where(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        shown: &(dyn for<'q> Fn(&'q str) -> bool + Sync),
+    ) -> Result<SchedulePage, QueueError> {
+        self.list_schedules(after, limit, shown)
     }
 
     async fn delete_schedule(&self, name: &str, expect: Expect<'_>) -> Result<(), QueueError> {

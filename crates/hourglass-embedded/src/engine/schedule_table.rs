@@ -82,14 +82,16 @@ impl ScheduleTable {
         self.entries.get(name).map(|entry| entry.pending)
     }
 
-    /// Up to `limit` stored schedules after `after`, by name, and whether more follow.
-    pub(crate) fn page(&self, after: Option<&str>, limit: usize) -> (Vec<Armed>, bool) {
+    /// Up to `limit` stored schedules after `after` of the queues `shown`
+    /// accepts, by name, and whether more of them follow.
+    pub(crate) fn page(&self, after: Option<&str>, limit: usize, shown: &dyn Fn(&str) -> bool) -> (Vec<Armed>, bool) {
         let range = match after {
             Some(after) => self.entries.range::<str, _>((Excluded(after), Unbounded)),
             None => self.entries.range::<str, _>(..),
         };
-        let mut stored = range.filter_map(|(_, entry)| entry.current.clone());
-        let page: Vec<Armed> = stored.by_ref().take(limit).collect();
+        let mut stored =
+            range.filter_map(|(_, entry)| entry.current.as_ref()).filter(|armed| shown(&armed.schedule.queue));
+        let page: Vec<Armed> = stored.by_ref().take(limit).cloned().collect();
         let more = stored.next().is_some();
         (page, more)
     }

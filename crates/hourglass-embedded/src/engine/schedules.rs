@@ -121,10 +121,17 @@ impl Engine {
         armed.map(info_of).ok_or_else(|| QueueError::ScheduleNotFound(name.to_owned()))
     }
 
-    /// Up to `limit` schedules after `after`, by name.
-    pub(crate) fn list_schedules(&self, after: Option<&str>, limit: usize) -> Result<SchedulePage, QueueError> {
+    /// Up to `limit` schedules after `after` of the queues `shown` accepts, by name.
+    pub(crate) fn list_schedules(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        shown: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<SchedulePage, QueueError> {
         validate::schedule_list_limit(limit)?;
-        let (page, more) = self.shared.state.lock().schedules_page(after, limit);
+        // Filtered under the lock, before occurrences are worked out: only
+        // for the schedules shown.
+        let (page, more) = self.shared.state.lock().schedules_page(after, limit, shown);
         let next = more.then(|| page.last().map(|armed| armed.schedule.name.clone())).flatten();
         // Occurrences are worked out after the lock: a page may hold a thousand.
         Ok(SchedulePage { schedules: page.into_iter().map(info_of).collect(), next })

@@ -89,12 +89,29 @@ pub trait Schedules: Send + Sync {
     /// [`QueueError::ScheduleNotFound`], [`QueueError::Invalid`] for a malformed name.
     async fn schedule(&self, name: &str) -> Result<ScheduleInfo, QueueError>;
 
-    /// A page of the schedules, in name order, after `after`.
+    /// A page of the schedules of the queues `shown` accepts, in name
+    /// order, after `after`: up to `limit` of them, and `next` the last if
+    /// more of them follow. A server lists a scoped token's schedules so,
+    /// filtered where they are kept: no page of every schedule is read for
+    /// it, and no cursor names another queue's.
     ///
     /// # Errors
     /// [`QueueError::Invalid`] for a limit out of 1 to
     /// [`SCHEDULE_LIST_MAX`](crate::limits::SCHEDULE_LIST_MAX).
-    async fn schedules(&self, after: Option<&str>, limit: usize) -> Result<SchedulePage, QueueError>;
+    async fn schedules_where(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        shown: &(dyn for<'q> Fn(&'q str) -> bool + Sync),
+    ) -> Result<SchedulePage, QueueError>;
+
+    /// A page of every queue's schedules, as [`Schedules::schedules_where`].
+    ///
+    /// # Errors
+    /// As [`Schedules::schedules_where`].
+    async fn schedules(&self, after: Option<&str>, limit: usize) -> Result<SchedulePage, QueueError> {
+        self.schedules_where(after, limit, &|_| true).await
+    }
 
     /// Deletes the schedule `name`; tasks it enqueued stay.
     ///

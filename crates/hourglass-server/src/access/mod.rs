@@ -17,7 +17,10 @@
 //! queue). Three kinds of route need their handler's help, and the table
 //! says which: listings across queues (shown only the permitted queues),
 //! acks carried in a body (each task's queue), and a schedule's body (the
-//! queue it enqueues into).
+//! queue it enqueues into). A schedule's name, unlike a task's id, may be
+//! made again in another queue after the guard's check: the guard hands
+//! what it checked to the handler (`Checked`), whose change the engine
+//! makes only on that schedule, and a `GET` checks the schedule it read.
 
 mod file;
 mod keys;

@@ -84,6 +84,9 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
 async fn check(state: &AppState, grant: &Grant, need: Need, parts: &mut Parts) -> Result<(), ApiError> {
     let Some(permission) = need.permission() else { return Ok(()) };
     if grant.everywhere(permission) {
+        if let Need::Schedule(_) = need {
+            parts.extensions.insert(Seen::Any);
+        }
         return Ok(());
     }
     grant.require_somewhere(permission)?;
@@ -123,6 +126,8 @@ async fn check(state: &AppState, grant: &Grant, need: Need, parts: &mut Parts) -
 /// token's rights on its queue.
 #[derive(Debug, Clone)]
 enum Seen {
+    /// Not looked up: the token may act on every queue.
+    Any,
     /// None of that name (a put, which makes it).
     Absent,
     /// One enqueueing into this queue.
@@ -132,25 +137,27 @@ enum Seen {
 /// What a change of the path's schedule expects to find: the schedule the
 /// guard checked the token's rights on, or any if the token may act on
 /// every queue (the guard then looked nothing up).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Checked(Option<Seen>);
+#[derive(Debug, Clone)]
+pub(crate) struct Checked(Seen);
 
 impl Checked {
     /// As the backend takes it.
     pub(crate) fn expect(&self) -> Expect<'_> {
         match &self.0 {
-            None => Expect::Any,
-            Some(Seen::Absent) => Expect::Absent,
-            Some(Seen::InQueue(queue)) => Expect::InQueue(queue),
+            Seen::Any => Expect::Any,
+            Seen::Absent => Expect::Absent,
+            Seen::InQueue(queue) => Expect::InQueue(queue),
         }
     }
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Checked {
-    type Rejection = std::convert::Infallible;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Checked, Self::Rejection> {
-        Ok(Checked(parts.extensions.get::<Seen>().cloned()))
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Checked, ApiError> {
+        // The guard says what it checked for every schedule route; a
+        // request without it is a router built wrong, and is refused.
+        parts.extensions.get::<Seen>().cloned().map(Checked).ok_or_else(ApiError::unauthorized)
     }
 }
 

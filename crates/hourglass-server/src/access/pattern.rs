@@ -2,12 +2,11 @@
 //! included, `/` included), every other character only itself.
 //!
 //! A small matcher of our own rather than a glob crate: queue names are not
-//! paths (a `/` in one is an ordinary character), and the only wildcard the
-//! file offers is `*`, so a glob crate's `?`, `[...]`, `{a,b}` and `**` would
-//! only give `[` and `{` in a queue name a meaning nobody meant. Matching is
-//! the classic greedy walk with one backtrack point (the last `*`), linear
-//! in practice and at worst `pattern × name`, both bounded by
-//! [`QUEUE_NAME_BYTES_MAX`].
+//! paths (a `/` in one is an ordinary character), and the only wildcard is
+//! `*` (a pattern with any character no queue name holds, a glob's `?`,
+//! `[` or `{` among them, is refused). Matching is the classic greedy walk
+//! with one backtrack point (the last `*`), linear in practice and at worst
+//! `pattern × name`, both bounded by [`QUEUE_NAME_BYTES_MAX`].
 
 use std::fmt;
 

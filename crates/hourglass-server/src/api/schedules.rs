@@ -5,8 +5,6 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use hourglass_wire as w;
 
-use hourglass_queue::limits::{SCHEDULES_MAX, SCHEDULE_LIST_MAX};
-
 use super::{created_or_ok, ApiResult, SchedulePath, LIST_DEFAULT};
 use crate::access::{Caller, Checked, Permission};
 use crate::extract::{Json, Path, Query};
@@ -131,29 +129,7 @@ pub(crate) async fn list_schedules(
     Caller(grant): Caller,
     Query(query): Query<w::SchedulesQuery>,
 ) -> ApiResult<Json<w::SchedulePage>> {
-    let schedules = app.schedules()?;
-    let limit = query.limit.unwrap_or(LIST_DEFAULT);
-    if grant.reads_everything() {
-        return Ok(Json(wire::schedule_page(schedules.schedules(query.after.as_deref(), limit).await?)));
-    }
-    // A scoped token's page is filled from pages of every schedule, read on
-    // until it holds `limit` or the listing ends: a `next` cut from a page
-    // of every schedule could be the name of another team's. At most
-    // `READS_MAX` reads of a thousand, as schedules are bounded.
-    const READS_MAX: usize = SCHEDULES_MAX.div_ceil(SCHEDULE_LIST_MAX) + 1;
-    hourglass_queue::validate::schedule_list_limit(limit)?;
-    let mut shown = Vec::new();
-    let mut after = query.after;
-    for _ in 0..READS_MAX {
-        let page = schedules.schedules(after.as_deref(), SCHEDULE_LIST_MAX).await?;
-        shown.extend(page.schedules.into_iter().filter(|info| grant.allows(Permission::Read, &info.schedule.queue)));
-        after = page.next.map(String::from);
-        if shown.len() >= limit || after.is_none() {
-            break;
-        }
-    }
-    let more = shown.len() > limit || after.is_some();
-    shown.truncate(limit);
-    let next = if more { shown.last().map(|info| info.schedule.name.clone()) } else { None };
-    Ok(Json(wire::schedule_page(hourglass_queue::SchedulePage { schedules: shown, next })))
+    let (after, limit) = (query.after.as_deref(), query.limit.unwrap_or(LIST_DEFAULT));
+    let shown = |queue: &str| grant.allows(Permission::Read, queue);
+    Ok(Json(wire::schedule_page(app.schedules()?.schedules_where(after, limit, &shown).await?)))
 }

@@ -12,7 +12,7 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
     let cases: &[(&str, &str, StatusCode, &str)] = &[
         ("/v1/queues/q/tasks", "{not json", StatusCode::BAD_REQUEST, "invalid_json"),
         ("/v1/queues/q/tasks", r#"{"payload":1,"surprise":true}"#, StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"),
-        ("/v1/queues/q/tasks", r#"{"delay_ms":5}"#, StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"),
+        ("/v1/queues/q/tasks", r#"{"delay_ms":"5"}"#, StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"),
         ("/v1/queues/q/tasks", r#"{"payload":1,"delay_ms":-1}"#, StatusCode::UNPROCESSABLE_ENTITY, "invalid_json"),
         ("/v1/queues/q/tasks", r#"{"payload":1,"delay_ms":99999999999999999}"#, StatusCode::BAD_REQUEST, "invalid"),
         ("/v1/queues/q/tasks", r#"{"payload":1,"delay_ms":1,"run_at_ms":1}"#, StatusCode::BAD_REQUEST, "invalid"),

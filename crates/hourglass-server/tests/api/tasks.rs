@@ -40,6 +40,21 @@ async fn enqueue_claim_ack() {
 }
 
 #[tokio::test]
+async fn a_payload_left_out_is_null_for_tasks_batches_and_schedules() {
+    let api = api();
+    let (status, created) = api.call(Method::POST, "/v1/queues/q/tasks", Some(r#"{"delay_ms":10}"#)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let (_, task) = api.call(Method::GET, &format!("/v1/tasks/{}", created["id"]), None).await;
+    assert_eq!(task["payload"], serde_json::Value::Null, "{task}");
+    let (status, batch) =
+        api.call(Method::POST, "/v1/queues/q/tasks/batch", Some(r#"{"tasks":[{},{"delay_ms":5}]}"#)).await;
+    assert_eq!(status, StatusCode::CREATED, "{batch}");
+    let (status, schedule) =
+        api.call(Method::PUT, "/v1/schedules/bare", Some(r#"{"queue":"q","every_ms":60000}"#)).await;
+    assert_eq!((status, &schedule["payload"]), (StatusCode::CREATED, &serde_json::Value::Null), "{schedule}");
+}
+
+#[tokio::test]
 async fn a_repeated_key_returns_the_existing_task() {
     let api = api();
     let body = r#"{"payload":1,"delay_ms":5000,"key":"k-1"}"#;

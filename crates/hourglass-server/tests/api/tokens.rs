@@ -54,7 +54,7 @@ pub(super) fn scoped_api(dir: &Path) -> Api {
 /// What a case works on: a fresh queue with one leased task and a schedule.
 pub(super) struct Target {
     queue: String,
-    pub(super) id: u64,
+    id: u64,
     lease: String,
     schedule: String,
 }

@@ -38,9 +38,15 @@ impl State {
         self.schedules.len()
     }
 
-    /// Up to `limit` stored schedules after `after`, by name, and whether more follow.
-    pub(crate) fn schedules_page(&self, after: Option<&str>, limit: usize) -> (Vec<Armed>, bool) {
-        self.schedules.page(after, limit)
+    /// Up to `limit` stored schedules after `after` of the queues `shown`
+    /// accepts, by name, and whether more of them follow.
+    pub(crate) fn schedules_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        shown: &dyn Fn(&str) -> bool,
+    ) -> (Vec<Armed>, bool) {
+        self.schedules.page(after, limit, shown)
     }
 
     /// Marks schedule `name` pending while a change of it is written (making

@@ -6,6 +6,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::io::{Flow, Io};
 use super::producer;
 use super::state::{PendingPut, Session};
+use hourglass_queue::Status;
+
 use crate::access::Permission;
 use crate::beanstalk::command::{parse, Command, Refusal};
 use crate::beanstalk::counter::Counter;
@@ -91,21 +93,40 @@ const UNAVAILABLE: &str = "UNKNOWN_COMMAND";
 /// [`UNAVAILABLE`]. `put` is checked when its body arrives; `list-tubes`
 /// shows the tubes it reads. Every command is here, so that one added
 /// without its permission does not compile.
+///
+/// What a command does decides what it needs, as over HTTP: acting on a
+/// job this connection reserved is `consume`; `delete` of any other job
+/// cancels it and `reserve-job` of one not ready takes a buried or delayed
+/// job, both `manage`.
 async fn allowed(session: &Session, command: &Command) -> Result<(), &'static str> {
     let Some(grant) = session.front.grant() else { return Ok(()) };
     let tube = |permission, tube: &str, refusal| if grant.allows(permission, tube) { Ok(()) } else { Err(refusal) };
-    let job = |permission: Permission, id: u64| {
+    let job = |id: u64, need: fn(Found) -> Permission| {
         let grant = grant.clone();
+        // A job reserved here: its tube is known, no look-up.
+        let held = session.reserved.tube_of(id).map(str::to_owned);
         async move {
-            if grant.everywhere(permission) {
+            // Nor any for a token that holds what the job could need everywhere.
+            let found = std::iter::once(Found::Held).chain(Status::ALL.into_iter().map(Found::Elsewhere));
+            if found.into_iter().all(|found| grant.everywhere(need(found))) {
                 return Ok(());
             }
-            match session.front.backend.get(id).await {
-                Ok(info) if grant.allows(permission, &info.task.queue) => Ok(()),
-                _ => Err("NOT_FOUND"),
+            let (queue, found) = match held {
+                Some(tube) => (tube, Found::Held),
+                None => match session.front.backend.get(id).await {
+                    Ok(info) => (info.task.queue.to_string(), Found::Elsewhere(info.status)),
+                    // Not found, or the store out of reach: as the command itself would answer.
+                    Err(error) => return Err(reply::refusal(&error)),
+                },
+            };
+            if grant.allows(need(found), &queue) {
+                Ok(())
+            } else {
+                Err("NOT_FOUND")
             }
         }
     };
+    let consume = |_| Permission::Consume;
     match command {
         Command::Put { .. }
         | Command::PutTooBig { .. }
@@ -120,13 +141,21 @@ async fn allowed(session: &Session, command: &Command) -> Result<(), &'static st
         Command::Reserve | Command::ReserveWithTimeout(_) => {
             session.watched.iter().try_for_each(|watched| tube(Permission::Consume, watched, UNAVAILABLE))
         }
-        Command::ReserveJob(id)
-        | Command::Delete(id)
-        | Command::Release { id, .. }
-        | Command::Bury { id, .. }
-        | Command::Touch(id) => job(Permission::Consume, *id).await,
-        Command::Peek(id) | Command::StatsJob(id) => job(Permission::Read, *id).await,
-        Command::KickJob(id) => job(Permission::Manage, *id).await,
+        // Reserved here, it is acked; else it is cancelled.
+        Command::Delete(id) => {
+            job(*id, |found| if found == Found::Held { Permission::Consume } else { Permission::Manage }).await
+        }
+        // A ready job is claimed; a buried or delayed one is taken out of turn.
+        Command::ReserveJob(id) => {
+            job(
+                *id,
+                |found| if found == Found::Elsewhere(Status::Due) { Permission::Consume } else { Permission::Manage },
+            )
+            .await
+        }
+        Command::Release { id, .. } | Command::Bury { id, .. } | Command::Touch(id) => job(*id, consume).await,
+        Command::Peek(id) | Command::StatsJob(id) => job(*id, |_| Permission::Read).await,
+        Command::KickJob(id) => job(*id, |_| Permission::Manage).await,
         Command::PeekReady | Command::PeekDelayed | Command::PeekBuried => {
             tube(Permission::Read, &session.used, "NOT_FOUND")
         }
@@ -137,4 +166,13 @@ async fn allowed(session: &Session, command: &Command) -> Result<(), &'static st
         Command::Stats if grant.everywhere(Permission::Read) => Ok(()),
         Command::Stats => Err(UNAVAILABLE),
     }
+}
+
+/// Where a command's job was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Reserved by this connection.
+    Held,
+    /// In the store, in this state.
+    Elsewhere(Status),
 }

@@ -49,6 +49,12 @@ impl Reserved {
         self.jobs.get(&id).cloned()
     }
 
+    /// The tube of job `id`, if it was reserved here (it may be past its
+    /// time-to-run: the engine then refuses what is asked of it).
+    pub(super) fn tube_of(&self, id: u64) -> Option<&str> {
+        self.jobs.get(&id).map(|held| &*held.tube)
+    }
+
     /// The soonest end of a time-to-run among the jobs still held at `now_ms`.
     pub(super) fn soonest_until_ms(&mut self, now_ms: u64) -> Option<u64> {
         self.expire(now_ms);
