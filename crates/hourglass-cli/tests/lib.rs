@@ -4,6 +4,7 @@
 
 mod beanstalk;
 mod crash;
+mod never_early;
 mod nodes;
 mod people;
 mod push;

@@ -24,6 +24,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod arrival;
 mod backend;
 mod closed;
 mod error;
@@ -41,6 +42,7 @@ mod target;
 pub mod token_bucket;
 pub mod validate;
 
+pub use arrival::Arrival;
 pub use backend::{
     Backend, Claim, Cursor, Expect, ListRequest, Page, QueueAdmin, SchedulePage, Schedules, Stats, Tasks,
 };

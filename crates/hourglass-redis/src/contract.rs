@@ -28,7 +28,7 @@ impl Tasks for RedisBackend {
         self.closed.check()?;
         validate::queue_name(queue)?;
         let times: Vec<(RunAt, Option<RunAt>)> = batch.iter().map(|new| (new.run_at, new.expires)).collect();
-        let checked = validate::batch(batch, self.options.limits.payload_bytes_max, self.redis_ms())?;
+        let checked = validate::batch(batch, self.options.limits.payload_bytes_max, self.redis_arrival())?;
         self.register(queue, None).await?;
         if checked.iter().any(|task| task.http.is_some()) {
             self.may_push(queue).await?;
@@ -95,7 +95,7 @@ impl Tasks for RedisBackend {
 
     async fn reschedule(&self, id: u64, run_at: RunAt) -> Result<TaskInfo, QueueError> {
         self.closed.check()?;
-        let at_ms = validate::run_at(run_at, self.redis_ms())?;
+        let at_ms = validate::run_at(run_at, self.redis_arrival())?;
         let (kind, ms) = match run_at {
             RunAt::Delay(ms) => ("d", ms),
             RunAt::At(_) => ("a", at_ms),

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use hourglass_queue::{SystemWallClock, WallClock};
+use hourglass_queue::{Arrival, SystemWallClock, WallClock};
 
 use crate::RedisBackend;
 
@@ -55,6 +55,13 @@ impl RedisBackend {
     /// Redis's time now, as this node estimates it.
     pub(crate) fn redis_ms(&self) -> u64 {
         (SystemWallClock.now_ms() as i64 + self.offset_ms()).max(0) as u64
+    }
+
+    /// A request's arrival now, on Redis's clock as this node estimates it
+    /// (leaning late: the offset is the largest seen of late): what its
+    /// delays count from, never early. The scripts count the same way.
+    pub(crate) fn redis_arrival(&self) -> Arrival {
+        Arrival::at_us(self.redis_us().max(0) as u64)
     }
 
     /// Redis's time now, as this node estimates it, in µs: when a claim's

@@ -21,9 +21,18 @@ pub trait WallClock: Send + Sync + fmt::Debug + 'static {
     /// system's clock is set; callers must not assume it is monotonic.
     fn now_us(&self) -> u64;
 
-    /// Milliseconds since the Unix epoch.
+    /// Milliseconds since the Unix epoch, rounded down: what has passed.
     fn now_ms(&self) -> u64 {
         self.now_us() / 1_000
+    }
+
+    /// Milliseconds since the Unix epoch, rounded up: the first millisecond
+    /// not before now. A due time counted from it (`now_ms_ceil() +
+    /// delay_ms`) is never before its delay has passed, where one counted
+    /// from [`now_ms`](WallClock::now_ms) could be up to a millisecond
+    /// early, as a task is due once `now_ms` reaches its due time.
+    fn now_ms_ceil(&self) -> u64 {
+        self.now_us().div_ceil(1_000)
     }
 
     /// Parks the calling thread until this clock reads `deadline_us` (forever
@@ -125,6 +134,16 @@ impl WallClock for ManualWallClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn milliseconds_round_down_for_what_passed_and_up_for_what_is_due() {
+        let clock = ManualWallClock::at_ms(5);
+        assert_eq!((clock.now_ms(), clock.now_ms_ceil()), (5, 5), "on the millisecond");
+        clock.set_us(5_001);
+        assert_eq!((clock.now_ms(), clock.now_ms_ceil()), (5, 6));
+        clock.set_us(5_999);
+        assert_eq!((clock.now_ms(), clock.now_ms_ceil()), (5, 6));
+    }
 
     #[test]
     fn a_parked_thread_wakes_when_the_clock_passes_its_deadline() {

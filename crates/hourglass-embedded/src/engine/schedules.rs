@@ -24,7 +24,8 @@ impl Engine {
         new: NewSchedule,
         expect: Expect<'_>,
     ) -> Result<(ScheduleInfo, bool), QueueError> {
-        let now_ms = self.clock.now_ms();
+        // A period counts from the arrival rounded up: never early.
+        let now_ms = self.clock.now_ms_ceil();
         // Reading a cron rule and finding that it fires can take milliseconds
         // (an expression that never fires is searched to the year 5000): off
         // the runtime's threads.

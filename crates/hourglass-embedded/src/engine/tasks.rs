@@ -4,7 +4,7 @@
 
 use hourglass_queue::retry::next_run_ms;
 use hourglass_queue::validate;
-use hourglass_queue::QueueError;
+use hourglass_queue::{Arrival, QueueError};
 use hourglass_queue::{Enqueued, Lease, ListRequest, Nack, NewTask, Page, RunAt, TaskInfo, TaskState};
 
 use super::reads::Reads;
@@ -19,8 +19,9 @@ impl Engine {
     /// Adds `batch` to `queue`, every task or none, in one durable write.
     pub(crate) async fn enqueue_tasks(&self, queue: &str, batch: Vec<NewTask>) -> Result<Vec<Enqueued>, QueueError> {
         validate::queue_name(queue)?;
-        let now_ms = self.clock.now_ms();
-        let mut checked = validate::batch(batch, self.limits.payload_bytes_max, now_ms)?;
+        let arrival = Arrival::now(&*self.clock);
+        let mut checked = validate::batch(batch, self.limits.payload_bytes_max, arrival)?;
+        let now_ms = arrival.ms();
         self.when_settled(Access::Write, |state| {
             if let Err(closed) = self.closed.check() {
                 return Attempt::Done(Err(closed));
@@ -85,7 +86,7 @@ impl Engine {
 
     /// Moves a scheduled or dead task to `run_at`.
     pub(crate) async fn reschedule_task(&self, id: u64, run_at: RunAt) -> Result<TaskInfo, QueueError> {
-        let run_at_ms = validate::run_at(run_at, self.clock.now_ms())?;
+        let run_at_ms = validate::run_at(run_at, Arrival::now(&*self.clock))?;
         self.change(id, Why::Reschedule, |_, task| {
             match task.state {
                 TaskState::Leased { .. } => {
@@ -144,13 +145,13 @@ impl Engine {
     pub(crate) async fn nack_task(&self, id: u64, lease: Lease, nack: Nack) -> Result<TaskInfo, QueueError> {
         validate::delay(nack.delay_ms)?;
         validate::reason(nack.reason.as_deref())?;
-        let now_ms = self.clock.now_ms();
+        let arrival = Arrival::now(&*self.clock);
         self.change(id, Why::Nack, |state, task| {
             state.check_lease(id, lease)?;
             if nack.dead {
                 task.state = TaskState::Dead;
             } else {
-                fail_attempt(task, now_ms, nack.delay_ms);
+                fail_attempt(task, arrival, nack.delay_ms);
             }
             task.last_error = nack.reason.clone();
             task.priority = nack.priority.unwrap_or(task.priority);

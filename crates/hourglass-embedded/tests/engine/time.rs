@@ -2,7 +2,7 @@
 //! that steps back fires nothing early, one that steps forward loses nothing.
 
 use hourglass_queue::prelude::*;
-use hourglass_queue::{NewTask, RunAt, Status};
+use hourglass_queue::{Nack, NewTask, RunAt, Status};
 
 use super::{task, Harness, T0_MS};
 use crate::deadline;
@@ -113,4 +113,48 @@ async fn the_timer_thread_is_woken_for_a_lease_that_ends_before_its_sleep() {
     };
     deadline::within("the lease's expiry by the timer thread", expired).await;
     assert_eq!(h.engine.totals().await.lease_expired, 1);
+}
+
+/// Claims of queue `q` that hand out task `id` only once the clock reads
+/// `due_us`: nothing at one microsecond before, the task at `due_us`.
+async fn handed_out_at(h: &Harness, id: u64, due_us: u64) {
+    h.clock.set_us(due_us - 1);
+    h.engine.poll_timers();
+    assert!(claim_due(h).await.is_empty(), "task {id} handed out a microsecond before {due_us} µs");
+    h.clock.set_us(due_us);
+    h.engine.poll_timers();
+    assert_eq!(claim_due(h).await, [id], "task {id} at {due_us} µs");
+}
+
+#[tokio::test]
+async fn a_delay_counts_from_the_arrival_rounded_up_never_early() {
+    let h = Harness::new();
+    let at_us = |ms: u64, us: u64| ms * 1_000 + us;
+    // The clock stands 0.7 ms into a millisecond: a delay counted from the
+    // millisecond rounded down would be due 0.7 ms before it has passed.
+    h.clock.set_us(at_us(T0_MS, 700));
+    let enqueued = h.engine.enqueue("q", task("{}", RunAt::Delay(10))).await.unwrap();
+    assert_eq!(enqueued.run_at_ms, T0_MS + 11, "the arrival rounded up, plus the delay");
+    let id = enqueued.id;
+    h.clock.set_us(at_us(T0_MS + 11, 0) - 1);
+    h.engine.poll_timers();
+    assert!(h.engine.claim("q", 1, 60_000, 0).await.unwrap().is_empty(), "10.299 ms after it came: early");
+    h.clock.set_us(at_us(T0_MS + 11, 0));
+    h.engine.poll_timers();
+    let lease = h.engine.claim("q", 1, 60_000, 0).await.unwrap()[0].lease;
+
+    // A nack's delay counts the same way.
+    h.clock.set_us(at_us(T0_MS + 11, 300));
+    let nacked = h.engine.nack(id, lease, Nack { delay_ms: Some(5), ..Nack::default() }).await.unwrap();
+    assert_eq!(nacked.task.run_at_ms, T0_MS + 17);
+    handed_out_at(&h, id, at_us(T0_MS + 17, 0)).await;
+
+    // And a reschedule's.
+    let other = h.engine.enqueue("q", task("{}", RunAt::Delay(60_000))).await.unwrap().id;
+    h.clock.set_us(at_us(T0_MS + 20, 1));
+    assert_eq!(h.engine.reschedule(other, RunAt::Delay(3)).await.unwrap().task.run_at_ms, T0_MS + 24);
+    handed_out_at(&h, other, at_us(T0_MS + 24, 0)).await;
+    // On the millisecond itself there is nothing to round.
+    h.clock.set_us(at_us(T0_MS + 30, 0));
+    assert_eq!(h.engine.enqueue("q", task("{}", RunAt::Delay(2))).await.unwrap().run_at_ms, T0_MS + 32);
 }

@@ -5,6 +5,7 @@ mod target;
 
 use std::sync::Arc;
 
+use crate::arrival::Arrival;
 use crate::error::QueueError;
 use crate::limits::*;
 use crate::model::{NewTask, RunAt};
@@ -97,16 +98,17 @@ pub fn range(field: &str, value: u64, min: u64, max: u64) -> Result<(), QueueErr
     }
 }
 
-/// When a task asked to run at `run_at` is due, at `now_ms`: within
-/// [`DELAY_MS_MAX`] of now.
-pub fn run_at(run_at: RunAt, now_ms: u64) -> Result<u64, QueueError> {
+/// When a task asked to run at `run_at` by a request that arrived at
+/// `arrival` is due: within [`DELAY_MS_MAX`] of it, and never before its
+/// delay has passed ([`Arrival::after_ms`]).
+pub fn run_at(run_at: RunAt, arrival: Arrival) -> Result<u64, QueueError> {
     match run_at {
         RunAt::Delay(delay_ms) => {
             range("delay_ms", delay_ms, 0, DELAY_MS_MAX)?;
-            Ok(now_ms + delay_ms)
+            Ok(arrival.after_ms(delay_ms))
         }
         RunAt::At(at_ms) => {
-            range("run_at_ms", at_ms, 0, now_ms + DELAY_MS_MAX)?;
+            range("run_at_ms", at_ms, 0, arrival.ms() + DELAY_MS_MAX)?;
             Ok(at_ms)
         }
     }
@@ -161,7 +163,7 @@ pub fn ack_batch(len: usize) -> Result<(), QueueError> {
 
 /// A batch: its size, then every task; the first refusal fails it, naming the
 /// task by its position.
-pub fn batch(batch: Vec<NewTask>, payload_bytes_max: usize, now_ms: u64) -> Result<Vec<Checked>, QueueError> {
+pub fn batch(batch: Vec<NewTask>, payload_bytes_max: usize, arrival: Arrival) -> Result<Vec<Checked>, QueueError> {
     if batch.is_empty() || batch.len() > BATCH_MAX {
         return Err(QueueError::Invalid(format!("a batch holds 1 to {BATCH_MAX} tasks, not {}", batch.len())));
     }
@@ -170,7 +172,7 @@ pub fn batch(batch: Vec<NewTask>, payload_bytes_max: usize, now_ms: u64) -> Resu
         .into_iter()
         .enumerate()
         .map(|(i, new)| {
-            new_task(new, payload_bytes_max, now_ms).map_err(|error| match error {
+            new_task(new, payload_bytes_max, arrival).map_err(|error| match error {
                 QueueError::Invalid(message) if !single => QueueError::Invalid(format!("task {i}: {message}")),
                 other => other,
             })
@@ -178,11 +180,11 @@ pub fn batch(batch: Vec<NewTask>, payload_bytes_max: usize, now_ms: u64) -> Resu
         .collect()
 }
 
-fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Checked, QueueError> {
+fn new_task(new: NewTask, payload_bytes_max: usize, arrival: Arrival) -> Result<Checked, QueueError> {
     if new.payload.len() > payload_bytes_max {
         return Err(QueueError::PayloadTooLarge { bytes: new.payload.len(), max: payload_bytes_max });
     }
-    let run_at_ms = run_at(new.run_at, now_ms)?;
+    let run_at_ms = run_at(new.run_at, arrival)?;
     if let Some(k) = &new.key {
         key(k)?;
     }
@@ -197,8 +199,10 @@ fn new_task(new: NewTask, payload_bytes_max: usize, now_ms: u64) -> Result<Check
         Some(_) if new.every_ms.is_some() => {
             return Err(QueueError::Invalid("an expiry is for one-off tasks, not with every_ms".into()));
         }
-        Some(RunAt::Delay(after_ms)) => Some(now_ms + checked_range("expires_after_ms", after_ms, 1, DELAY_MS_MAX)?),
-        Some(RunAt::At(at_ms)) => Some(checked_range("expires_at_ms", at_ms, 0, now_ms + DELAY_MS_MAX)?),
+        Some(RunAt::Delay(after_ms)) => {
+            Some(arrival.after_ms(checked_range("expires_after_ms", after_ms, 1, DELAY_MS_MAX)?))
+        }
+        Some(RunAt::At(at_ms)) => Some(checked_range("expires_at_ms", at_ms, 0, arrival.ms() + DELAY_MS_MAX)?),
     };
     if let Some(http) = &new.http {
         http_target(http)?;
@@ -259,31 +263,38 @@ mod tests {
         assert!(claim(&["q", "bad name"], 1, LEASE_MS_DEFAULT, 0).is_err());
         assert!(claim(&vec!["q"; QUEUES_MAX + 1], 1, LEASE_MS_DEFAULT, 0).is_err());
         assert!(list_limit(0).is_err() && list_limit(LIST_MAX + 1).is_err() && list_limit(LIST_MAX).is_ok());
-        assert_eq!(run_at(RunAt::Delay(5), 100), Ok(105));
-        assert!(run_at(RunAt::At(100 + DELAY_MS_MAX + 1), 100).is_err());
+        assert_eq!(run_at(RunAt::Delay(5), Arrival::at_us(100_000)), Ok(105));
+        assert!(run_at(RunAt::At(100 + DELAY_MS_MAX + 1), Arrival::at_us(100_000)).is_err());
     }
 
     #[test]
     fn a_batch_names_the_task_at_fault() {
         let ok = NewTask::new("1", RunAt::Delay(0));
         let bad = NewTask { max_attempts: Some(MAX_ATTEMPTS_MAX + 1), ..ok.clone() };
-        let error = batch(vec![ok.clone(), bad.clone()], 10, 0).unwrap_err();
+        let error = batch(vec![ok.clone(), bad.clone()], 10, Arrival::at_us(0)).unwrap_err();
         assert!(error.to_string().starts_with("task 1: max_attempts"), "{error}");
-        assert!(batch(vec![bad], 10, 0).unwrap_err().to_string().starts_with("max_attempts"));
+        assert!(batch(vec![bad], 10, Arrival::at_us(0)).unwrap_err().to_string().starts_with("max_attempts"));
         let aimed = NewTask { http: Some(HttpTarget::post("gopher://x/")), ..ok.clone() };
-        assert!(batch(vec![ok.clone(), aimed], 10, 0).unwrap_err().to_string().starts_with("task 1: http.url"));
-        assert!(batch(vec![], 10, 0).is_err());
+        assert!(batch(vec![ok.clone(), aimed], 10, Arrival::at_us(0))
+            .unwrap_err()
+            .to_string()
+            .starts_with("task 1: http.url"));
+        assert!(batch(vec![], 10, Arrival::at_us(0)).is_err());
         let expiring = |run_at, expires| NewTask { expires: Some(expires), ..NewTask::new("1", run_at) };
         assert_eq!(
-            batch(vec![expiring(RunAt::Delay(5), RunAt::Delay(6))], 10, 100).unwrap()[0].expires_at_ms,
+            batch(vec![expiring(RunAt::Delay(5), RunAt::Delay(6))], 10, Arrival::at_us(100_000)).unwrap()[0]
+                .expires_at_ms,
             Some(106)
         );
-        assert!(batch(vec![expiring(RunAt::Delay(5), RunAt::At(105))], 10, 100).is_err(), "expires as it comes due");
-        assert!(batch(vec![expiring(RunAt::Delay(0), RunAt::Delay(0))], 10, 100).is_err());
+        assert!(
+            batch(vec![expiring(RunAt::Delay(5), RunAt::At(105))], 10, Arrival::at_us(100_000)).is_err(),
+            "expires as it comes due"
+        );
+        assert!(batch(vec![expiring(RunAt::Delay(0), RunAt::Delay(0))], 10, Arrival::at_us(100_000)).is_err());
         let repeating = NewTask { every_ms: Some(1_000), ..expiring(RunAt::Delay(0), RunAt::Delay(10)) };
-        assert!(batch(vec![repeating], 10, 100).unwrap_err().to_string().contains("one-off"));
+        assert!(batch(vec![repeating], 10, Arrival::at_us(100_000)).unwrap_err().to_string().contains("one-off"));
         assert!(matches!(
-            batch(vec![NewTask::new("12345", RunAt::Delay(0))], 4, 0),
+            batch(vec![NewTask::new("12345", RunAt::Delay(0))], 4, Arrival::at_us(0)),
             Err(QueueError::PayloadTooLarge { bytes: 5, max: 4 })
         ));
     }

@@ -7,7 +7,7 @@ local t, p, seqk, h = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local Q = queue_keys(5)
 local channel, shard, q, cap = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local n = (#ARGV - 4) / 11
-local now = now_ms()
+local now, now_past = time_now()
 if redis.call('HLEN', t) + n > cap then return { 'too_many_tasks' } end
 local before = head_min(h)
 local out = { 'ok', now }
@@ -25,13 +25,13 @@ for i = 0, n - 1 do
   else
     local seq = redis.call('INCR', seqk)
     local run = tonumber(ARGV[a + 2])
-    if ARGV[a + 1] == 'd' then run = now + run end
+    if ARGV[a + 1] == 'd' then run = after(now, now_past, run) end
     local rec = { q = q, r = run, a = 0, m = tonumber(ARGV[a + 4]), p = tonumber(ARGV[a + 5]), c = now, s = 's' }
     if ARGV[a + 6] ~= '' then rec.l = tonumber(ARGV[a + 6]) end
     if ARGV[a + 7] ~= '' then rec.e = tonumber(ARGV[a + 7]) end
     if ARGV[a + 8] ~= '' then
       rec.x = tonumber(ARGV[a + 9])
-      if ARGV[a + 8] == 'd' then rec.x = now + rec.x end
+      if ARGV[a + 8] == 'd' then rec.x = after(now, now_past, rec.x) end
     end
     if ARGV[a + 10] ~= '' then rec.h = cmsgpack.unpack(ARGV[a + 10]) end
     if key ~= '' then

@@ -25,9 +25,26 @@
 -- PRIORITY_DIGITS), QUEUE_KEY_COUNT and queue_keys(first) (a queue's keys from
 -- KEYS[first]), and backoff_ms(attempt).
 
-local function now_ms()
+-- Redis's time: the millisecond, and the microseconds past it.
+local function time_now()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
+end
+
+local function now_ms()
+  local ms = time_now()
+  return ms
+end
+
+-- When something asked for `delay` ms after `now` (and `past` µs) is due:
+-- never before the delay has passed. A task is due once now_ms reaches its
+-- due time, so a delay counts from now rounded up; none (0) from now rounded
+-- down, as a task cannot be handed out before it exists. Arrival::after_ms
+-- in Rust.
+local function after(now, past, delay)
+  if delay == 0 or past == 0 then return now + delay end
+  return now + 1 + delay
 end
 
 local function hex(n, width)
@@ -130,9 +147,11 @@ local function lease(Q, h, t, lseq, q, seq, rec, now, lease_ms)
   file(Q, h, q, seq, rec, now)
 end
 
--- A delivery failed: due again after `delay` or a backoff, or dead if out of
--- attempts or past its expiry (the engine's fail_attempt).
-local function fail(rec, now, delay)
+-- A delivery failed at `now` (and `past` µs): due again `delay` or a
+-- backoff after it, never early, or dead if out of attempts or past its
+-- expiry (the engine's fail_attempt).
+local function fail(rec, now, delay, past)
+  local function later(ms) return after(now, past or 0, ms) end
   local unlimited = rec.m == ATTEMPTS_UNLIMITED
   rec.L = nil
   rec.u = nil
@@ -144,11 +163,11 @@ local function fail(rec, now, delay)
   else
     rec.s = 's'
     if delay then
-      rec.r = now + delay
+      rec.r = later(delay)
     elseif unlimited then
-      rec.r = now
+      rec.r = later(0)
     else
-      rec.r = now + backoff_ms(rec.a)
+      rec.r = later(backoff_ms(rec.a))
     end
   end
 end

@@ -8,7 +8,7 @@
 local t, p, h, lseq = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local Q = queue_keys(5)
 local channel, shard, op, seq, q = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local now = now_ms()
+local now, now_past = time_now()
 local rec = load(t, seq)
 if not rec then return { 'not_found', now } end
 if rec.q ~= q then return { 'queue', now, rec.q } end
@@ -39,7 +39,7 @@ elseif op == 'reschedule' then
   if rec.s == 'd' then rec.a = 0 end
   rec.s = 's'
   rec.r = tonumber(ARGV[7])
-  if ARGV[6] == 'd' then rec.r = now + rec.r end
+  if ARGV[6] == 'd' then rec.r = after(now, now_past, rec.r) end
   return done('ok')
 elseif op == 'retry' then
   if rec.s ~= 'd' then return { 'conflict', now } end
@@ -71,7 +71,7 @@ elseif op == 'nack' then
   else
     local delay = nil
     if ARGV[7] ~= '' then delay = tonumber(ARGV[7]) end
-    fail(rec, now, delay)
+    fail(rec, now, delay, now_past)
   end
   if ARGV[8] ~= '' then rec.E = ARGV[8] else rec.E = nil end
   if ARGV[9] ~= '' then rec.p = tonumber(ARGV[9]) end

@@ -46,8 +46,8 @@ use hourglass_queue::limits::{
     TARGET_OVERHEAD_BYTES,
 };
 use hourglass_queue::retry::backoff_ms;
-use hourglass_queue::QueueError;
 use hourglass_queue::Totals;
+use hourglass_queue::{Arrival, QueueError};
 use hourglass_queue::{Delivery, HttpTarget, Lease, Status, Task, TaskInfo, TaskState};
 use queue::QueueState;
 use ready::Place;
@@ -557,9 +557,11 @@ impl State {
 /// The last error of a task whose lease ran out.
 const LEASE_EXPIRED: &str = "lease expired";
 
-/// A delivery failed: due again after `delay_ms` or a backoff, or dead if out
-/// of attempts or past its expiry.
-pub(crate) fn fail_attempt(task: &mut Task, now_ms: u64, delay_ms: Option<u64>) {
+/// A delivery failed at `at`: due again `delay_ms` or a backoff after it
+/// (never early: [`Arrival::after_ms`]), or dead if out of attempts or
+/// past its expiry.
+pub(crate) fn fail_attempt(task: &mut Task, at: Arrival, delay_ms: Option<u64>) {
+    let now_ms = at.ms();
     let unlimited = task.max_attempts == ATTEMPTS_UNLIMITED;
     if task.expires_at_ms.is_some_and(|at| at <= now_ms) {
         task.state = TaskState::Dead;
@@ -569,6 +571,6 @@ pub(crate) fn fail_attempt(task: &mut Task, now_ms: u64, delay_ms: Option<u64>) 
     } else {
         task.state = TaskState::Scheduled;
         let backoff = || if unlimited { 0 } else { backoff_ms(task.attempt) };
-        task.run_at_ms = now_ms + delay_ms.unwrap_or_else(backoff);
+        task.run_at_ms = at.after_ms(delay_ms.unwrap_or_else(backoff));
     }
 }

@@ -10,7 +10,7 @@ use super::slot::{Phase, NO_TIMER};
 use super::{fail_attempt, State, LEASE_EXPIRED};
 use crate::engine::settlement::{Settlement, Why};
 use crate::store::Mutation;
-use hourglass_queue::TaskState;
+use hourglass_queue::{Arrival, TaskState};
 
 impl State {
     /// How far the wheel's time is ahead of `now_ms`: more than zero when
@@ -71,7 +71,8 @@ impl State {
                 }
                 Phase::Leased => {
                     let mut task = self.task(id);
-                    fail_attempt(&mut task, now_ms, None);
+                    // A backoff from the tick that found the lease over.
+                    fail_attempt(&mut task, Arrival::at_us(now_ms * 1_000), None);
                     task.last_error = Some(LEASE_EXPIRED.into());
                     // The wheel has consumed the timer; unfile sees none.
                     self.hide(id);
