@@ -192,6 +192,12 @@ impl Bean {
     }
 }
 
+/// A server whose beanstalkd front has the permissions of token `bean` of
+/// `file`, its data in `dir`.
+fn front_serving_bean(dir: &Path, file: &Path) -> Hourglass {
+    serve().data(dir.join("data")).beanstalk().args(["--beanstalk-token", "bean"]).arg("--tokens").arg(file).start()
+}
+
 #[test]
 fn the_beanstalkd_front_has_its_named_token_s_permissions() {
     let dir = tempfile::tempdir().unwrap();
@@ -205,13 +211,7 @@ fn the_beanstalkd_front_has_its_named_token_s_permissions() {
     let (_, stderr) = refused_start(dir.path(), &file, &["--beanstalk", "127.0.0.1:0", "--beanstalk-token", "nobody"]);
     assert!(stderr.contains("no token named \"nobody\""), "{stderr}");
 
-    let server = serve()
-        .data(dir.path().join("data"))
-        .beanstalk()
-        .args(["--beanstalk-token", "bean"])
-        .arg("--tokens")
-        .arg(&file)
-        .start();
+    let server = front_serving_bean(dir.path(), &file);
     let mut b = Bean::connect(server.beanstalk_port());
     // HTTP puts a job in a tube the front may not touch.
     let ops = client(&server, "ops-secret");
@@ -264,13 +264,7 @@ fn the_beanstalkd_front_checks_every_job_and_tube_command_against_its_token() {
     let bean = |queues: &str, can: &str| token("bean", "unused", queues, can);
     let consumer = "[\"enqueue\", \"consume\", \"read\"]";
     write_file(&file, &(admin.clone() + &bean("[\"*\"]", consumer)));
-    let server = serve()
-        .data(dir.path().join("data"))
-        .beanstalk()
-        .args(["--beanstalk-token", "bean"])
-        .arg("--tokens")
-        .arg(&file)
-        .start();
+    let server = front_serving_bean(dir.path(), &file);
     let ops = client(&server, "ops-secret");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let other_ready = rt.block_on(ops.enqueue("other", &Seq::task(1, 0))).unwrap().value.id;
