@@ -49,10 +49,10 @@ use redb::{
 
 use super::error::StoreError;
 use super::interface::{Compacted, Loaded, Mutation, PausedQueue, Snapshot, Store};
-use super::ENTRY_OVERHEAD_BYTES;
 use super::record::{self, PayloadIn};
 use super::schedule_record;
 use super::settings_record;
+use super::ENTRY_OVERHEAD_BYTES;
 use hourglass_queue::QueueSettings;
 use hourglass_queue::Schedule;
 use hourglass_queue::Task;
@@ -296,7 +296,10 @@ impl RedbStore {
     /// [`StoreError::Database`] if its length cannot be read.
     pub fn file_bytes(&self) -> Result<u64, StoreError> {
         (self.place.len)().map_err(|error| {
-            StoreError::Database(Failure::new(format!("cannot read the length of {}", self.place.path.display()), error))
+            StoreError::Database(Failure::new(
+                format!("cannot read the length of {}", self.place.path.display()),
+                error,
+            ))
         })
     }
 
@@ -337,7 +340,10 @@ impl RedbStore {
                 Ok(_) => {}
                 Err(CompactionError::TransactionInProgress) => return Ok(None),
                 Err(error) => {
-                    if matches!(&error, CompactionError::Storage(redb::StorageError::Io(_) | redb::StorageError::PreviousIo)) {
+                    if matches!(
+                        &error,
+                        CompactionError::Storage(redb::StorageError::Io(_) | redb::StorageError::PreviousIo)
+                    ) {
                         self.failed_io.store(true, Ordering::Release);
                     }
                     return Err(db_error(error));

@@ -192,7 +192,8 @@ fn a_file_mostly_free_is_compacted_and_holds_what_it_held() {
     let big = hourglass_queue::limits::PAYLOAD_INLINE_MAX + 1;
     let (tasks, kept_every) = (16_000u64, 100);
     for first in (1..=tasks).step_by(1_000) {
-        let batch: Vec<_> = (first..first + 1_000).map(|id| insert(id, if id % 2 == 0 { big } else { 1_000 })).collect();
+        let batch: Vec<_> =
+            (first..first + 1_000).map(|id| insert(id, if id % 2 == 0 { big } else { 1_000 })).collect();
         store.apply(&batch, true).unwrap();
     }
     let peak = store.file_bytes().unwrap();
