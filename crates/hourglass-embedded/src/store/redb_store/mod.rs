@@ -15,10 +15,12 @@
 //! bytes, so the file stays within `FILE_PER_LIVE_MAX` times the live data
 //! plus `COMPACT_FILE_MIN_BYTES`. A compaction holds the writer: it moves
 //! the live pages that lie above the free space, and only runs with at most
-//! [`COMPACT_LIVE_BYTES_MAX`] live, which bounds how long any write waits
-//! for it. redb compacts in commits of its own, each atomic and two-phase, so
+//! [`COMPACT_LIVE_BYTES_MAX`] live: that, and the largest the file has been
+//! (redb drains every free page), bound how long any write waits for it
+//! (BENCHMARKS.md, 2b, has what it took). redb compacts in commits of its own, each atomic and two-phase, so
 //! a crash in the middle leaves one of them, every one holding the same data
-//! (`tests/sim/compaction.rs` crashes it at every kind of point).
+//! (`tests/sim/compaction.rs` crashes it at random operations of one;
+//! `tests/kill.rs` kills a process in the middle of one).
 //!
 //! **Damage is never trusted, and a start costs what the metadata costs.**
 //! After an unclean shutdown redb repairs the file and verifies every page's
