@@ -43,12 +43,13 @@ fn task(id: u64) -> Task {
 
 /// Task `id`'s payload: every other one kept apart from its body.
 fn payload(id: u64) -> Box<str> {
-    let bytes = if id % 2 == 0 { PAYLOAD_INLINE_MAX + 1 + (id % 3_000) as usize } else { 1 + (id % 100) as usize };
+    let bytes =
+        if id.is_multiple_of(2) { PAYLOAD_INLINE_MAX + 1 + (id % 3_000) as usize } else { 1 + (id % 100) as usize };
     format!("{id}:{}", "x".repeat(bytes)).into()
 }
 
 fn kept(id: u64) -> bool {
-    id % KEPT_ONE_IN == 0
+    id.is_multiple_of(KEPT_ONE_IN)
 }
 
 /// The child: fills, deletes, says "compacting", compacts, says

@@ -365,7 +365,7 @@ fn crash_simulator_of_compactions() {
     let started = std::time::Instant::now();
     let seeds: Vec<u64> = match std::env::var("HOURGLASS_SIM_SEED").ok().and_then(|s| s.parse().ok()) {
         Some(seed) => vec![seed],
-        None => super::seeds().filter(|seed| seed % SEEDS_ONE_IN == 0).collect(),
+        None => super::seeds().filter(|seed| seed.is_multiple_of(SEEDS_ONE_IN)).collect(),
     };
     for &seed in &seeds {
         if let Err(panic) = std::panic::catch_unwind(|| run_seed(seed)) {

@@ -110,12 +110,15 @@ const _: () = assert!(
     "a file at its minimum can be compacted with all it may hold live"
 );
 
+/// Opens the database with a builder's settings.
+type Opener = Box<dyn Fn(&Builder) -> Result<Database, DatabaseError> + Send + Sync>;
+
 /// How to open the database again, and how long its file is: a file in a
 /// data directory, or a backend (the crash simulator's).
 struct Place {
     /// The file, or the backend's name, for messages.
     path: PathBuf,
-    open: Box<dyn Fn(&Builder) -> Result<Database, DatabaseError> + Send + Sync>,
+    open: Opener,
     len: Box<dyn Fn() -> std::io::Result<u64> + Send + Sync>,
 }
 

@@ -193,13 +193,13 @@ fn a_file_mostly_free_is_compacted_and_holds_what_it_held() {
     let (tasks, kept_every) = (16_000u64, 100);
     for first in (1..=tasks).step_by(1_000) {
         let batch: Vec<_> =
-            (first..first + 1_000).map(|id| insert(id, if id % 2 == 0 { big } else { 1_000 })).collect();
+            (first..first + 1_000).map(|id| insert(id, if id.is_multiple_of(2) { big } else { 1_000 })).collect();
         store.apply(&batch, true).unwrap();
     }
     let peak = store.file_bytes().unwrap();
     assert!(peak > FILE_PER_LIVE_MAX * COMPACT_FILE_MIN_BYTES, "{peak} bytes: the test needs a larger file");
     assert_eq!(store.compact_if_due().unwrap(), None, "full of live tasks");
-    let deleted: Vec<_> = (1..=tasks).filter(|id| id % kept_every != 0).map(Mutation::Delete).collect();
+    let deleted: Vec<_> = (1..=tasks).filter(|id| !id.is_multiple_of(kept_every)).map(Mutation::Delete).collect();
     store.apply(&deleted, true).unwrap();
     let live = store.live_bytes().unwrap();
     let done = store.compact_if_due().unwrap().expect("a compaction is due");
@@ -213,10 +213,10 @@ fn a_file_mostly_free_is_compacted_and_holds_what_it_held() {
     let store = RedbStore::open(dir.path()).unwrap();
     let mut ids = Vec::new();
     store.load(&mut |task, _| ids.push(task.id)).unwrap();
-    assert_eq!(ids, (1..=tasks).filter(|id| id % kept_every == 0).collect::<Vec<_>>());
+    assert_eq!(ids, (1..=tasks).filter(|id| id.is_multiple_of(kept_every)).collect::<Vec<_>>());
     let mut snapshot = store.snapshot().unwrap();
     for id in ids {
-        let expected = if id % 2 == 0 { big } else { 1_000 };
+        let expected = if id.is_multiple_of(2) { big } else { 1_000 };
         assert_eq!(snapshot.payload(id).unwrap().len(), expected, "task {id}'s payload");
     }
     assert_eq!(store.live_bytes(), Some(live), "the estimate kept is the one a load counts");
