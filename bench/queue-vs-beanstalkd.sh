@@ -35,7 +35,7 @@ start_beanstalkd() { # $1: fsync interval in ms (0 = every write)
 start_hourglass() { # extra serve flags
   [ -n "${hg_pid:-}" ] && kill "$hg_pid" 2>/dev/null && wait "$hg_pid" 2>/dev/null || true
   rm -rf "$work/hg"
-  "$HG" serve --listen "$HOURGLASS_ADDR" --beanstalk "$HOURGLASS_BEANSTALK" --data "$work/hg" "$@" >/dev/null 2>&1 &
+  "$HG" serve --listen "$HOURGLASS_ADDR" --beanstalk "$HOURGLASS_BEANSTALK" --data "$work/hg" "$@" >/dev/null 2>>"$work/hg.log" &
   hg_pid=$!
   for _ in $(seq 100); do curl -sf "http://$HOURGLASS_ADDR/healthz" >/dev/null && return; sleep 0.05; done
   echo "hourglass did not start" >&2; exit 1
@@ -54,6 +54,8 @@ if [ "${1:-}" = "churn" ]; then
   start_hourglass --fsync-every-ms 50
   echo "hourglass (data directory $work/hg)"
   front --workload churn --tasks "$JOBS" --rounds 10 --keep-every "$KEEP" --disk "$work/hg"
+  # How long each compaction held hourglass's writer (every write waited).
+  grep -o 'compacted the store.*' "$work/hg.log" || echo "hourglass did not compact"
   start_beanstalkd 50
   echo "beanstalkd (binlog directory $work/bs)"
   bench --target beanstalkd --workload churn --tasks "$JOBS" --rounds 10 --keep-every "$KEEP" --disk "$work/bs"

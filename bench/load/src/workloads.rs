@@ -291,27 +291,43 @@ pub async fn churn(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
         for mut conn in connections.drain(..) {
             let filler = filler.clone();
             producers.push(tokio::spawn(async move {
+                // Each request's wait, to show the longest: a server that
+                // stops to compact its disk is seen here.
+                let (mut puts, mut deletes) = (histogram(), histogram());
                 let mut ids = Vec::with_capacity(per_producer as usize);
                 for _ in 0..per_producer {
+                    let sent = Instant::now();
                     ids.push(conn.put(ENQUEUE_DELAY.as_secs(), filler.as_bytes()).await?);
+                    puts.saturating_record(sent.elapsed().as_micros() as u64);
                 }
                 for (n, id) in ids.into_iter().enumerate() {
                     if keep_every == 0 || !(n as u64 + 1).is_multiple_of(keep_every) {
+                        let sent = Instant::now();
                         conn.delete(id).await?;
+                        deletes.saturating_record(sent.elapsed().as_micros() as u64);
                     }
                 }
-                anyhow::Ok(conn)
+                anyhow::Ok((conn, puts, deletes))
             }));
         }
+        let (mut puts, mut deletes) = (histogram(), histogram());
         for producer in producers {
-            connections.push(producer.await??);
+            let (conn, p, d) = producer.await??;
+            connections.push(conn);
+            puts.add(&p)?;
+            deletes.add(&d)?;
         }
         println!(
-            "round {round}: {} jobs put and deleted in {:.1?}; {} bytes in {}",
+            "round {round}: {} jobs put and deleted in {:.1?}; {} bytes in {}; put p99 {:.1} ms, max {:.1} ms; \
+             delete p99 {:.1} ms, max {:.1} ms",
             per_producer * args.producers as u64,
             started.elapsed(),
             directory_bytes(&disk)?,
-            disk.display()
+            disk.display(),
+            ms(puts.value_at_quantile(0.99)),
+            ms(puts.max()),
+            ms(deletes.value_at_quantile(0.99)),
+            ms(deletes.max()),
         );
     }
     Ok(())

@@ -29,4 +29,4 @@ mod store;
 pub use engine::{Engine, OpenError, Options};
 /// The timer thread [`Engine::start_timers`] starts: the core crate's.
 pub use hourglass::TimerThread;
-pub use store::{Fsync, Loaded, Mutation, PausedQueue, RedbStore, Snapshot, Store, StoreError};
+pub use store::{Compacted, Fsync, Loaded, Mutation, PausedQueue, RedbStore, Snapshot, Store, StoreError};

@@ -4,6 +4,7 @@ mod conformance;
 mod deadline;
 mod durability;
 mod engine;
+mod kill;
 mod listing;
 mod schedules;
 mod sim;

@@ -41,6 +41,10 @@ const UNAWAITED_DELAY_MAX: Duration = Duration::from_millis(2);
 /// nothing: one stuck in a store that never returns. A writer that keeps
 /// committing is waited for however long its queue takes.
 const WRITER_STALL_MAX: Duration = if cfg!(test) { Duration::from_millis(200) } else { Duration::from_secs(30) };
+/// The most commits between two asks whether the store is due a compaction
+/// ([`Store::compact_if_due`]), while writes keep coming; it is also asked
+/// whenever a commit leaves nothing queued. An ask costs a `stat`.
+const COMPACT_CHECK_COMMITS: u32 = 64;
 
 /// When acknowledged writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +265,7 @@ impl<S, T: Settler<S>> Writer<S, T> {
         // waits for (see UNAWAITED_DELAY_MAX), between two turns of the loop.
         let mut batch: Vec<Request<S>> = Vec::new();
         let mut deferred_since: Option<Instant> = None;
+        let mut since_compact_check = 0u32;
         loop {
             // Wake in time to commit what was deferred, and for the next
             // periodic sync, even if no request comes.
@@ -302,6 +307,13 @@ impl<S, T: Settler<S>> Writer<S, T> {
                     self.commit(std::mem::take(&mut batch), (count, bytes), durable);
                     unsynced |= !durable;
                     deferred_since = None;
+                    since_compact_check += 1;
+                    let idle = self.queued.mutations.load(Ordering::Acquire) == 0;
+                    if idle || since_compact_check >= COMPACT_CHECK_COMMITS {
+                        since_compact_check = 0;
+                        // A compaction makes every earlier commit durable.
+                        unsynced &= !self.compact_if_due();
+                    }
                 } else if deferred_since.is_none() {
                     deferred_since = Some(Instant::now());
                 }
@@ -323,6 +335,29 @@ impl<S, T: Settler<S>> Writer<S, T> {
             tracing::error!(%error, "final sync failed");
         }
         self.queued.finished.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Between commits: compacts the store if it is due; whether it did.
+    fn compact_if_due(&mut self) -> bool {
+        let started = Instant::now();
+        match self.store.compact_if_due() {
+            Ok(None) => false,
+            Ok(Some(done)) => {
+                let took = started.elapsed();
+                tracing::info!(
+                    before_bytes = done.before_bytes,
+                    after_bytes = done.after_bytes,
+                    live_bytes = done.live_bytes,
+                    took_ms = took.as_secs_f64() * 1e3,
+                    "compacted the store: the writer was held this long"
+                );
+                true
+            }
+            Err(error) => {
+                tracing::error!(%error, "compacting the store failed; it holds what it held");
+                false
+            }
+        }
     }
 
     /// Applies one batch, in the order its requests were sent, settles it and
@@ -416,6 +451,70 @@ mod tests {
         }
         drop(committer);
         assert_eq!(settled.load(Ordering::SeqCst), 100, "every write was settled before the drop returned");
+    }
+
+    /// A store that logs its writes and compactions, whose compactions do
+    /// as told: done, failed, done.
+    struct Compacting {
+        log: parking_lot::Mutex<Vec<&'static str>>,
+        compacted: mpsc::SyncSender<()>,
+    }
+
+    impl Store for Compacting {
+        fn load(&self, _: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+        fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn load_paused(&self) -> Result<Vec<crate::store::PausedQueue>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn load_settings(&self) -> Result<Vec<(Box<str>, hourglass_queue::QueueSettings)>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn apply(&self, _: &[Mutation], _: bool) -> Result<(), StoreError> {
+            self.log.lock().push("apply");
+            Ok(())
+        }
+        fn sync(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
+            unreachable!("no reads here")
+        }
+        fn compact_if_due(&self) -> Result<Option<crate::store::Compacted>, StoreError> {
+            let mut log = self.log.lock();
+            let failed = log.iter().filter(|&&entry| entry == "compact").count() == 1;
+            log.push("compact");
+            drop(log);
+            let _ = self.compacted.try_send(());
+            if failed {
+                Err(StoreError::Database(hourglass_queue::Failure::msg("injected compaction failure")))
+            } else {
+                Ok(Some(crate::store::Compacted { before_bytes: 2, after_bytes: 1, live_bytes: 0 }))
+            }
+        }
+    }
+
+    /// The writer compacts between commits, once a commit leaves nothing
+    /// queued; a compaction that fails stops nothing: the next write commits.
+    #[test]
+    fn the_writer_compacts_between_commits_and_goes_on_after_a_compaction_fails() {
+        let (compacted, compactions) = mpsc::sync_channel(8);
+        let store = Arc::new(Compacting { log: parking_lot::Mutex::new(Vec::new()), compacted });
+        let settled = Arc::new(AtomicUsize::new(0));
+        let committer = Committer::start(store.clone(), Fsync::Always, Counted(settled.clone())).unwrap();
+        for id in 1..=3 {
+            let reply = committer.send(vec![Mutation::NextId(id)], ()).ok().unwrap();
+            assert_eq!(reply.blocking_recv().unwrap(), Ok(()), "write {id}");
+            // The ask that follows a commit with nothing queued (a bound for
+            // a broken writer, not a limit on a working one).
+            compactions.recv_timeout(Duration::from_secs(60)).expect("asked to compact");
+        }
+        drop(committer);
+        assert_eq!(*store.log.lock(), ["apply", "compact", "apply", "compact", "apply", "compact"]);
+        assert_eq!(settled.load(Ordering::SeqCst), 3);
     }
 
     #[test]

@@ -158,4 +158,30 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError::Database`].
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError>;
+
+    /// Gives back the file's free space if it is mostly free, and says what
+    /// it did; `Ok(None)` if that was not due (or not possible now). The
+    /// writer calls it between commits, so a write waits for at most one
+    /// compaction, and the store bounds what one costs. It changes nothing
+    /// stored, and makes everything applied before it durable. By default a
+    /// store never compacts.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if the compaction failed: what was stored is
+    /// still there, and the store serves again as after a failed write.
+    fn compact_if_due(&self) -> Result<Option<Compacted>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// What a compaction did ([`Store::compact_if_due`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compacted {
+    /// The file's bytes before.
+    pub before_bytes: u64,
+    /// The file's bytes after.
+    pub after_bytes: u64,
+    /// The live data's bytes, as the store estimates them, which the
+    /// compaction moved at most.
+    pub live_bytes: u64,
 }

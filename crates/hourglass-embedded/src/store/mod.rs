@@ -16,7 +16,7 @@ pub use committer::Fsync;
 pub(crate) use committer::{Committer, Reply, Settler};
 pub(crate) use error::to_queue_error;
 pub use error::StoreError;
-pub use interface::{Loaded, Mutation, PausedQueue, Snapshot, Store};
+pub use interface::{Compacted, Loaded, Mutation, PausedQueue, Snapshot, Store};
 pub(crate) use record::Sizes;
 pub use redb_store::RedbStore;
 pub(crate) use target_record::encoded_bytes as target_bytes;

@@ -34,6 +34,7 @@
 //! at a schedule of operations, not at one exact interleaving. `HOURGLASS_SIM_SEEDS=N`
 //! runs N seeds (CI runs [`SEEDS_CI`]); `HOURGLASS_SIM_SEED=S` runs seed S alone.
 
+mod compaction;
 mod ledger;
 mod push;
 mod store;
@@ -65,6 +66,9 @@ const OPS_PER_CALLER: usize = 60;
 /// simulator exercised, printed at the end.
 static OCCURRENCES: AtomicU64 = AtomicU64::new(0);
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
+/// Compactions, and crashes in the middle of one, over every seed.
+static COMPACTIONS: AtomicU64 = AtomicU64::new(0);
+static CRASHED_COMPACTING: AtomicU64 = AtomicU64::new(0);
 
 /// One seed: callers until the crash, a restart, the checks.
 fn run_seed(seed: u64) {
@@ -109,6 +113,9 @@ fn run_seed(seed: u64) {
         SKIPPED.fetch_add(totals.occurrences_skipped, Ordering::Relaxed);
     }));
     store.crash(false);
+    let (compactions, crashed_compacting) = store.compactions();
+    COMPACTIONS.fetch_add(compactions, Ordering::Relaxed);
+    CRASHED_COMPACTING.fetch_add(u64::from(crashed_compacting), Ordering::Relaxed);
     engine.close();
     deadline::stop("the timer thread", timers);
     drop(world.engine.clone());
@@ -268,9 +275,12 @@ fn crash_simulator() {
     }
     assert!(failures.is_empty(), "{} kinds of failure in {count} seeds", failures.len());
     println!(
-        "crash simulator: {count} seeds passed in {:.1?}; schedules enqueued {} occurrences and skipped {} before the crashes",
+        "crash simulator: {count} seeds passed in {:.1?}; schedules enqueued {} occurrences and skipped {} before the crashes; \
+         {} compactions, {} crashes in the middle of one",
         started.elapsed(),
         OCCURRENCES.load(Ordering::Relaxed),
-        SKIPPED.load(Ordering::Relaxed)
+        SKIPPED.load(Ordering::Relaxed),
+        COMPACTIONS.load(Ordering::Relaxed),
+        CRASHED_COMPACTING.load(Ordering::Relaxed),
     );
 }

@@ -10,6 +10,14 @@
 //!   acknowledged), and its caller hears an error.
 //! - [`CrashStore::restart`] is the machine coming back: the durable image is all
 //!   that is left, and the store works again.
+//! - The writer asks it to compact between commits; one ask in
+//!   [`COMPACT_ONE_IN`] compacts, as redb's does: everything applied becomes
+//!   durable, and nothing stored changes. A torn crash strikes there too, if
+//!   that comes before a durable apply: what was applied since the last
+//!   durable apply is then durable or not, all of it or none (redb's
+//!   compaction begins with a durable commit), and the writer hears an
+//!   error. What a crash in the middle of a compaction leaves of redb's own
+//!   file is `compaction.rs`'s to check.
 //!
 //! Every state a task ever had durably is kept in a history, so a test can ask
 //! whether something a client saw was ever durable.
@@ -17,11 +25,14 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use hourglass_embedded::{Loaded, Mutation, Snapshot, Store, StoreError};
+use hourglass_embedded::{Compacted, Loaded, Mutation, Snapshot, Store, StoreError};
 use hourglass_queue::{QueueSettings, Schedule, Task};
 use parking_lot::{Condvar, Mutex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+/// One ask in this many compacts.
+pub const COMPACT_ONE_IN: u32 = 8;
 
 #[derive(Default)]
 struct Image {
@@ -136,6 +147,9 @@ struct Inner {
     rng: StdRng,
     /// Writes that could not be in order: an update of a task not stored.
     disorder: Vec<String>,
+    /// Compactions done, and whether the crash struck during one.
+    compactions: u64,
+    crashed_compacting: bool,
 }
 
 /// A handle; clones share the store.
@@ -158,6 +172,8 @@ impl CrashStore {
                 fail_probability,
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_5707e),
                 disorder: Vec::new(),
+                compactions: 0,
+                crashed_compacting: false,
             })),
             gate: Arc::new(Condvar::new()),
         }
@@ -202,6 +218,12 @@ impl CrashStore {
 
     pub fn crashed(&self) -> bool {
         self.inner.lock().crash != Crash::No
+    }
+
+    /// Compactions done, and whether the crash struck in the middle of one.
+    pub fn compactions(&self) -> (u64, bool) {
+        let inner = self.inner.lock();
+        (inner.compactions, inner.crashed_compacting)
     }
 
     /// The ids in the durable image.
@@ -336,6 +358,32 @@ impl Store for CrashStore {
             inner.unsynced.push(batch.to_vec());
         }
         Ok(())
+    }
+
+    fn compact_if_due(&self) -> Result<Option<Compacted>, StoreError> {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        match inner.crash {
+            Crash::Dead => return Err(refused("crashed")),
+            _ if !inner.rng.random_ratio(1, COMPACT_ONE_IN) => return Ok(None),
+            Crash::Torn => {
+                if inner.rng.random_bool(0.5) {
+                    for unsynced in std::mem::take(&mut inner.unsynced) {
+                        inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
+                    }
+                }
+                inner.unsynced.clear();
+                inner.crash = Crash::Dead;
+                inner.crashed_compacting = true;
+                return Err(refused("crashed while compacting"));
+            }
+            Crash::No => {}
+        }
+        for unsynced in std::mem::take(&mut inner.unsynced) {
+            inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
+        }
+        inner.compactions += 1;
+        Ok(Some(Compacted { before_bytes: 0, after_bytes: 0, live_bytes: 0 }))
     }
 
     fn sync(&self) -> Result<(), StoreError> {

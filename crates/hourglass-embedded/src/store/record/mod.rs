@@ -197,6 +197,11 @@ pub(crate) fn body_bytes(sizes: Sizes) -> usize {
     FIXED_BYTES + every + 2 + 2 + 4 + names + inline + sizes.target + CRC_BYTES
 }
 
+/// The bytes [`encode_payload`] writes for a payload of `payload_bytes`.
+pub(crate) fn stored_payload_bytes(payload_bytes: usize) -> usize {
+    payload_bytes + CRC_BYTES
+}
+
 /// A payload kept apart, as stored: its bytes and their CRC-32.
 pub(crate) fn encode_payload(payload: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + CRC_BYTES);

@@ -3,8 +3,24 @@
 //!
 //! redb commits atomically with checksummed pages and two commit slots, so a
 //! `kill -9` at any moment leaves either the previous or the new commit, never
-//! a torn one; freed pages are reused, so the file stays bounded by the live
-//! tasks.
+//! a torn one. Freed pages are reused, but the file keeps the size of its
+//! peak: so it is compacted once it is mostly free ([`Compaction`]).
+//!
+//! **Disk given back.** The store keeps an estimate of its live bytes (every
+//! entry of the task tables: key, value and [`ENTRY_OVERHEAD_BYTES`]),
+//! counted by the start's load and kept by every write from the sizes redb
+//! hands back. The writer asks between commits ([`Store::compact_if_due`]);
+//! redb's `Database::compact` runs when the file is at least
+//! [`COMPACT_FILE_MIN_BYTES`] and [`FILE_PER_LIVE_MAX`] times the live
+//! bytes, so the file stays within `FILE_PER_LIVE_MAX` times the live data
+//! plus `COMPACT_FILE_MIN_BYTES`. A compaction holds the writer: it moves
+//! the live pages that lie above the free space, and only runs with at most
+//! [`COMPACT_LIVE_BYTES_MAX`] live: that, and the largest the file has been
+//! (redb drains every free page), bound how long any write waits for it
+//! (BENCHMARKS.md, 2b, has what it took). redb compacts in commits of its own, each atomic and two-phase, so
+//! a crash in the middle leaves one of them, every one holding the same data
+//! (`tests/sim/compaction.rs` crashes it at random operations of one;
+//! `tests/kill.rs` kills a process in the middle of one).
 //!
 //! **Damage is never trusted, and a start costs what the metadata costs.**
 //! After an unclean shutdown redb repairs the file and verifies every page's
@@ -24,17 +40,21 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hourglass_queue::Failure;
-use parking_lot::RwLock;
-use redb::{Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
+use parking_lot::{Mutex, RwLock};
+use redb::{
+    Builder, CompactionError, Database, DatabaseError, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase,
+    ReadableTable, StorageBackend, TableDefinition,
+};
 
 use super::error::StoreError;
-use super::interface::{Loaded, Mutation, PausedQueue, Snapshot, Store};
+use super::interface::{Compacted, Loaded, Mutation, PausedQueue, Snapshot, Store};
 use super::record::{self, PayloadIn};
 use super::schedule_record;
 use super::settings_record;
+use super::ENTRY_OVERHEAD_BYTES;
 use hourglass_queue::QueueSettings;
 use hourglass_queue::Schedule;
 use hourglass_queue::Task;
@@ -68,13 +88,80 @@ pub const FILE_NAME: &str = "tasks.redb";
 /// redb's 1 GiB default cost 140 bytes per task after a start.
 const CACHE_BYTES: usize = 32 << 20;
 
+/// A file smaller than this is never compacted: what compaction could give
+/// back is at most this much. The constant in the file's bound (see the
+/// module's docs), and below beanstalkd's 10 MiB binlog file.
+pub const COMPACT_FILE_MIN_BYTES: u64 = 8 << 20;
+/// A file this many times the live bytes, or more, is compacted: it is at
+/// least half free.
+pub const FILE_PER_LIVE_MAX: u64 = 2;
+/// The most live bytes a compaction moves: with more live, none runs. What
+/// bounds how long a compaction holds the writer, and every write with it
+/// (BENCHMARKS.md, 2b, "Disk after churning delayed jobs", has the time it
+/// took at this size).
+pub const COMPACT_LIVE_BYTES_MAX: u64 = 16 << 20;
+/// A key's bytes: every task table is keyed by the task's id.
+const KEY_BYTES: u64 = 8;
+/// The live estimate before the start's load has counted it: no compaction.
+const LIVE_UNKNOWN: u64 = u64::MAX;
+const _: () = assert!(FILE_PER_LIVE_MAX >= 2, "a file compacted is at least half free: compaction gives back");
+const _: () = assert!(
+    COMPACT_LIVE_BYTES_MAX * FILE_PER_LIVE_MAX > COMPACT_FILE_MIN_BYTES,
+    "a file at its minimum can be compacted with all it may hold live"
+);
+
+/// Opens the database with a builder's settings.
+type Opener = Box<dyn Fn(&Builder) -> Result<Database, DatabaseError> + Send + Sync>;
+
+/// How to open the database again, and how long its file is: a file in a
+/// data directory, or a backend (the crash simulator's).
+struct Place {
+    /// The file, or the backend's name, for messages.
+    path: PathBuf,
+    open: Opener,
+    len: Box<dyn Fn() -> std::io::Result<u64> + Send + Sync>,
+}
+
+/// The last compaction: the file's bytes after it and the live bytes then.
+/// Another is due only once the file has grown past `FILE_PER_LIVE_MAX`
+/// times what it left, or the live bytes fallen below a `FILE_PER_LIVE_MAX`th:
+/// a file that compaction could not bring within the bound (its pages fuller
+/// than estimated) is not compacted again and again for nothing.
+#[derive(Clone, Copy)]
+struct Compaction {
+    after_bytes: u64,
+    live_bytes: u64,
+}
+
+impl Compaction {
+    /// Whether a file of `len` bytes with `live` bytes live is to be
+    /// compacted, after this compaction (`None`: none yet).
+    fn due(last: Option<Compaction>, len: u64, live: u64) -> bool {
+        let mostly_free = live != LIVE_UNKNOWN
+            && live <= COMPACT_LIVE_BYTES_MAX
+            && len >= COMPACT_FILE_MIN_BYTES
+            && len >= live.saturating_mul(FILE_PER_LIVE_MAX);
+        mostly_free
+            && last.is_none_or(|last| {
+                len >= last.after_bytes.saturating_mul(FILE_PER_LIVE_MAX)
+                    || live.saturating_mul(FILE_PER_LIVE_MAX) < last.live_bytes
+            })
+    }
+}
+
 /// Tasks in a redb database in a data directory.
 pub struct RedbStore {
     /// `None` while it is being reopened after a failed write.
     db: RwLock<Option<Database>>,
     /// A write failed on I/O: redb refuses everything until reopened.
     failed_io: AtomicBool,
-    path: PathBuf,
+    /// A compaction holds `db`: a snapshot waits for it.
+    compacting: AtomicBool,
+    /// The live bytes, estimated ([`LIVE_UNKNOWN`] until the load): written
+    /// by the writer (and the load) only.
+    live: AtomicU64,
+    last_compaction: Mutex<Option<Compaction>>,
+    place: Place,
 }
 
 fn db_error(error: impl Into<redb::Error>) -> StoreError {
@@ -98,14 +185,16 @@ fn db_error(error: impl Into<redb::Error>) -> StoreError {
 /// "No space left on device" on Linux, for errors that come without a kind.
 const ENOSPC: i32 = 28;
 
-/// Opens (or creates) the database at `path` and its tables; with `check`,
+/// Opens (or creates) the database at `place` and its tables; with `check`,
 /// redb verifies every page first.
-fn open(path: &Path, check: bool) -> Result<Database, StoreError> {
-    let what = || format!("cannot open {}", path.display());
+fn open(place: &Place, check: bool) -> Result<Database, StoreError> {
+    let what = || format!("cannot open {}", place.path.display());
     // redb may panic on a file damaged outside it (only its full check
     // promises an error instead): refuse to start either way.
     let opened = catch_unwind(AssertUnwindSafe(|| {
-        Database::builder().set_cache_size(CACHE_BYTES).set_check_integrity_on_open(check).create(path)
+        let mut builder = Database::builder();
+        builder.set_cache_size(CACHE_BYTES).set_check_integrity_on_open(check);
+        (place.open)(&builder)
     }));
     let db = match opened {
         Ok(Ok(db)) => db,
@@ -125,6 +214,17 @@ fn open(path: &Path, check: bool) -> Result<Database, StoreError> {
     txn.open_table(META).map_err(db_error)?;
     txn.commit().map_err(db_error)?;
     Ok(db)
+}
+
+/// What one entry of `value_bytes` adds to the live estimate.
+fn entry_bytes(value_bytes: usize) -> i64 {
+    (KEY_BYTES + ENTRY_OVERHEAD_BYTES + value_bytes as u64) as i64
+}
+
+/// What an entry redb hands back as replaced or removed took from the live
+/// estimate: nothing if there was none.
+fn gone(entry: Option<redb::AccessGuard<'_, &'static [u8]>>) -> i64 {
+    entry.map_or(0, |entry| entry_bytes(entry.value().len()))
 }
 
 impl RedbStore {
@@ -153,13 +253,111 @@ impl RedbStore {
             StoreError::Database(Failure::new(format!("cannot create data directory {}", dir.display()), error))
         })?;
         let path = dir.join(FILE_NAME);
-        let db = open(&path, check)?;
-        Ok(RedbStore { db: RwLock::new(Some(db)), failed_io: AtomicBool::new(false), path })
+        let (at, at_len) = (path.clone(), path.clone());
+        let place = Place {
+            path,
+            open: Box::new(move |builder| builder.create(&at)),
+            len: Box::new(move || std::fs::metadata(&at_len).map(|metadata| metadata.len())),
+        };
+        Self::at(place, check)
+    }
+
+    /// A store on a redb storage backend (the crash simulator's, say),
+    /// `name`d for messages. A clone of `backend` must be the same storage:
+    /// the store opens it again after a failed write.
+    ///
+    /// # Errors
+    /// As [`open`](RedbStore::open).
+    pub fn on_backend<B: StorageBackend + Clone>(backend: B, name: &str) -> Result<RedbStore, StoreError> {
+        let for_len = backend.clone();
+        let place = Place {
+            path: name.into(),
+            open: Box::new(move |builder| builder.create_with_backend(backend.clone())),
+            len: Box::new(move || for_len.len()),
+        };
+        Self::at(place, false)
+    }
+
+    fn at(place: Place, check: bool) -> Result<RedbStore, StoreError> {
+        let db = open(&place, check)?;
+        Ok(RedbStore {
+            db: RwLock::new(Some(db)),
+            failed_io: AtomicBool::new(false),
+            compacting: AtomicBool::new(false),
+            live: AtomicU64::new(LIVE_UNKNOWN),
+            last_compaction: Mutex::new(None),
+            place,
+        })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.place.path
+    }
+
+    /// The bytes of the database's file.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if its length cannot be read.
+    pub fn file_bytes(&self) -> Result<u64, StoreError> {
+        (self.place.len)().map_err(|error| {
+            StoreError::Database(Failure::new(
+                format!("cannot read the length of {}", self.place.path.display()),
+                error,
+            ))
+        })
+    }
+
+    /// The live bytes as the store estimates them (see the module's docs);
+    /// `None` before [`load`](Store::load) counted them.
+    pub fn live_bytes(&self) -> Option<u64> {
+        Some(self.live.load(Ordering::Acquire)).filter(|&live| live != LIVE_UNKNOWN)
+    }
+
+    /// Adds `delta` to the live estimate, if it is known.
+    fn add_live(&self, delta: i64) {
+        let live = self.live.load(Ordering::Acquire);
+        if live != LIVE_UNKNOWN {
+            self.live.store(live.saturating_add_signed(delta).min(LIVE_UNKNOWN - 1), Ordering::Release);
+        }
+    }
+
+    /// Compacts the database now, whatever its size: redb moves the live
+    /// pages down into the free space and truncates the file. Holds the
+    /// writer (call it from the writer's thread, between commits): a
+    /// snapshot taken meanwhile waits for it. `Ok(None)` if a snapshot is
+    /// still being read: redb compacts only with no transaction open.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`]; after an I/O error the next write opens the
+    /// database again, as after any failed write.
+    pub fn compact(&self) -> Result<Option<Compacted>, StoreError> {
+        let before_bytes = self.file_bytes()?;
+        let live_bytes = self.live_bytes().unwrap_or(0);
+        {
+            self.compacting.store(true, Ordering::Release);
+            let mut db = self.db.write();
+            let result = db.as_mut().map(Database::compact);
+            drop(db);
+            self.compacting.store(false, Ordering::Release);
+            let Some(result) = result else { return Err(self.reopening()) };
+            match result {
+                Ok(_) => {}
+                Err(CompactionError::TransactionInProgress) => return Ok(None),
+                Err(error) => {
+                    if matches!(
+                        &error,
+                        CompactionError::Storage(redb::StorageError::Io(_) | redb::StorageError::PreviousIo)
+                    ) {
+                        self.failed_io.store(true, Ordering::Release);
+                    }
+                    return Err(db_error(error));
+                }
+            }
+        }
+        let after_bytes = self.file_bytes()?;
+        *self.last_compaction.lock() = Some(Compaction { after_bytes, live_bytes });
+        Ok(Some(Compacted { before_bytes, after_bytes, live_bytes }))
     }
 
     /// Runs `f` on the database; an error if it is being reopened.
@@ -171,7 +369,10 @@ impl RedbStore {
     }
 
     fn reopening(&self) -> StoreError {
-        StoreError::Database(Failure::msg(format!("{} is being reopened after a failed write", self.path.display())))
+        StoreError::Database(Failure::msg(format!(
+            "{} is being reopened after a failed write",
+            self.place.path.display()
+        )))
     }
 
     /// After a failed write redb refuses everything until reopened: drops the
@@ -181,8 +382,8 @@ impl RedbStore {
     fn reopen(&self) -> Result<(), StoreError> {
         let mut db = self.db.write();
         drop(db.take());
-        *db = Some(open(&self.path, false)?);
-        tracing::info!(path = %self.path.display(), "reopened the store after a failed write");
+        *db = Some(open(&self.place, false)?);
+        tracing::info!(path = %self.place.path.display(), "reopened the store after a failed write");
         Ok(())
     }
 
@@ -201,7 +402,10 @@ impl RedbStore {
         })
     }
 
-    fn try_apply(db: &Database, batch: &[Mutation], durable: bool) -> Result<(), redb::Error> {
+    /// Applies `batch` in one transaction; sets `delta` to what it changes
+    /// the live estimate by once all of it is written, before the commit.
+    fn try_apply(db: &Database, batch: &[Mutation], durable: bool, delta: &mut Option<i64>) -> Result<(), redb::Error> {
+        let mut live = 0i64;
         let mut txn = db.begin_write()?;
         txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
         {
@@ -215,19 +419,25 @@ impl RedbStore {
             for mutation in batch {
                 match mutation {
                     Mutation::Insert { task, payload } => {
-                        table.insert(task.id, record::encode(task, payload).as_slice())?;
+                        let body = record::encode(task, payload);
+                        live += entry_bytes(body.len()) - gone(table.insert(task.id, body.as_slice())?);
                         if record::apart(payload.len()) {
-                            opened(&mut payloads, &txn)?.insert(task.id, record::encode_payload(payload).as_slice())?;
+                            let payload = record::encode_payload(payload);
+                            let replaced = opened(&mut payloads, &txn)?.insert(task.id, payload.as_slice())?;
+                            live += entry_bytes(payload.len()) - gone(replaced);
                         }
                     }
                     Mutation::Update(task) => {
-                        states.insert(task.id, record::encode_state(task).as_slice())?;
+                        let state = record::encode_state(task);
+                        live += entry_bytes(state.len()) - gone(states.insert(task.id, state.as_slice())?);
                     }
                     Mutation::Delete(id) => {
-                        let apart = table.remove(*id)?.is_some_and(|body| record::keeps_payload_apart(body.value()));
-                        states.remove(*id)?;
+                        let body = table.remove(*id)?;
+                        let apart = body.as_ref().is_some_and(|body| record::keeps_payload_apart(body.value()));
+                        live -= gone(body);
+                        live -= gone(states.remove(*id)?);
                         if apart {
-                            opened(&mut payloads, &txn)?.remove(*id)?;
+                            live -= gone(opened(&mut payloads, &txn)?.remove(*id)?);
                         }
                     }
                     Mutation::NextId(id) => next_id = next_id.max(Some(*id)),
@@ -266,6 +476,7 @@ impl RedbStore {
                 meta.insert(NEXT_ID, next_id.max(stored))?;
             }
         }
+        *delta = Some(live);
         Ok(txn.commit()?)
     }
 }
@@ -275,25 +486,36 @@ impl Store for RedbStore {
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         let table = txn.open_table(TASKS).map_err(db_error)?;
         let states = txn.open_table(STATES).map_err(db_error)?;
-        // Both tables are in id order: walk them side by side.
+        // Both tables are in id order: walk them side by side. The live
+        // bytes are counted on the way (a payload kept apart from its size).
+        let mut live = 0i64;
         let mut states = states.iter().map_err(db_error)?.peekable();
         for item in table.iter().map_err(db_error)? {
             let (id, bytes) = item.map_err(db_error)?;
             let id = id.value();
+            live += entry_bytes(bytes.value().len());
             let corrupt = |reason| StoreError::Corrupt { id, reason };
             let (mut task, payload) = record::decode(id, bytes.value()).map_err(corrupt)?;
             while let Some(entry) = states.next_if(|entry| entry.as_ref().is_ok_and(|(key, _)| key.value() <= id)) {
                 let (key, bytes) = entry.map_err(db_error)?;
+                live += entry_bytes(bytes.value().len());
                 if key.value() == id {
                     record::apply_state(&mut task, bytes.value()).map_err(corrupt)?;
                 }
             }
             let payload = match payload {
                 PayloadIn::Body(payload) => Loaded::of(payload),
-                PayloadIn::Apart(bytes) => Loaded::Apart(bytes),
+                PayloadIn::Apart(bytes) => {
+                    live += entry_bytes(record::stored_payload_bytes(bytes));
+                    Loaded::Apart(bytes)
+                }
             };
             visit(task, payload);
         }
+        for entry in states {
+            live += entry_bytes(entry.map_err(db_error)?.1.value().len());
+        }
+        self.live.store(live as u64, Ordering::Release);
         let meta = txn.open_table(META).map_err(db_error)?;
         let next_id = meta.get(NEXT_ID).map_err(db_error)?.map_or(0, |value| value.value());
         Ok(next_id)
@@ -352,8 +574,12 @@ impl Store for RedbStore {
             self.reopen()?;
             self.failed_io.store(false, Ordering::Release);
         }
-        let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable))) {
-            Ok(Ok(())) => return Ok(()),
+        let mut delta = None;
+        let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable, &mut delta))) {
+            Ok(Ok(())) => {
+                self.add_live(delta.unwrap_or(0));
+                return Ok(());
+            }
             Ok(Err(error)) => error,
             Err(reopening) => return Err(reopening),
         };
@@ -369,6 +595,11 @@ impl Store for RedbStore {
                 self.failed_io.store(false, Ordering::Release);
                 if self.with_db(|db| landed(db, batch)).unwrap_or(false) {
                     tracing::warn!(%error, "a commit reported failing but reached the disk: it counts as done");
+                    // It failed in its commit, after every change was counted.
+                    match delta {
+                        Some(delta) => self.add_live(delta),
+                        None => self.live.store(LIVE_UNKNOWN, Ordering::Release),
+                    }
                     return Ok(());
                 }
                 break;
@@ -390,10 +621,24 @@ impl Store for RedbStore {
 
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
         // Taken under the engine's lock: never wait for a reopen, which may
-        // take a while (redb verifies the file).
-        let db = self.db.try_read().ok_or_else(|| self.reopening())?;
+        // take a while (redb verifies the file). A compaction is waited for:
+        // it is bounded (COMPACT_LIVE_BYTES_MAX), and every write waits for
+        // it too.
+        let db = match self.db.try_read() {
+            Some(db) => db,
+            None if self.compacting.load(Ordering::Acquire) => self.db.read(),
+            None => return Err(self.reopening()),
+        };
         let txn = db.as_ref().ok_or_else(|| self.reopening())?.begin_read().map_err(db_error)?;
         Ok(Box::new(RedbSnapshot { txn, tables: None }))
+    }
+
+    fn compact_if_due(&self) -> Result<Option<Compacted>, StoreError> {
+        let live = self.live.load(Ordering::Acquire);
+        if live > COMPACT_LIVE_BYTES_MAX || !Compaction::due(*self.last_compaction.lock(), self.file_bytes()?, live) {
+            return Ok(None);
+        }
+        self.compact()
     }
 }
 

@@ -109,3 +109,135 @@ fn settings_are_stored_by_queue_and_the_defaults_remove_them() {
     assert!(store.load_settings().unwrap().is_empty());
     assert!(!landed(store.db.read().as_ref().unwrap(), &put(&settings)).unwrap());
 }
+
+fn insert(id: u64, payload_bytes: usize) -> Mutation {
+    Mutation::Insert { task: task(id, 10), payload: "p".repeat(payload_bytes).into() }
+}
+
+/// The live estimate a load counts (a load counts it again).
+fn recounted(store: &RedbStore) -> u64 {
+    store.load(&mut |_, _| {}).unwrap();
+    store.live_bytes().unwrap()
+}
+
+/// Every write keeps the estimate where a load would count it: inserts with
+/// payloads in the body and apart, state records written and rewritten,
+/// deletes of both kinds, and a delete of a task not stored.
+#[test]
+fn the_live_estimate_follows_every_write_as_a_load_counts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = hourglass_queue::limits::PAYLOAD_INLINE_MAX + 1;
+    let store = RedbStore::open(dir.path()).unwrap();
+    assert_eq!(store.live_bytes(), None, "unknown until the load");
+    store.load(&mut |_, _| {}).unwrap();
+    assert_eq!(store.live_bytes(), Some(0));
+    let batches = [
+        vec![insert(1, 10), insert(2, big), insert(3, 3 * big), Mutation::NextId(4)],
+        vec![Mutation::Update(task(1, 20)), Mutation::Update(task(2, 30))],
+        vec![Mutation::Update(task(1, 40)), Mutation::Delete(2), Mutation::Delete(99)],
+    ];
+    for batch in &batches {
+        store.apply(batch, true).unwrap();
+        let live = store.live_bytes().unwrap();
+        assert_eq!(live, recounted(&store), "after {batch:?}");
+    }
+    // Task 1 (body and state) and task 3 (body and payload apart) are left.
+    let body = |id, bytes| record::encode(&task(id, 10), &"p".repeat(bytes)).len();
+    let expected = entry_bytes(body(1, 10))
+        + entry_bytes(record::encode_state(&task(1, 40)).len())
+        + entry_bytes(body(3, 3 * big))
+        + entry_bytes(record::stored_payload_bytes(3 * big));
+    assert_eq!(store.live_bytes(), Some(expected as u64));
+    store.apply(&[Mutation::Delete(1), Mutation::Delete(3)], true).unwrap();
+    assert_eq!(store.live_bytes(), Some(0), "nothing live once everything is deleted");
+}
+
+/// When a compaction is due: the file past its minimum and mostly free, the
+/// live bytes known and within what one may move, and, after one, only once
+/// the file has grown or the live bytes shrunk enough for another to pay.
+#[test]
+fn a_compaction_is_due_when_the_file_is_mostly_free_and_large_enough() {
+    let min = COMPACT_FILE_MIN_BYTES;
+    let due = |last, len, live| Compaction::due(last, len, live);
+    assert!(due(None, min, 0));
+    assert!(due(None, min, min / FILE_PER_LIVE_MAX), "at the bound");
+    assert!(!due(None, min, min / FILE_PER_LIVE_MAX + 1), "less than half free");
+    assert!(!due(None, min - 1, 0), "below the minimum");
+    assert!(!due(None, 100 * min, LIVE_UNKNOWN), "the live bytes not yet counted");
+    let cap = COMPACT_LIVE_BYTES_MAX;
+    assert!(due(None, FILE_PER_LIVE_MAX * cap, cap));
+    assert!(!due(None, 100 * cap, cap + 1), "more live than a compaction may move");
+    // A compaction that left 3 min with min live (its pages fuller than
+    // estimated) is not run again at once, but once the file doubles, or
+    // the live bytes halve.
+    let last = Some(Compaction { after_bytes: 3 * min, live_bytes: min });
+    assert!(!due(last, 3 * min, min));
+    assert!(due(last, 6 * min, min));
+    assert!(!due(last, 3 * min, min / 2));
+    assert!(due(last, 3 * min, min / 2 - 1));
+    // One that left an empty file at its floor: not again while it stays there.
+    let last = Some(Compaction { after_bytes: min, live_bytes: 0 });
+    assert!(!due(last, min, 0));
+    assert!(due(last, 2 * min, 0));
+}
+
+/// A file left mostly free by deletes is compacted below the minimum, and
+/// holds what it held, payloads apart included; then no other is due.
+#[test]
+fn a_file_mostly_free_is_compacted_and_holds_what_it_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    store.load(&mut |_, _| {}).unwrap();
+    assert_eq!(store.compact_if_due().unwrap(), None, "a new file is small");
+    let big = hourglass_queue::limits::PAYLOAD_INLINE_MAX + 1;
+    let (tasks, kept_every) = (16_000u64, 100);
+    for first in (1..=tasks).step_by(1_000) {
+        let batch: Vec<_> =
+            (first..first + 1_000).map(|id| insert(id, if id.is_multiple_of(2) { big } else { 1_000 })).collect();
+        store.apply(&batch, true).unwrap();
+    }
+    let peak = store.file_bytes().unwrap();
+    assert!(peak > FILE_PER_LIVE_MAX * COMPACT_FILE_MIN_BYTES, "{peak} bytes: the test needs a larger file");
+    assert_eq!(store.compact_if_due().unwrap(), None, "full of live tasks");
+    let deleted: Vec<_> = (1..=tasks).filter(|id| !id.is_multiple_of(kept_every)).map(Mutation::Delete).collect();
+    store.apply(&deleted, true).unwrap();
+    let live = store.live_bytes().unwrap();
+    let done = store.compact_if_due().unwrap().expect("a compaction is due");
+    assert_eq!((done.before_bytes, done.live_bytes), (peak, live));
+    assert_eq!(done.after_bytes, store.file_bytes().unwrap());
+    assert!(done.after_bytes < COMPACT_FILE_MIN_BYTES, "{done:?}");
+    assert!(done.after_bytes <= FILE_PER_LIVE_MAX * live + COMPACT_FILE_MIN_BYTES, "{done:?}");
+    assert_eq!(store.compact_if_due().unwrap(), None, "nothing more to give back");
+    drop(store);
+
+    let store = RedbStore::open(dir.path()).unwrap();
+    let mut ids = Vec::new();
+    store.load(&mut |task, _| ids.push(task.id)).unwrap();
+    assert_eq!(ids, (1..=tasks).filter(|id| id.is_multiple_of(kept_every)).collect::<Vec<_>>());
+    let mut snapshot = store.snapshot().unwrap();
+    for id in ids {
+        let expected = if id.is_multiple_of(2) { big } else { 1_000 };
+        assert_eq!(snapshot.payload(id).unwrap().len(), expected, "task {id}'s payload");
+    }
+    assert_eq!(store.live_bytes(), Some(live), "the estimate kept is the one a load counts");
+}
+
+/// A compaction while a snapshot is being read does not run (redb refuses
+/// with a transaction open): nothing changes, and it runs once the snapshot
+/// is gone.
+#[test]
+fn a_compaction_waits_for_the_snapshots_being_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    store.load(&mut |_, _| {}).unwrap();
+    let batch: Vec<_> = (1..=12_000).map(|id| insert(id, 1_000)).collect();
+    store.apply(&batch, true).unwrap();
+    store.apply(&(1..=12_000).map(Mutation::Delete).collect::<Vec<_>>(), true).unwrap();
+    let before = store.file_bytes().unwrap();
+    assert!(before >= COMPACT_FILE_MIN_BYTES, "{before} bytes: the test needs a larger file");
+    let snapshot = store.snapshot().unwrap();
+    assert_eq!(store.compact_if_due().unwrap(), None);
+    assert_eq!(store.file_bytes().unwrap(), before);
+    drop(snapshot);
+    assert!(store.compact_if_due().unwrap().is_some_and(|done| done.after_bytes < before));
+}
