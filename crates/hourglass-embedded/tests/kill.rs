@@ -10,8 +10,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use hourglass_embedded::{Mutation, RedbStore, Store};
+
+use crate::stored_task;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
-use hourglass_queue::{Task, TaskState};
 
 /// The child's data directory; set only in the child.
 const CHILD_DIR: &str = "HOURGLASS_KILL_CHILD_DIR";
@@ -20,26 +21,6 @@ const TASKS: u64 = 24_000;
 const KEPT_ONE_IN: u64 = 40;
 /// Children killed, each in a fresh directory.
 const KILLS: usize = 3;
-
-fn task(id: u64) -> Task {
-    Task {
-        id,
-        queue: "q".into(),
-        run_at_ms: 10,
-        attempt: 0,
-        max_attempts: 5,
-        priority: hourglass_queue::limits::PRIORITY_DEFAULT,
-        lease_ms: None,
-        key: None,
-        every_ms: None,
-        expires_at_ms: None,
-        expired: false,
-        last_error: None,
-        http: None,
-        state: TaskState::Scheduled,
-        created_ms: 1,
-    }
-}
 
 /// Task `id`'s payload: every other one kept apart from its body.
 fn payload(id: u64) -> Box<str> {
@@ -62,7 +43,8 @@ fn child_compacts_until_killed() {
     store.load(&mut |_, _| {}).expect("load");
     let ids: Vec<u64> = (1..=TASKS).collect();
     for chunk in ids.chunks(1_000) {
-        let batch: Vec<_> = chunk.iter().map(|&id| Mutation::Insert { task: task(id), payload: payload(id) }).collect();
+        let batch: Vec<_> =
+            chunk.iter().map(|&id| Mutation::Insert { task: stored_task(id, 10), payload: payload(id) }).collect();
         store.apply(&batch, true).expect("insert");
     }
     let deletes: Vec<_> = ids.iter().copied().filter(|&id| !kept(id)).map(Mutation::Delete).collect();

@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hourglass_embedded::{Mutation, RedbStore, Store};
+
+use crate::stored_task as task;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
-use hourglass_queue::{Task, TaskState};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -181,26 +182,6 @@ impl redb::StorageBackend for CrashDisk {
 
 /// What the store holds: each task's due time and payload, by id.
 type Held = BTreeMap<u64, (u64, Box<str>)>;
-
-fn task(id: u64, run_at_ms: u64) -> Task {
-    Task {
-        id,
-        queue: "q".into(),
-        run_at_ms,
-        attempt: 0,
-        max_attempts: 5,
-        priority: hourglass_queue::limits::PRIORITY_DEFAULT,
-        lease_ms: None,
-        key: None,
-        every_ms: None,
-        expires_at_ms: None,
-        expired: false,
-        last_error: None,
-        http: None,
-        state: TaskState::Scheduled,
-        created_ms: 1,
-    }
-}
 
 /// Payload `id` of `bytes` bytes: its id, then padding.
 fn payload(id: u64, bytes: usize) -> Box<str> {
