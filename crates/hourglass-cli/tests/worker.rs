@@ -151,6 +151,42 @@ async fn a_handler_slower_than_its_lease_keeps_its_task() {
     assert_eq!((report.claimed, report.acked, report.lost_leases), (1, 1, 0), "{report:?}");
 }
 
+/// The tokio task each handler of `count` tasks on `queue` began in, in
+/// the order they began; each handler first spends `compute` without
+/// awaiting. All `count` are claimed at once (concurrency 8).
+async fn tasks_begun_in(server: &Hourglass, queue: &str, count: u64, compute: Duration) -> Vec<tokio::task::Id> {
+    let admin = worker_client(server);
+    enqueue(&admin, queue, count).await;
+    let begun = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&begun);
+    let worker = Worker::new(worker_client(server), [queue], move |_task: ClaimedTask| {
+        seen.lock().unwrap().push(tokio::task::id());
+        std::thread::sleep(compute);
+        async { Ok::<_, String>(()) }
+    })
+    .options(options());
+    let running = Running::start(worker);
+    within_async(PATIENCE, "every task acked", async || drained(&admin, queue).await).await;
+    let report = running.stop().await;
+    assert_eq!((report.claimed, report.acked), (count, count), "{report:?}");
+    Arc::try_unwrap(begun).unwrap().into_inner().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_handlers_run_on_the_claim_loop_and_slow_starts_hand_the_rest_on() {
+    let (_data, server) = started(&[]);
+    // Handlers that end at once all run on the claim loop's task: no task
+    // of their own, and their slots are free for the next claim.
+    let quick = tasks_begun_in(&server, "quick", 8, Duration::ZERO).await;
+    assert!(quick.iter().all(|id| *id == quick[0]), "one task for the batch: {quick:?}");
+    // A handler that computes past the claim loop's budget before it awaits
+    // hands the rest of its batch to tasks of their own, side by side.
+    let slow = tasks_begun_in(&server, "computing", 8, Duration::from_millis(2)).await;
+    let others: HashSet<_> = slow[1..].iter().collect();
+    assert_eq!(others.len(), 7, "each of the rest in a task of its own: {slow:?}");
+    assert!(!others.contains(&slow[0]), "the first on the claim loop: {slow:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_nacks_with_its_message() {
     let (_data, server) = started(&[]);

@@ -79,6 +79,14 @@ impl Acker {
         self.wake.notify_one();
     }
 
+    /// Several handlers succeeded: ack them, with one wake-up.
+    pub(crate) fn add_all(&self, acks: Vec<Ack>) {
+        if !acks.is_empty() {
+            self.lock().pending.extend(acks);
+            self.wake.notify_one();
+        }
+    }
+
     /// A claim is about to go, and will take the acks.
     pub(crate) fn ride(&self) -> Ride<'_> {
         self.lock().riders += 1;

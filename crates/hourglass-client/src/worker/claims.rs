@@ -1,6 +1,13 @@
 //! The claim loop of one queue: it takes up to its share of the free slots,
-//! claims that many tasks (carrying the acks gathered meanwhile), starts a
-//! delivery for each, and waits out a server that is away.
+//! claims that many tasks (carrying the acks gathered meanwhile), begins a
+//! delivery of each, and waits out a server that is away.
+//!
+//! Deliveries begin on the claim loop's own task, one after another, while
+//! they take less than [`INLINE_BUDGET`] between them: handlers that end at
+//! once free their slots before the next claim is asked for, so the loop
+//! claims again at once with its whole share. What is left of a batch past
+//! the budget, and every handler still running after its first poll, gets a
+//! task of its own, where handlers run side by side.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +18,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::backoff::{retryable, Backoff};
-use super::delivery::deliver;
+use super::delivery::{begin, deliver};
 use super::report::Counts;
 use super::Shared;
 use crate::error::Error;
@@ -21,6 +28,11 @@ use crate::error::Error;
 /// of one or two tasks, a request each. A slot left idle this long costs a
 /// slow handler nothing to speak of.
 const GATHER: Duration = Duration::from_millis(2);
+/// How long a batch's handlers may run on the claim loop's task, first
+/// polls together, before the rest of the batch is handed to tasks of their
+/// own: a handler that computes before it first awaits then delays the next
+/// claim by about this much, and no longer keeps its peers from running.
+const INLINE_BUDGET: Duration = Duration::from_micros(500);
 
 /// Up to `share` free slots, waiting for the first (and [`GATHER`] more
 /// while fewer than half are free).
@@ -58,9 +70,13 @@ pub(crate) async fn claim_loop(
     let mut stopped = async move || {
         let _ = stopping.wait_for(|stop| *stop).await;
     };
+    // The acks of the handlers that ended on this task, handed over at once
+    // when the next claim is about to go, which then carries them.
+    let mut ended = Vec::new();
     loop {
         let taken = {
             let _ride = options.acks_on_claims.then(|| shared.acker.ride());
+            shared.acker.add_all(std::mem::take(&mut ended));
             tokio::select! {
                 taken = slots(&shared.slots, share) => taken,
                 () = stopped() => return Ok(()),
@@ -118,8 +134,18 @@ pub(crate) async fn claim_loop(
         let got = claimed.tasks.len();
         Counts::add(&shared.counts.claimed, got as u64);
         let leased_until = sent + Duration::from_millis(options.lease_ms);
+        let began = Instant::now();
         for (task, slot) in claimed.tasks.into_iter().zip(taken) {
-            deliveries.spawn(deliver(Arc::clone(&shared), task, slot, leased_until));
+            if began.elapsed() >= INLINE_BUDGET {
+                deliveries.spawn(deliver(Arc::clone(&shared), task, slot, leased_until));
+                continue;
+            }
+            match begin(&shared, task, slot, leased_until).await {
+                Ok(ack) => ended.push(ack),
+                Err(rest) => {
+                    deliveries.spawn(rest.run());
+                }
+            }
         }
         // An empty answer before its wait was up (a server that is stopping
         // answers so) is no reason to ask again at once.

@@ -1,12 +1,15 @@
-//! One delivery, from its claim to its ack or nack: the handler runs inside
-//! the delivery's own task (a panic caught as it unwinds), the lease is
-//! extended beside it while it runs, then the outcome goes to the acker, or
-//! a nack with the error's text or the panic's message.
+//! One delivery, from its claim to its ack or nack.
 //!
-//! The handler has no task of its own, and is polled once before the
-//! lease's timer is armed: a handler that ends at once costs no timer. A
-//! spawn and a timer per delivery were about a third of the worker's extra
-//! CPU beside raw claims (BENCHMARKS.md).
+//! The claim loop [begins](begin) each delivery itself: it calls the
+//! handler and polls its future once, a panic caught as it unwinds. A
+//! handler that ends well there costs neither a task nor a timer: its ack
+//! goes with the batch's. Only one that is still running, or failed, gets a
+//! task of its own (its [`Rest`]): the lease is extended beside the handler
+//! while it runs, then the outcome goes to the acker, or a nack with the
+//! error's text or the panic's message. A spawn and a timer per delivery
+//! were about a third of the worker's extra CPU beside raw claims, and
+//! handing each delivery across threads kept the claim loop waiting for its
+//! slots (BENCHMARKS.md).
 
 use std::any::Any;
 use std::future::Future;
@@ -15,7 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use hourglass_wire::{Ack, ClaimedTask};
+use hourglass_wire::{Ack, ClaimedTask, Lease};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
@@ -58,73 +61,112 @@ impl Future for Caught {
     }
 }
 
-/// Runs the handler on `task`, keeping its lease, then acks or nacks it.
-/// `slot` is freed when it returns. `leased_until` is when the lease ends
-/// by this process's clock: the claim's send time plus the lease.
-pub(crate) async fn deliver(shared: Arc<Shared>, task: ClaimedTask, slot: OwnedSemaphorePermit, leased_until: Instant) {
+/// A delivery whose handler was called and polled once, and did not end
+/// well at once: it is still running, or it failed.
+pub(crate) struct Rest {
+    shared: Arc<Shared>,
+    id: u64,
+    lease: Lease,
+    slot: OwnedSemaphorePermit,
+    leased_until: Instant,
+    handled: Caught,
+    first: Poll<Ended>,
+}
+
+/// Calls the handler on `task` and polls its future once, in the caller's
+/// task. A handler that ends well at once is done: its ack is returned (to
+/// be sent with others) and `slot` is free. Otherwise the [`Rest`] is
+/// returned, for a task of its own: it keeps the lease while the handler
+/// runs, and nacks on failure. `leased_until` is when the lease ends by
+/// this process's clock: the claim's send time plus the lease.
+pub(crate) async fn begin(
+    shared: &Arc<Shared>,
+    task: ClaimedTask,
+    slot: OwnedSemaphorePermit,
+    leased_until: Instant,
+) -> Result<Ack, Rest> {
     let (id, lease) = (task.id, task.lease);
-    let handler = Arc::clone(&shared.handler);
+    let handler = &shared.handler;
     // A panic in the handler's call (before its future) counts as one in it.
     let mut handled = Caught(None);
-    let first = match catch_unwind(AssertUnwindSafe(move || handler(task))) {
-        // Once without a timer: most handlers end here.
+    let first = match catch_unwind(AssertUnwindSafe(|| handler(task))) {
         Ok(future) => {
             handled.0 = Some(future);
             std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut handled).poll(cx))).await
         }
         Err(panic) => Poll::Ready(Ended::Panicked(panic_text(&*panic))),
     };
-    let mut stale = false;
-    let mut leased_until = leased_until;
-    let every = shared.options.extend_every();
-    let ended = match first {
-        Poll::Ready(ended) => ended,
-        Poll::Pending => loop {
-            tokio::select! {
-                biased;
-                ended = &mut handled => break ended,
-                () = tokio::time::sleep(every) => {
-                    if stale {
-                        continue;
-                    }
-                    let sent = Instant::now();
-                    match shared.client.extend(id, lease, shared.options.lease_ms).await {
-                        Ok(_) => leased_until = sent + std::time::Duration::from_millis(shared.options.lease_ms),
-                        Err(error) if retryable(&error) => Counts::add(&shared.counts.retries, 1),
-                        Err(error) => {
-                            tracing::warn!("task {id}: its lease could not be extended ({error}); it will not be acked");
-                            stale = true;
+    if let Poll::Ready(Ended::Ok) = first {
+        Counts::add(&shared.counts.succeeded, 1);
+        return Ok(Ack::new(id, lease));
+    }
+    Err(Rest { shared: Arc::clone(shared), id, lease, slot, leased_until, handled, first })
+}
+
+/// A whole delivery in a task of its own: [`begin`], then its [`Rest`].
+pub(crate) async fn deliver(shared: Arc<Shared>, task: ClaimedTask, slot: OwnedSemaphorePermit, leased_until: Instant) {
+    match begin(&shared, task, slot, leased_until).await {
+        Ok(ack) => shared.acker.add(ack),
+        Err(rest) => rest.run().await,
+    }
+}
+
+impl Rest {
+    /// Waits for the handler, keeping its lease, then acks or nacks it. The
+    /// slot is freed when it returns.
+    pub(crate) async fn run(self) {
+        let Rest { shared, id, lease, slot, mut leased_until, mut handled, first } = self;
+        let mut stale = false;
+        let every = shared.options.extend_every();
+        let ended = match first {
+            Poll::Ready(ended) => ended,
+            Poll::Pending => loop {
+                tokio::select! {
+                    biased;
+                    ended = &mut handled => break ended,
+                    () = tokio::time::sleep(every) => {
+                        if stale {
+                            continue;
+                        }
+                        let sent = Instant::now();
+                        match shared.client.extend(id, lease, shared.options.lease_ms).await {
+                            Ok(_) => leased_until = sent + std::time::Duration::from_millis(shared.options.lease_ms),
+                            Err(error) if retryable(&error) => Counts::add(&shared.counts.retries, 1),
+                            Err(error) => {
+                                tracing::warn!("task {id}: its lease could not be extended ({error}); it will not be acked");
+                                stale = true;
+                            }
                         }
                     }
                 }
+            },
+        };
+        let counts = &shared.counts;
+        let reason = match ended {
+            Ended::Ok => {
+                Counts::add(&counts.succeeded, 1);
+                if stale {
+                    Counts::add(&counts.lost_leases, 1);
+                } else {
+                    shared.acker.add(Ack::new(id, lease));
+                }
+                return;
             }
-        },
-    };
-    let counts = &shared.counts;
-    let reason = match ended {
-        Ended::Ok => {
-            Counts::add(&counts.succeeded, 1);
-            if stale {
-                Counts::add(&counts.lost_leases, 1);
-            } else {
-                shared.acker.add(Ack::new(id, lease));
+            Ended::Failed(reason) => reason,
+            Ended::Panicked(message) => {
+                Counts::add(&counts.panicked, 1);
+                message
             }
-            return;
+        };
+        Counts::add(&counts.failed, 1);
+        tracing::warn!("task {id} failed: {reason}");
+        if stale {
+            Counts::add(&counts.lost_leases, 1);
+        } else {
+            nack(&shared, id, lease, cut(&reason, NACK_REASON_BYTES_MAX), leased_until).await;
         }
-        Ended::Failed(reason) => reason,
-        Ended::Panicked(message) => {
-            Counts::add(&counts.panicked, 1);
-            message
-        }
-    };
-    Counts::add(&counts.failed, 1);
-    tracing::warn!("task {id} failed: {reason}");
-    if stale {
-        Counts::add(&counts.lost_leases, 1);
-    } else {
-        nack(&shared, id, lease, cut(&reason, NACK_REASON_BYTES_MAX), leased_until).await;
+        drop(slot);
     }
-    drop(slot);
 }
 
 /// A panic's payload as text: its message, as `panic!` formats it.
@@ -138,7 +180,7 @@ fn panic_text(panic: &(dyn Any + Send)) -> String {
 
 /// Nacks the delivery `lease` of task `id`, trying again while the failure
 /// may pass and the lease lasts.
-async fn nack(shared: &Shared, id: u64, lease: hourglass_wire::Lease, reason: String, leased_until: Instant) {
+async fn nack(shared: &Shared, id: u64, lease: Lease, reason: String, leased_until: Instant) {
     let mut backoff = Backoff::new(shared.options.backoff_max);
     loop {
         match shared.client.nack(id, lease, shared.options.nack_delay_ms, Some(reason.clone())).await {
