@@ -116,6 +116,7 @@ impl RedisBackend {
             Delivery::Pull => "pull",
             Delivery::Push => "push",
         });
+        invocation.arg(record::lease_secret());
         let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
         self.saw_time(reply.u64()?);
         let stop = match reply.int()? {
@@ -133,7 +134,7 @@ impl RedisBackend {
             let seq = reply.u64()?;
             let payload = reply.payload()?;
             let attempt = u32::try_from(reply.u64()?).unwrap_or(u32::MAX);
-            let lease = record::lease(shard, reply.u64()?);
+            let lease = record::lease(&reply.bytes()?)?;
             let lease_until_ms = reply.u64()?;
             let run_at_ms = reply.u64()?;
             let own = reply.bytes()?;

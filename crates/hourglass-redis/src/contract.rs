@@ -115,7 +115,7 @@ impl Tasks for RedisBackend {
     async fn take(&self, id: u64, lease_ms: u64) -> Result<Claimed, QueueError> {
         self.closed.check()?;
         validate::lease(lease_ms)?;
-        let info = Self::info(self.task(id, "take", &[lease_ms.to_string()]).await?);
+        let info = Self::info(self.task(id, "take", &[lease_ms.to_string(), record::lease_secret()]).await?);
         let TaskState::Leased { lease, until_ms } = info.task.state else {
             return Err(unexpected("a task taken but not leased"));
         };
@@ -135,8 +135,7 @@ impl Tasks for RedisBackend {
 
     async fn ack(&self, id: u64, lease: Lease) -> Result<(), QueueError> {
         self.closed.check()?;
-        let (shard, _) = self.split(id)?;
-        let done = self.task(id, "ack", &[record::token(lease, shard)]).await?;
+        let done = self.task(id, "ack", &[record::token(lease)]).await?;
         self.settled(&done.record.task.queue, &[id]).await;
         self.totals.lock().acked += 1;
         self.count(&done.record.task.queue, |c| c.acked += 1);
@@ -153,10 +152,9 @@ impl Tasks for RedisBackend {
         self.closed.check()?;
         validate::delay(nack.delay_ms)?;
         validate::reason(nack.reason.as_deref())?;
-        let (shard, _) = self.split(id)?;
         let optional = |value: Option<u64>| value.map(|v| v.to_string()).unwrap_or_default();
         let args = [
-            record::token(lease, shard),
+            record::token(lease),
             optional(nack.delay_ms),
             nack.reason.as_deref().unwrap_or("").to_owned(),
             optional(nack.priority.map(u64::from)),
@@ -175,8 +173,7 @@ impl Tasks for RedisBackend {
     async fn extend(&self, id: u64, lease: Lease, lease_ms: u64) -> Result<u64, QueueError> {
         self.closed.check()?;
         validate::lease(lease_ms)?;
-        let (shard, _) = self.split(id)?;
-        let info = Self::info(self.task(id, "extend", &[record::token(lease, shard), lease_ms.to_string()]).await?);
+        let info = Self::info(self.task(id, "extend", &[record::token(lease), lease_ms.to_string()]).await?);
         match info.task.state {
             TaskState::Leased { until_ms, .. } => {
                 self.extended(&info.task.queue, id, until_ms).await;

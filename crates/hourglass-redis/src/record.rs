@@ -37,7 +37,7 @@ pub(crate) fn decode(shard: u16, seq: u64, raw: &[u8], now_ms: u64) -> Result<Re
     let state = match text("s").as_deref() {
         Some("s") => TaskState::Scheduled,
         Some("d") => TaskState::Dead,
-        Some("l") => TaskState::Leased { lease: lease(shard, need("L")?), until_ms: need("u")? },
+        Some("l") => TaskState::Leased { lease: stored_lease(shard, get("L"))?, until_ms: need("u")? },
         _ => return Err(corrupt("s")),
     };
     let small = |v: u64| u32::try_from(v).map_err(|_| corrupt("a field past 32 bits"));
@@ -71,15 +71,54 @@ fn number(value: &Value) -> Option<u64> {
     }
 }
 
-/// A lease is the shard's lease counter and the shard: unique across shards.
-pub(crate) fn lease(shard: u16, token: u64) -> Lease {
-    Lease(keys::id(shard, token))
+/// A lease token as the scripts write it (`new_lease` in `lua/prelude.lua`):
+/// 16 hex digits.
+pub(crate) fn lease(token: &[u8]) -> Result<Lease, QueueError> {
+    std::str::from_utf8(token)
+        .ok()
+        .filter(|text| text.len() == 16)
+        .and_then(|text| u64::from_str_radix(text, 16).ok())
+        .map(Lease)
+        .ok_or_else(|| corrupt("L"))
 }
 
-/// The shard's lease counter in `lease`, as a script takes it: `-1`, which
-/// no lease holds, if `lease` is not of `shard`.
-pub(crate) fn token(lease: Lease, shard: u16) -> String {
-    keys::split(lease.0, keys::SHARDS_MAX)
-        .filter(|&(of, _)| of == shard)
-        .map_or_else(|| "-1".to_owned(), |(_, token)| token.to_string())
+/// A leased record's lease: its token, or in a store written before tokens
+/// could not be guessed, the shard's lease counter (such a lease is shown
+/// as it was, but no longer held: its ack is refused as stale, and the task
+/// is delivered again when the lease runs out).
+fn stored_lease(shard: u16, value: Option<&Value>) -> Result<Lease, QueueError> {
+    match value {
+        Some(Value::String(text)) => lease(text.as_bytes()),
+        Some(value) => number(value).map(|counter| Lease(keys::id(shard, counter))).ok_or_else(|| corrupt("L")),
+        None => Err(corrupt("L")),
+    }
+}
+
+/// `lease` as the scripts compare it with a record's token.
+pub(crate) fn token(lease: Lease) -> String {
+    format!("{:016x}", lease.0)
+}
+
+/// A fresh secret for the lease tokens one script makes (`new_lease`): 128
+/// random bits from the thread's CSPRNG, never stored.
+pub(crate) fn lease_secret() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_read_as_the_scripts_write_it_and_as_older_stores_did() {
+        let written = Value::String("00ff00ff00ff00ff".into());
+        assert_eq!(stored_lease(3, Some(&written)).unwrap(), Lease(0x00ff_00ff_00ff_00ff));
+        assert_eq!(token(Lease(0x00ff_00ff_00ff_00ff)), "00ff00ff00ff00ff");
+        // Before: the shard's lease counter, shown as the counter and shard.
+        assert_eq!(stored_lease(3, Some(&Value::from(7u64))).unwrap(), Lease(keys::id(3, 7)));
+        for bad in ["00ff", "not hex digits!!", "00ff00ff00ff00ff0"] {
+            assert!(stored_lease(3, Some(&Value::String(bad.into()))).is_err(), "{bad}");
+        }
+        assert!(stored_lease(3, None).is_err());
+    }
 }

@@ -187,7 +187,7 @@ impl RedisBackend {
                 continue;
             };
             match self.queue_of.lock().get(&id).cloned() {
-                Some(queue) => groups.entry((shard, queue)).or_default().push((at, seq, record::token(lease, shard))),
+                Some(queue) => groups.entry((shard, queue)).or_default().push((at, seq, record::token(lease))),
                 None => unknown.entry(shard).or_default().push((at, seq)),
             }
         }
@@ -203,7 +203,7 @@ impl RedisBackend {
                 match raw {
                     Some(raw) => {
                         let queue = record::decode(shard, seq, &raw, 0)?.task.queue;
-                        groups.entry((shard, queue)).or_default().push((at, seq, record::token(lease, shard)));
+                        groups.entry((shard, queue)).or_default().push((at, seq, record::token(lease)));
                     }
                     None => answers[at] = Some(Err(QueueError::NotFound(id))),
                 }

@@ -3,6 +3,7 @@
 
 mod claims;
 mod flow;
+mod leases;
 mod outage;
 
 use std::sync::Arc;

@@ -11,7 +11,7 @@ local now = now_ms()
 local before = head_min(h)
 local out = {}
 for i = 4, #ARGV, 2 do
-  local seq, token = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local seq, token = tonumber(ARGV[i]), ARGV[i + 1]
   local rec = load(t, seq)
   if not rec then
     table.insert(out, 'not_found')

@@ -1,7 +1,8 @@
 -- Hands out up to `max` due tasks of one queue of one shard, in claim order.
 -- KEYS: t p h lseq paused, the queue's keys. ARGV: channel shard queue max
 -- lease_ms payload_bytes_max scan_max delivery ('pull' takes from r, 'push'
--- from R, each task then for exactly lease_ms whatever its own lease).
+-- from R, each task then for exactly lease_ms whatever its own lease) secret
+-- (new_lease's).
 -- Each task's own target follows its due time (packed; '' if none).
 -- Returns {now, pause, stop, then seq payload attempt token lease_end due per
 -- task}, where pause is -1 (not paused), 0 (until resumed) or when it ends
@@ -14,6 +15,7 @@ local Q = queue_keys(6)
 local channel, shard, q = ARGV[1], ARGV[2], ARGV[3]
 local max, lease_ms, bytes_max, scan_max = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local push = ARGV[8] == 'push'
+local secret = ARGV[9]
 local R = push and Q.R or Q.r
 local now = now_ms()
 local pause = redis.call('HGET', paused, q)
@@ -45,7 +47,7 @@ while taken < max and looked < scan_max and not full do
       end
       rec.a = rec.a + 1
       rec.s = 'l'
-      rec.L = redis.call('INCR', lseq)
+      rec.L = new_lease(lseq, secret)
       rec.u = now + ((not push and rec.l) or lease_ms)
       save(t, seq, rec)
       table.insert(leased, 0)

@@ -17,7 +17,9 @@
 -- fire script sets it right). Time is Redis's (TIME).
 -- A record: q queue, r due (ms), a attempt, m max attempts (0: unlimited),
 -- p priority, l own lease, k key, e period, x expiry, X expired, E last error,
--- c created, s state ('s' scheduled, 'l' leased, 'd' dead), L lease token,
+-- c created, s state ('s' scheduled, 'l' leased, 'd' dead), L lease token
+-- (16 hex digits that cannot be guessed: see new_lease; stores written
+-- before held the shard's lease counter itself, a number),
 -- u lease end, h its own HTTP target ({u url, m method code, H {{name,
 -- value}, ...}}, as Rust packs it).
 -- Rust defines what both sides use, and `scripts.rs` writes it above this
@@ -137,11 +139,20 @@ local function forget(Q, t, p, seq, rec)
   if rec.k then redis.call('HDEL', Q.k, rec.k) end
 end
 
+-- A new lease token: the first 16 hex digits of the SHA-1 of `secret`, a
+-- random value the node draws for each script (never stored), and the
+-- shard's lease counter, which no two leases share. A client that holds one
+-- lease cannot work out another; two leases of a task differ but for odds
+-- of one in 2^64, as the embedded store's random ones do.
+local function new_lease(lseq, secret)
+  return string.sub(redis.sha1hex(secret .. ':' .. redis.call('INCR', lseq)), 1, 16)
+end
+
 -- Hands the task out under a new lease (it is unfiled): one more attempt.
-local function lease(Q, h, t, lseq, q, seq, rec, now, lease_ms)
+local function lease(Q, h, t, lseq, q, seq, rec, now, lease_ms, secret)
   rec.a = rec.a + 1
   rec.s = 'l'
-  rec.L = redis.call('INCR', lseq)
+  rec.L = new_lease(lseq, secret)
   rec.u = now + (rec.l or lease_ms)
   save(t, seq, rec)
   file(Q, h, q, seq, rec, now)

@@ -26,7 +26,7 @@ local function done(code)
   hint_head(channel, shard, h, before)
   return { code, now, cmsgpack.pack(rec), payload }
 end
-local function holds(token) return rec.s == 'l' and rec.L == tonumber(token) end
+local function holds(token) return rec.s == 'l' and rec.L == token end
 
 if op == 'cancel' or op == 'cancel_unleased' then
   if op == 'cancel_unleased' and rec.s == 'l' then return { 'conflict', now } end
@@ -49,7 +49,7 @@ elseif op == 'retry' then
 elseif op == 'take' then
   if rec.s == 'l' then return { 'conflict', now } end
   unfile(Q, q, seq, rec, now)
-  lease(Q, h, t, lseq, q, seq, rec, now, tonumber(ARGV[6]))
+  lease(Q, h, t, lseq, q, seq, rec, now, tonumber(ARGV[6]), ARGV[7])
   hint_head(channel, shard, h, before)
   return { 'ok', now, cmsgpack.pack(rec), redis.call('HGET', p, field(seq)) }
 elseif op == 'ack' then
