@@ -53,7 +53,7 @@ impl Receiver {
             Receiver::Hourglass { client, queue, acks, batch } => {
                 let tasks = client.claim(queue, &CLAIM).await?.tasks;
                 let at = now_us();
-                let dues = tasks.iter().map(|task| due_us(&task.payload).unwrap_or(at)).collect();
+                let dues = tasks.iter().map(|task| task.payload.as_deref().and_then(due_us).unwrap_or(at)).collect();
                 // Lateness is taken at receipt (the caller reads the clock as
                 // soon as this returns); the acks run alongside.
                 ack(client, tasks, acks, *batch).await?;

@@ -209,7 +209,15 @@ pub fn task(task: &Task, now_ms: u64) -> serde_json::Result<String> {
     for (name, value) in fields {
         let _ = writeln!(out, "{:<width$} {value}", format!("{name}:"));
     }
-    let _ = writeln!(out, "payload:\n{}", pretty(&task.payload)?);
+    match (&task.payload, &task.payload_base64) {
+        (_, Some(base64)) => {
+            let bytes = task.payload_bytes().map_err(<serde_json::Error as serde::de::Error>::custom)?.len();
+            let _ = writeln!(out, "payload ({bytes} bytes, not JSON; base64):\n{base64}");
+        }
+        (payload, None) => {
+            let _ = writeln!(out, "payload:\n{}", pretty(payload)?);
+        }
+    }
     Ok(out)
 }
 
@@ -269,6 +277,17 @@ mod tests {
         assert!(text.contains("due:         2027-01-15T07:59:00.000Z (1m ago)\n"), "{text}");
         assert!(text.ends_with("payload:\n{\n  \"to\": \"a@example.com\"\n}\n"), "{text}");
         assert!(!text.contains("lease until"), "absent fields are left out: {text}");
+    }
+
+    #[test]
+    fn a_payload_that_is_not_json_prints_as_its_size_and_base64() {
+        let task: Task = serde_json::from_str(
+            r#"{"id": 1, "queue": "q", "state": "due", "payload_base64": "/wAB", "run_at_ms": 5, "attempt": 0,
+                "max_attempts": 3, "priority": 0, "created_ms": 5}"#,
+        )
+        .unwrap();
+        let text = super::task(&task, 5).unwrap();
+        assert!(text.ends_with("payload (3 bytes, not JSON; base64):\n/wAB\n"), "{text}");
     }
 
     #[test]

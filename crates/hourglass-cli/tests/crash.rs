@@ -64,7 +64,7 @@ async fn consume(client: &Client, ledger: &Mutex<Ledger>, stop: Instant) -> bool
         let Ok(claimed) = client.claim("crash", &claim).await else { return empty };
         empty = claimed.tasks.is_empty();
         for task in claimed.tasks {
-            let seq = Seq::of(&task.payload);
+            let seq = Seq::of(task.payload.as_deref().expect("a JSON payload"));
             {
                 let mut ledger = ledger.lock().await;
                 ledger.deliveries += 1;

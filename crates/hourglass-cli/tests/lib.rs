@@ -3,6 +3,7 @@
 //! [`Serve`](hourglass_test_support::hourglass::Serve).
 
 mod beanstalk;
+mod beanstalk_bytes;
 mod crash;
 mod never_early;
 mod nodes;

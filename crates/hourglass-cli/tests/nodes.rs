@@ -81,7 +81,7 @@ async fn consume(clients: &[Mutex<Client>], at: usize, ledger: &Mutex<Ledger>, s
         let Ok(claimed) = client.claim("nodes", &claim).await else { continue };
         empty = claimed.tasks.is_empty();
         for task in claimed.tasks {
-            let seq = Seq::of(&task.payload);
+            let seq = Seq::of(task.payload.as_deref().expect("a JSON payload"));
             {
                 let mut l = ledger.lock().await;
                 l.deliveries += 1;

@@ -119,7 +119,8 @@ async fn an_https_round_trip_with_curl_and_with_the_rust_client() {
     let payload = to_raw_value(&"by the Rust client").unwrap();
     client.enqueue("secure", &NewTask::new(payload)).await.unwrap();
     let claimed = client.claim("secure", &ClaimRequest { max: Some(10), ..ClaimRequest::default() }).await.unwrap();
-    let payloads: Vec<&str> = claimed.tasks.iter().map(|task| task.payload.get()).collect();
+    let payloads: Vec<&str> =
+        claimed.tasks.iter().map(|task| task.payload.as_deref().map_or("", serde_json::value::RawValue::get)).collect();
     assert_eq!(payloads, [r#""by curl""#, r#""by the Rust client""#]);
     for task in claimed.tasks {
         client.ack(task.id, task.lease).await.unwrap();

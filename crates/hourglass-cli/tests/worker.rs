@@ -91,7 +91,7 @@ async fn the_server_killed_and_restarted_under_it_loses_nothing() {
     let worker = Worker::new(worker_client(&server), ["orders"], move |task: ClaimedTask| {
         let (seen, mut gate) = (Arc::clone(&handler_seen), gate.clone());
         async move {
-            let seq = Seq::of(&task.payload);
+            let seq = Seq::of(task.payload.as_deref().expect("a JSON payload"));
             if seq >= 100 {
                 let _ = gate.wait_for(|open| *open).await;
             }
@@ -194,7 +194,7 @@ async fn a_panic_nacks_with_its_message() {
     enqueue(&admin, "fragile", 1).await;
     let id = admin.list_tasks("fragile", &Default::default()).await.unwrap().tasks[0].id;
     let worker = Worker::new(worker_client(&server), ["fragile"], |task: ClaimedTask| async move {
-        if Seq::of(&task.payload) == 0 {
+        if Seq::of(task.payload.as_deref().expect("a JSON payload")) == 0 {
             panic!("no stock for order {}", task.id);
         }
         Ok::<_, String>(())

@@ -7,7 +7,8 @@ use hourglass_client::{wire::ClaimedTask, Client, Worker};
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = std::env::var("HOURGLASS_SERVER").unwrap_or_else(|_| "http://127.0.0.1:7463".into());
     let worker = Worker::new(Client::new(server, None), ["orders"], |task: ClaimedTask| async move {
-        println!("{}: closing it if unpaid", task.payload); // return Err(reason) to nack
+        let order: serde_json::Value = task.payload_json().map_err(|e| e.to_string())?;
+        println!("{order}: closing it if unpaid"); // return Err(reason) to nack
         Ok::<_, String>(())
     });
     let report = worker.concurrency(16).run().await?; // until Ctrl-C or SIGTERM

@@ -14,7 +14,7 @@
 //!
 //! let claim = ClaimRequest { max: Some(10), wait_ms: Some(5_000), ..ClaimRequest::default() };
 //! for task in client.claim("greetings", &claim).await?.tasks {
-//!     println!("{}: {}", task.id, task.payload);
+//!     println!("{}: {:?}", task.id, task.payload_json::<String>());
 //!     client.ack(task.id, task.lease).await?;
 //! }
 //! # Ok(()) }

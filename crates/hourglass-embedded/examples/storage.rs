@@ -159,7 +159,7 @@ async fn claim(n: usize, bytes: usize) {
     let mut claimed = 0;
     while claimed < n {
         let tasks = engine.claim("storage", 100, 600_000, 0).await.expect("claim");
-        assert!(!tasks.is_empty() && tasks.iter().all(|task| *task.payload == *payload), "claimed what was sent");
+        assert!(!tasks.is_empty() && tasks.iter().all(|task| task.payload == *payload), "claimed what was sent");
         claimed += tasks.len();
     }
     let elapsed = started.elapsed();

@@ -53,18 +53,18 @@ async fn large_payloads_live_in_the_store_and_come_back_whole() {
 
     for (n, &id) in ids.iter().enumerate() {
         let want = payload(n as u64 + 2, sizes[n + 2]);
-        assert_eq!(*engine.get(id).await.unwrap().payload, want, "get of task {id}");
+        assert_eq!(engine.get(id).await.unwrap().payload, want, "get of task {id}");
     }
     let page = engine.list("q", ListRequest { status: Some(Status::Due), after: None, limit: 100 }).await.unwrap();
     assert_eq!(page.tasks.len(), ids.len());
     for (n, info) in page.tasks.iter().enumerate() {
-        assert_eq!(*info.payload, payload(n as u64 + 2, sizes[n + 2]), "listing of task {}", info.task.id);
+        assert_eq!(info.payload, payload(n as u64 + 2, sizes[n + 2]), "listing of task {}", info.task.id);
     }
     let mut claimed = engine.claim("q", 100, 30_000, 0).await.unwrap();
     claimed.sort_by_key(|task| task.id);
     assert_eq!(claimed.len(), ids.len());
     for (n, task) in claimed.iter().enumerate() {
-        assert_eq!(*task.payload, payload(n as u64 + 2, sizes[n + 2]), "claim of task {}", task.id);
+        assert_eq!(task.payload, payload(n as u64 + 2, sizes[n + 2]), "claim of task {}", task.id);
     }
     // A nack's answer carries the payload too.
     let first = &claimed[3];
@@ -77,7 +77,7 @@ async fn large_payloads_live_in_the_store_and_come_back_whole() {
     let engine = open(dir.path(), Limits::default());
     assert_eq!(engine.totals().await.memory_bytes, held);
     for (n, &id) in ids.iter().enumerate() {
-        assert_eq!(*engine.get(id).await.unwrap().payload, payload(n as u64 + 2, sizes[n + 2]));
+        assert_eq!(engine.get(id).await.unwrap().payload, payload(n as u64 + 2, sizes[n + 2]));
     }
     // Acked and cancelled, a task takes its payload with it.
     engine.cancel(ids[4]).await.unwrap();
@@ -207,7 +207,7 @@ async fn a_full_disk_is_a_clear_error_and_loses_nothing() {
     assert_eq!(cause, std::io::Error::from_raw_os_error(28).to_string());
     let error = engine.cancel(kept).await.unwrap_err();
     assert_eq!(error.code(), "disk_full", "{error}");
-    assert_eq!(*engine.get(kept).await.unwrap().payload, payload(1, 4096), "the cancel that failed changed nothing");
+    assert_eq!(engine.get(kept).await.unwrap().payload, payload(1, 4096), "the cancel that failed changed nothing");
     assert_eq!(engine.totals().await.tasks, 1);
     disk.full.store(false, Ordering::SeqCst);
     engine.enqueue("q", due_now(payload(3, 4096))).await.unwrap();
@@ -268,7 +268,7 @@ async fn a_real_full_disk_is_survived() {
     assert_eq!(error.code(), "disk_full", "{error}");
     println!("full after {} tasks of 32 KiB: {error}", acked.len());
     assert_eq!(engine.totals().await.tasks, acked.len());
-    assert_eq!(*engine.get(acked[0]).await.unwrap().payload, payload(0, 32 * 1024));
+    assert_eq!(engine.get(acked[0]).await.unwrap().payload, payload(0, 32 * 1024));
 
     std::fs::remove_file(&ballast).unwrap();
     let more = engine.enqueue("q", due_now(payload(acked.len() as u64, 32 * 1024))).await.unwrap();
@@ -280,7 +280,7 @@ async fn a_real_full_disk_is_survived() {
     let engine = open(&data, Limits::default());
     assert_eq!(engine.totals().await.tasks, acked.len(), "every acknowledged task survived");
     for (n, &id) in acked.iter().enumerate() {
-        assert_eq!(*engine.get(id).await.unwrap().payload, payload(n as u64, 32 * 1024));
+        assert_eq!(engine.get(id).await.unwrap().payload, payload(n as u64, 32 * 1024));
     }
     engine.close();
     drop(engine);
@@ -312,7 +312,7 @@ async fn a_claim_or_a_page_hands_out_a_bounded_number_of_payload_bytes() {
     engine.enqueue("q", due_now(huge.clone())).await.unwrap();
     let claimed = engine.claim("q", 100, 30_000, 0).await.unwrap();
     assert_eq!(claimed.len(), 1, "a claim hands out one task whatever its size");
-    assert_eq!(*claimed[0].payload, huge);
+    assert_eq!(claimed[0].payload, huge);
 }
 
 /// The writer's queue holds a bounded number of payload bytes: past

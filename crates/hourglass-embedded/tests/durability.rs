@@ -53,7 +53,7 @@ async fn a_repeated_key_waits_for_the_first_enqueue_and_a_failed_one_leaves_no_t
     match second {
         Ok(done) => {
             assert!(done.created, "the failed enqueue's key was free again");
-            assert_eq!(&*engine.get(done.id).await.unwrap().payload, "2");
+            assert_eq!(engine.get(done.id).await.unwrap().payload, "2");
         }
         Err(error) => assert!(matches!(error, QueueError::Storage(_)), "{error}"),
     }

@@ -13,6 +13,7 @@ use hourglass_embedded::{Mutation, RedbStore, Store};
 
 use crate::stored_task;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
+use hourglass_queue::Payload;
 
 /// The child's data directory; set only in the child.
 const CHILD_DIR: &str = "HOURGLASS_KILL_CHILD_DIR";
@@ -23,7 +24,7 @@ const KEPT_ONE_IN: u64 = 40;
 const KILLS: usize = 3;
 
 /// Task `id`'s payload: every other one kept apart from its body.
-fn payload(id: u64) -> Box<str> {
+fn payload(id: u64) -> Payload {
     let bytes =
         if id.is_multiple_of(2) { PAYLOAD_INLINE_MAX + 1 + (id % 3_000) as usize } else { 1 + (id % 100) as usize };
     format!("{id}:{}", "x".repeat(bytes)).into()

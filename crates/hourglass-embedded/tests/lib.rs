@@ -23,7 +23,7 @@ fn stored_task(id: u64, run_at_ms: u64) -> hourglass_queue::Task {
         key: None,
         every_ms: None,
         expires_at_ms: None,
-        expired: false,
+        dead_reason: hourglass_queue::DeadReason::Attempts,
         last_error: None,
         http: None,
         state: hourglass_queue::TaskState::Scheduled,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use hourglass_embedded::{Engine, Fsync, Options, RedbStore};
 use hourglass_queue::prelude::*;
+use hourglass_queue::DeadReason;
 use hourglass_queue::{occurrence_key, Limits, ManualWallClock, Misfire, NewSchedule, Overlap, QueueError, Rule};
 
 use crate::deadline;
@@ -98,7 +99,7 @@ async fn each_occurrence_is_one_task_with_its_key_due_at_its_time() {
     node.advance(1).await;
     assert_eq!(node.due_times("q").await, [T0_MS + MINUTE]);
     let task = node.engine.find_by_key("q", &occurrence_key("tick", T0_MS + MINUTE)).await.unwrap().unwrap();
-    assert_eq!(&*task.payload, r#"{"job":"tick"}"#);
+    assert_eq!(task.payload, r#"{"job":"tick"}"#);
     let claimed = node.engine.claim("q", 10, 30_000, 0).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(node.engine.schedule("tick").await.unwrap().schedule.next_ms, Some(T0_MS + 2 * MINUTE));
@@ -379,7 +380,7 @@ async fn a_deadline_skips_occurrences_too_late_to_start_and_expires_those_not_de
         hourglass_queue::ListRequest { status: Some(hourglass_queue::Status::Dead), after: None, limit: 100 },
     );
     let dead = dead.await.unwrap().tasks;
-    assert!(dead.len() >= 3 && dead.iter().all(|info| info.task.expired), "{dead:?}");
+    assert!(dead.len() >= 3 && dead.iter().all(|info| info.task.dead_reason == DeadReason::Expired), "{dead:?}");
 }
 
 /// A put counts from when its request came in, and the version it replaces

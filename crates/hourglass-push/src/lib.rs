@@ -24,8 +24,8 @@
 //!
 //! # The rules
 //! - **The request** ([`Outgoing`]): the target's method and URL; the body is
-//!   the payload (a JSON payload as its JSON text, `Content-Type:
-//!   application/json`); headers `Hourglass-Task-Id`, `Hourglass-Queue`,
+//!   the payload's bytes as stored (`Content-Type: application/json` if they
+//!   are JSON text, else `application/octet-stream`); headers `Hourglass-Task-Id`, `Hourglass-Queue`,
 //!   `Hourglass-Attempt` (from 1), `Hourglass-Due-At` (Unix ms), then the
 //!   target's own ([`HttpTarget`]: never `Hourglass-*` or framing headers,
 //!   as the contract checks at enqueue).

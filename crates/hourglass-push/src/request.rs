@@ -48,8 +48,8 @@ impl std::error::Error for BadTarget {}
 
 impl Outgoing {
     /// The request for `delivery`, signed with `keys` at `now_ms`: the body is
-    /// the payload (a JSON payload as its JSON text, `Content-Type:
-    /// application/json`); the headers `Hourglass-Task-Id`,
+    /// the payload's bytes (`Content-Type: application/json` if they are
+    /// JSON text, else `application/octet-stream`); the headers `Hourglass-Task-Id`,
     /// `Hourglass-Queue`, `Hourglass-Attempt`, `Hourglass-Due-At`,
     /// `Hourglass-Signature` with keys, then the target's own (a
     /// `Content-Type` of theirs replaces the JSON one).
@@ -81,7 +81,9 @@ impl Outgoing {
             Method::from_bytes(target.http.method.as_str().as_bytes()).expect("the contract's methods are HTTP's");
         let body = delivery.payload.as_bytes().to_vec();
         let mut headers = HeaderMap::with_capacity(6 + target.http.headers.len());
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let content_type =
+            if hourglass_wire::payload::is_json(&body) { "application/json" } else { "application/octet-stream" };
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
         headers.insert(TASK_ID_HEADER, delivery.task_id.into());
         headers.insert(QUEUE_HEADER, text_value(&delivery.queue));
         headers.insert(ATTEMPT_HEADER, delivery.attempt.into());
@@ -160,6 +162,15 @@ mod tests {
         assert_eq!(request.headers[QUEUE_HEADER], "mail:eu");
         assert_eq!(request.headers[ATTEMPT_HEADER], "3");
         assert_eq!(request.headers["authorization"], "Bearer x");
+    }
+
+    #[test]
+    fn bytes_that_are_not_json_are_sent_as_they_are_as_octet_stream() {
+        let target = PushTarget::new(HttpTarget::post("https://example.com/"));
+        let bytes = Delivery { payload: vec![0xff, 0x00, b'{'].into(), ..delivery(target) };
+        let request = Outgoing::build(&bytes, &SigningKeys::none(), 2_000).unwrap();
+        assert_eq!(request.body, [0xff, 0x00, b'{']);
+        assert_eq!(request.headers[CONTENT_TYPE], "application/octet-stream");
     }
 
     #[test]

@@ -20,8 +20,8 @@ pub struct Delivery<T> {
     /// When the task was due, Unix ms (`Hourglass-Due-At`; lateness counts
     /// from it).
     pub due_at_ms: u64,
-    /// The payload: the request's body.
-    pub payload: Box<str>,
+    /// The payload: the request's body, its bytes as they are.
+    pub payload: hourglass_queue::Payload,
     /// Where to send it: the task's own target, or its queue's, resolved
     /// ([`PushTarget::resolve`]).
     pub target: Arc<PushTarget>,

@@ -34,6 +34,7 @@ pub mod lateness;
 pub mod limits;
 pub mod long_poll;
 mod model;
+mod payload;
 pub mod retry;
 mod schedule;
 mod settings;
@@ -50,7 +51,10 @@ pub use closed::Closed;
 pub use error::{Failure, QueueError};
 pub use hourglass::{ManualWallClock, SystemWallClock, WallClock};
 pub use limits::Limits;
-pub use model::{paused_at, Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, Task, TaskInfo, TaskState};
+pub use model::{
+    paused_at, Claimed, DeadReason, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, Task, TaskInfo, TaskState,
+};
+pub use payload::Payload;
 pub use schedule::{
     check as check_schedule, occurrence_key, Due, Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo,
     Timetable, UPCOMING,

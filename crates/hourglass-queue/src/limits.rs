@@ -3,7 +3,8 @@
 /// Bounds on what clients may ask; going past one is a clear error.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Largest payload, in bytes of JSON text.
+    /// Largest payload, in bytes (of JSON text, or of the bytes a base64 payload
+    /// stands for).
     pub payload_bytes_max: usize,
     /// Tasks held at once (scheduled, due, leased and dead); past it, 429.
     pub tasks_max: usize,

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::payload::Payload;
 use crate::target::{HttpTarget, PushTarget};
 
 /// A task: deliver its payload to whoever claims queue `queue`, at `run_at_ms`.
@@ -33,10 +34,11 @@ pub struct Task {
     /// For a repeating task, its period.
     pub every_ms: Option<u64>,
     /// For a one-off task that must not run late: not delivered by then
-    /// (Unix ms), it is dead, [`expired`](Task::expired), instead.
+    /// (Unix ms), it is dead, [`DeadReason::Expired`], instead.
     pub expires_at_ms: Option<u64>,
-    /// Dead because it expired, not for want of attempts.
-    pub expired: bool,
+    /// Why it died, if it is dead ([`DeadReason::Attempts`] while it lives,
+    /// and once retried).
+    pub dead_reason: DeadReason,
     /// Why its latest delivery failed: the reason its latest nack gave (at
     /// most [`NACK_REASON_BYTES_MAX`](crate::limits::NACK_REASON_BYTES_MAX)
     /// bytes), or `lease expired`. Kept until the task is removed.
@@ -73,6 +75,19 @@ pub enum TaskState {
     },
     /// Out of attempts: kept, listable, retryable or deletable.
     Dead,
+}
+
+/// Why a dead task died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DeadReason {
+    /// Out of attempts, or nacked as dead.
+    #[default]
+    Attempts,
+    /// Not delivered by its expiry.
+    Expired,
+    /// Its payload was found damaged when it was handed out: delivering it
+    /// again would find the same damage.
+    Corrupt,
 }
 
 /// What a listing filters on: the states, with "due" told apart from
@@ -136,8 +151,8 @@ pub enum RunAt {
 /// What a client asks to enqueue; checked by the backend.
 #[derive(Debug, Clone)]
 pub struct NewTask {
-    /// The payload: opaque text (the HTTP API checks that it is JSON).
-    pub payload: Box<str>,
+    /// The payload: bytes, kept as they are.
+    pub payload: Payload,
     /// When it is due.
     pub run_at: RunAt,
     /// Optional idempotency key.
@@ -162,7 +177,7 @@ pub struct NewTask {
 impl NewTask {
     /// A task with `payload`, due at `run_at`, with no key, the default attempt
     /// limit, no repeat and no expiry.
-    pub fn new(payload: impl Into<Box<str>>, run_at: RunAt) -> NewTask {
+    pub fn new(payload: impl Into<Payload>, run_at: RunAt) -> NewTask {
         NewTask {
             payload: payload.into(),
             run_at,
@@ -183,7 +198,7 @@ pub struct TaskInfo {
     /// Everything but the payload.
     pub task: Task,
     /// The payload.
-    pub payload: Box<str>,
+    pub payload: Payload,
     /// Its status when it was read.
     pub status: Status,
 }
@@ -196,7 +211,7 @@ pub struct Claimed {
     /// The task's queue.
     pub queue: Arc<str>,
     /// The payload.
-    pub payload: Box<str>,
+    pub payload: Payload,
     /// Which delivery this is, from 1.
     pub attempt: u32,
     /// The lease to ack, nack or extend with.

@@ -69,7 +69,7 @@ pub struct NewSchedule {
     /// When they go.
     pub rule: Rule,
     /// The payload of every task.
-    pub payload: Box<str>,
+    pub payload: crate::Payload,
     /// Missed occurrences.
     pub misfire: Misfire,
     /// Overlapping occurrences.
@@ -93,7 +93,7 @@ pub struct Schedule {
     /// When they go.
     pub rule: Rule,
     /// The payload of every task.
-    pub payload: Box<str>,
+    pub payload: crate::Payload,
     /// Missed occurrences.
     pub misfire: Misfire,
     /// Overlapping occurrences.

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use rmpv::Value;
 
+use hourglass_queue::{DeadReason, Lease, Status, Task, TaskState};
 use hourglass_queue::{Failure, QueueError};
-use hourglass_queue::{Lease, Status, Task, TaskState};
 
 use crate::keys;
 
@@ -52,7 +52,7 @@ pub(crate) fn decode(shard: u16, seq: u64, raw: &[u8], now_ms: u64) -> Result<Re
         key: text("k"),
         every_ms: number("e"),
         expires_at_ms: number("x"),
-        expired: get("X").is_some(),
+        dead_reason: if get("X").is_some() { DeadReason::Expired } else { DeadReason::Attempts },
         last_error: text("E"),
         http: get("h").map(crate::push::target_of).transpose()?.map(Arc::new),
         state,

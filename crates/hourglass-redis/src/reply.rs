@@ -41,9 +41,9 @@ impl Reply {
         }
     }
 
-    /// A task's payload: text, as every backend keeps it.
-    pub(crate) fn payload(&mut self) -> Result<Box<str>, QueueError> {
-        String::from_utf8(self.bytes()?).map(Into::into).map_err(|_| unexpected("a payload not UTF-8"))
+    /// A task's payload: its bytes, as every backend keeps them.
+    pub(crate) fn payload(&mut self) -> Result<hourglass_queue::Payload, QueueError> {
+        self.bytes().map(Into::into)
     }
 
     pub(crate) fn text(&mut self) -> Result<String, QueueError> {

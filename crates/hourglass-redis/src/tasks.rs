@@ -19,7 +19,7 @@ use crate::{keys, RedisBackend};
 /// (empty once the task is gone).
 pub(crate) struct TaskDone {
     pub(crate) record: Record,
-    pub(crate) payload: Box<str>,
+    pub(crate) payload: hourglass_queue::Payload,
 }
 
 /// An ack in a group: its place in the batch, its task's sequence number and
@@ -138,7 +138,7 @@ impl RedisBackend {
             };
             let optional = |value: Option<u64>| value.map(|v| v.to_string()).unwrap_or_default();
             invocation
-                .arg(&*task.payload)
+                .arg(task.payload.as_bytes())
                 .arg(run_kind)
                 .arg(run)
                 .arg(task.key.as_deref().unwrap_or(""))

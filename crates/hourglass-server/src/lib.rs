@@ -42,8 +42,17 @@ pub use routes::{permission as route_permission, ROUTES};
 pub use tls::{Tls, TlsError};
 
 /// Room for a batch request: the batch limit times a small task, plus one
-/// payload of the configured maximum. Bodies over it get 413.
+/// payload of the configured maximum, as base64 ([`base64_bytes`]). Bodies
+/// over it get 413.
 const BODY_BYTES_OVERHEAD: usize = limits::BATCH_MAX * 512;
+
+/// The length of `bytes` bytes in padded base64: what a payload of the
+/// configured maximum takes as `payload_base64`.
+const fn base64_bytes(bytes: usize) -> usize {
+    bytes.div_ceil(3).saturating_mul(4)
+}
+
+const _: () = assert!(base64_bytes(0) == 0 && base64_bytes(1) == 4 && base64_bytes(3) == 4 && base64_bytes(4) == 8);
 
 /// The header the dashboard sends with every request, so that
 /// `--read-only-ui` can refuse its changes.
@@ -162,7 +171,7 @@ impl AppState {
 pub fn router(state: AppState, payload_bytes_max: usize) -> Router {
     let app = routes::routes()
         .fallback(|| async { ApiError::no_route() })
-        .layer(DefaultBodyLimit::max(payload_bytes_max.saturating_add(BODY_BYTES_OVERHEAD)))
+        .layer(DefaultBodyLimit::max(base64_bytes(payload_bytes_max).saturating_add(BODY_BYTES_OVERHEAD)))
         .layer(middleware::from_fn_with_state(state.clone(), access::guard));
     let app = if tracing::enabled!(target: "tower_http::trace", Level::DEBUG) {
         app.layer(

@@ -5,31 +5,25 @@
 //! nothing of backends. Both sides' types are foreign here, so these are
 //! functions rather than `From` impls.
 //!
-//! - A payload is checked to be JSON on the way in and shown as it came; a
-//!   body put through the beanstalkd front may be any text, shown as a JSON
-//!   string of it.
+//! - A payload is bytes: JSON text as it came (`payload`, checked to be JSON)
+//!   or any bytes (`payload_base64`), shown by [`wire::payload::show`]'s rule
+//!   (JSON text as `payload`, any other bytes as `payload_base64`).
 //! - A schedule's runs are shown in Unix ms and as local times with their
 //!   offsets in its time zone (RFC 3339).
 
 use hourglass_queue::{
-    Claimed, Cursor, Enqueued, Lease, Misfire, NewSchedule, NewTask, Overlap, Page, QueueSettings, QueueStats, Rule,
-    RunAt, ScheduleInfo, SchedulePage, Status, TaskInfo, TaskState, Totals,
+    Claimed, Cursor, DeadReason, Enqueued, Lease, Misfire, NewSchedule, NewTask, Overlap, Page, Payload, QueueSettings,
+    QueueStats, Rule, RunAt, ScheduleInfo, SchedulePage, Status, TaskInfo, TaskState, Totals,
 };
 use hourglass_wire as wire;
 use serde_json::value::RawValue;
 
 use crate::error::ApiError;
 
-/// A stored payload as JSON: as it is if it is JSON, else a JSON string of it.
-fn payload(payload: Box<str>) -> Box<RawValue> {
-    // Read once: a payload that is JSON is copied as it is, not parsed again.
-    match serde_json::from_str::<&RawValue>(&payload) {
-        Ok(raw) => raw.to_owned(),
-        Err(_) => {
-            let text = serde_json::to_string(&*payload).expect("a string is JSON");
-            RawValue::from_string(text).expect("a JSON string")
-        }
-    }
+/// What a request's `payload` and `payload_base64` stand for, as the
+/// backend keeps it ([`wire::payload::sent`]).
+fn sent(payload: Box<RawValue>, base64: Option<&str>) -> Result<Payload, ApiError> {
+    wire::payload::sent(payload, base64).map(Payload::from).map_err(ApiError::invalid)
 }
 
 pub(crate) fn state(status: Status) -> wire::State {
@@ -109,8 +103,7 @@ pub(crate) fn run_at(delay_ms: Option<u64>, run_at_ms: Option<u64>) -> Result<Ru
 /// A task to enqueue, as the backend takes it.
 pub(crate) fn new_task(task: wire::NewTask) -> Result<NewTask, ApiError> {
     Ok(NewTask {
-        // The JSON text as it came, checked by the parser, not copied.
-        payload: task.payload.into(),
+        payload: sent(task.payload, task.payload_base64.as_deref())?,
         run_at: run_at(task.delay_ms, task.run_at_ms)?,
         key: task.key,
         max_attempts: task.max_attempts,
@@ -143,7 +136,7 @@ pub(crate) fn new_schedule(schedule: wire::NewSchedule) -> Result<NewSchedule, A
     Ok(NewSchedule {
         queue: schedule.queue,
         rule,
-        payload: schedule.payload.into(),
+        payload: sent(schedule.payload, schedule.payload_base64.as_deref())?,
         misfire: schedule.misfire.as_deref().map(parse_misfire).transpose()?.unwrap_or_default(),
         overlap: schedule.overlap.as_deref().map(parse_overlap).transpose()?.unwrap_or_default(),
         max_attempts: schedule.max_attempts,
@@ -153,11 +146,13 @@ pub(crate) fn new_schedule(schedule: wire::NewSchedule) -> Result<NewSchedule, A
 
 pub(crate) fn task(info: TaskInfo) -> wire::Task {
     let task = info.task;
+    let (payload, payload_base64) = wire::payload::show(&info.payload);
     wire::Task {
         id: task.id,
         queue: task.queue.to_string(),
         state: state(info.status),
-        payload: payload(info.payload),
+        payload,
+        payload_base64,
         run_at_ms: task.run_at_ms,
         attempt: task.attempt,
         max_attempts: task.max_attempts,
@@ -171,8 +166,11 @@ pub(crate) fn task(info: TaskInfo) -> wire::Task {
         },
         expires_at_ms: task.expires_at_ms,
         dead_reason: match task.state {
-            TaskState::Dead if task.expired => Some(wire::DeadReason::Expired),
-            TaskState::Dead => Some(wire::DeadReason::Attempts),
+            TaskState::Dead => Some(match task.dead_reason {
+                DeadReason::Attempts => wire::DeadReason::Attempts,
+                DeadReason::Expired => wire::DeadReason::Expired,
+                DeadReason::Corrupt => wire::DeadReason::Corrupt,
+            }),
             TaskState::Scheduled | TaskState::Leased { .. } => None,
         },
         last_error: task.last_error.map(String::from),
@@ -182,10 +180,12 @@ pub(crate) fn task(info: TaskInfo) -> wire::Task {
 }
 
 pub(crate) fn claimed(claimed: Claimed) -> wire::ClaimedTask {
+    let (payload, payload_base64) = wire::payload::show(&claimed.payload);
     wire::ClaimedTask {
         id: claimed.id,
         queue: claimed.queue.to_string(),
-        payload: payload(claimed.payload),
+        payload,
+        payload_base64,
         attempt: claimed.attempt,
         lease: wire::Lease(claimed.lease.0),
         lease_until_ms: claimed.lease_until_ms,
@@ -261,6 +261,7 @@ pub(crate) fn schedule(info: ScheduleInfo) -> wire::Schedule {
     };
     let zone = zone(&time_zone);
     let run = |at_ms: u64, task_id: Option<u64>| wire::Run { at_ms, local: local_time(at_ms, &zone), task_id };
+    let (payload, payload_base64) = wire::payload::show(&schedule.payload);
     wire::Schedule {
         name: schedule.name.into(),
         queue: schedule.queue.into(),
@@ -268,7 +269,8 @@ pub(crate) fn schedule(info: ScheduleInfo) -> wire::Schedule {
         last_run: schedule.last.map(|(at_ms, task_id)| run(at_ms, Some(task_id))),
         cron,
         every_ms,
-        payload: payload(schedule.payload),
+        payload,
+        payload_base64,
         misfire: misfire(schedule.misfire),
         overlap: overlap(schedule.overlap),
         max_attempts: schedule.max_attempts,
@@ -305,8 +307,6 @@ mod tests {
         assert_eq!(parse_cursor(&cursor(c).to_string()).unwrap(), c);
         assert_eq!(parse_lease(&wire::Lease(255).to_string()).unwrap(), Lease(255));
         assert_eq!(parse_lease("ff").unwrap_err().code(), "invalid");
-        assert_eq!(&*payload("hello\n".into()).to_string(), r#""hello\n""#, "a text payload shows as a string");
-        assert_eq!(&*payload(r#"{"a":1}"#.into()).to_string(), r#"{"a":1}"#);
         assert_eq!(local_time(1_774_746_000_000, &zone("Europe/Berlin")), "2026-03-29T03:00:00.000+02:00");
     }
 }

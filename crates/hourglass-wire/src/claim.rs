@@ -40,9 +40,14 @@ pub struct ClaimedTask {
     pub id: u64,
     /// Its queue.
     pub queue: String,
-    /// Its payload.
-    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
-    pub payload: Box<RawValue>,
+    /// Its payload, if its bytes are JSON text (then exactly as sent); absent
+    /// otherwise, and `payload_base64` given.
+    #[serde(default, deserialize_with = "crate::payload::shown", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
+    pub payload: Option<Box<RawValue>>,
+    /// The payload's bytes in standard base64, if they are not JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
     /// Which delivery this is, from 1.
     pub attempt: u32,
     /// This delivery's token.

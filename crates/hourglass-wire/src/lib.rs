@@ -30,8 +30,9 @@
 //! - Optional fields of answers are left out when they do not apply, except
 //!   the few shown as `null` (a queue's `oldest_due_ms`, the budgets in
 //!   [`Totals`], a [`Point`]'s lateness).
-//! - Payloads are JSON, passed through as the text they are
-//!   ([`RawValue`](serde_json::value::RawValue)).
+//! - Payloads are bytes: JSON passed through as the text it is
+//!   ([`RawValue`](serde_json::value::RawValue)) in `payload`, any other
+//!   bytes in `payload_base64` ([`payload`] has the rule).
 //! - Times are Unix milliseconds (`_ms`), durations milliseconds too.
 //! - A text form a request carries (a lease, a state, a cursor, a policy) is
 //!   a plain string in the request type, read by the server with [`text`]'s
@@ -48,6 +49,7 @@ mod listing;
 #[cfg(feature = "openapi")]
 mod openapi;
 mod overview;
+pub mod payload;
 mod queue;
 mod schedule;
 mod settings;

@@ -43,6 +43,10 @@ pub struct NewSchedule {
     #[serde(default = "crate::task::null")]
     #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
+    /// The payload as bytes, standard base64 with padding, in place of
+    /// `payload`: for a payload that is not JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
     /// What to do with missed occurrences (`skip` if left out).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub misfire: Option<String>,
@@ -79,6 +83,7 @@ impl NewSchedule {
             time_zone: None,
             every_ms: None,
             payload,
+            payload_base64: None,
             misfire: None,
             overlap: None,
             max_attempts: None,
@@ -127,9 +132,14 @@ pub struct Schedule {
     pub every_ms: Option<u64>,
     /// The time zone its runs are shown in (and its cron read in): UTC for a period.
     pub time_zone: String,
-    /// Each task's payload.
-    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
-    pub payload: Box<RawValue>,
+    /// Each task's payload, if its bytes are JSON text (then exactly as sent); absent
+    /// otherwise, and `payload_base64` given.
+    #[serde(default, deserialize_with = "crate::payload::shown", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
+    pub payload: Option<Box<RawValue>>,
+    /// The payload's bytes in standard base64, if they are not JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
     /// What it does with missed occurrences.
     pub misfire: Misfire,
     /// What it does while its last task is live.

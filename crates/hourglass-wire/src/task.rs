@@ -23,10 +23,15 @@ use crate::text::{DeadReason, State};
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewTask {
-    /// Any JSON, passed through as it is; `null` if left out.
+    /// Any JSON, passed through as it is; `null` if left out (or
+    /// `payload_base64` given).
     #[serde(default = "null")]
     #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Box<RawValue>,
+    /// The payload as bytes, standard base64 with padding, in place of
+    /// `payload`: for a payload that is not JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
     /// Due this long from now (0 if neither this nor `run_at_ms` is given).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
@@ -61,10 +66,24 @@ pub struct NewTask {
 }
 
 impl NewTask {
+    /// A task whose payload is `bytes` (sent as `payload_base64`), due now,
+    /// everything else the server's default.
+    ///
+    /// ```
+    /// use hourglass_wire::NewTask;
+    ///
+    /// let task = NewTask::bytes(&[0xff, 0x00]);
+    /// assert_eq!(serde_json::to_string(&task).unwrap(), r#"{"payload":null,"payload_base64":"/wA="}"#);
+    /// ```
+    pub fn bytes(bytes: &[u8]) -> NewTask {
+        NewTask { payload_base64: Some(crate::payload::encode(bytes)), ..NewTask::new(null()) }
+    }
+
     /// A task with `payload`, due now, everything else the server's default.
     pub fn new(payload: Box<RawValue>) -> NewTask {
         NewTask {
             payload,
+            payload_base64: None,
             delay_ms: None,
             run_at_ms: None,
             key: None,
@@ -135,10 +154,14 @@ pub struct Task {
     pub queue: String,
     /// Its state now.
     pub state: State,
-    /// Its payload as it was enqueued. A payload put through the beanstalkd
-    /// front that is not JSON shows as a JSON string of its text.
-    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
-    pub payload: Box<RawValue>,
+    /// Its payload as it was enqueued, if its bytes are JSON text (then exactly as sent); absent
+    /// otherwise, and `payload_base64` given.
+    #[serde(default, deserialize_with = "crate::payload::shown", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
+    pub payload: Option<Box<RawValue>>,
+    /// The payload's bytes in standard base64, if they are not JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
     /// When it is (or was) due, Unix ms.
     pub run_at_ms: u64,
     /// Deliveries so far.

@@ -265,6 +265,9 @@ named! {
         Attempts = "attempts",
         /// It was not delivered before its expiry.
         Expired = "expired",
+        /// Its payload was found damaged when it was handed out (the log
+        /// says how, and `last_error` too).
+        Corrupt = "corrupt",
     }
 }
 

@@ -25,9 +25,10 @@ fn tasks() {
     );
     assert_eq!(task.payload.get(), r#"{"b":1,"a":[1.50,2e3]}"#, "a payload is the text sent");
     round_trip::<NewTask>(r#"{"payload":null,"run_at_ms":5,"every_ms":60000,"expires_at_ms":9,"expires_after_ms":1}"#);
+    round_trip::<NewTask>(r#"{"payload":null,"payload_base64":"/wA=","delay_ms":5}"#);
     assert_eq!(
         refusal::<NewTask>(r#"{"payload":1,"surprise":true}"#),
-        "unknown field `surprise`, expected one of `payload`, `delay_ms`, `run_at_ms`, `key`, `max_attempts`, `priority`, `lease_ms`, `every_ms`, `expires_at_ms`, `expires_after_ms`, `http` at line 1 column 23"
+        "unknown field `surprise`, expected one of `payload`, `payload_base64`, `delay_ms`, `run_at_ms`, `key`, `max_attempts`, `priority`, `lease_ms`, `every_ms`, `expires_at_ms`, `expires_after_ms`, `http` at line 1 column 23"
     );
     let aimed: NewTask =
         round_trip(r#"{"payload":1,"http":{"url":"https://e.com/h","method":"PUT","headers":{"X-A":"1"}}}"#);
@@ -89,6 +90,6 @@ fn listings_schedules_and_the_overview() {
         r#"{"queue":"ticks","every_ms":1000,"payload":1,"overlap":"forbid"}"#
     );
     assert!(refusal::<NewSchedule>(r#"{"queue":"q","every_ms":1000,"payload":1,"colour":"red"}"#).contains(
-        "expected one of `queue`, `cron`, `time_zone`, `every_ms`, `payload`, `misfire`, `overlap`, `max_attempts`, `expires_after_ms`"
+        "expected one of `queue`, `cron`, `time_zone`, `every_ms`, `payload`, `payload_base64`, `misfire`, `overlap`, `max_attempts`, `expires_after_ms`"
     ));
 }

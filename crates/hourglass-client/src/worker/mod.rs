@@ -26,8 +26,9 @@
 //!
 //! # async fn demo() -> Result<(), hourglass_client::WorkerError> {
 //! let worker = Worker::new(Client::new("http://127.0.0.1:7463", None), ["orders"], |task: ClaimedTask| async move {
-//!     println!("order {}", task.payload);
-//!     Ok::<_, String>(()) // Err(reason) nacks
+//!     let order: serde_json::Value = task.payload_json().map_err(|e| e.to_string())?; // Err(reason) nacks
+//!     println!("order {order}");
+//!     Ok::<_, String>(())
 //! });
 //! let report = worker.concurrency(16).run().await?; // until Ctrl-C or SIGTERM
 //! println!("{report:?}");

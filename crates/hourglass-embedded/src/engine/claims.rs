@@ -7,11 +7,14 @@ use std::time::Duration;
 
 use hourglass_queue::long_poll::{long_poll, Look};
 use hourglass_queue::validate;
-use hourglass_queue::{Claim, Claimed, Delivery, QueueError};
+use hourglass_queue::{Claim, Claimed, DeadReason, Delivery, QueueError, TaskState};
 
-use super::reads::Reads;
+use super::reads::{Damaged, Reads};
 use super::requests::Access;
+use super::settlement::{Settlement, Why};
 use super::Engine;
+use crate::store::{Mutation, StoreError};
+use hourglass_queue::limits::NACK_REASON_BYTES_MAX;
 
 impl Engine {
     /// Claims up to `max` due tasks from the one of `queues` whose next
@@ -69,7 +72,7 @@ impl Engine {
         self.committer.record(updates);
         state.debug_check();
         // If the payloads cannot be read, the tasks stay leased and are
-        // delivered again when the lease runs out.
+        // delivered again when the lease runs out; a damaged one is dead.
         let snapshot = reads.snapshot(&*self.store);
         drop(state);
         // The timer thread sleeps to its next deadline: woken only for an earlier one.
@@ -77,15 +80,59 @@ impl Engine {
             self.shared.wake_timers_for(first_ms);
         }
         snapshot?;
-        reads.read(|at, payload| claimed[at].payload = payload)?;
+        let damaged = reads.read_sound(|at, payload| claimed[at].payload = payload)?;
+        self.bury_damaged(&mut claimed, damaged);
+        if claimed.is_empty() {
+            // All were damaged, and are dead: look again at once for others.
+            return Ok(Look::Nothing { wake_on: Vec::new(), look_again_in: Some(Duration::ZERO) });
+        }
         Ok(Look::Found(claimed))
+    }
+
+    /// Tasks of `claimed` whose payloads were found `damaged` as they were
+    /// handed out: left out of the answer and dead at once, `corrupt`, with a
+    /// log line, where delivering them again would find the same damage
+    /// until their attempts ran out. Recorded without waiting, as the claim
+    /// was: lost in a crash, the damage is found again at the next delivery.
+    fn bury_damaged(&self, claimed: &mut Vec<Claimed>, mut damaged: Vec<Damaged>) {
+        if damaged.is_empty() {
+            return;
+        }
+        let mut state = self.shared.state.lock();
+        // Last first, so that each position still names its task.
+        damaged.sort_by_key(|damaged| std::cmp::Reverse(damaged.at));
+        for Damaged { at, id, error } in damaged {
+            let gone = claimed.remove(at);
+            tracing::error!(task = id, queue = %gone.queue, %error, "a payload was found damaged as it was handed out: the task is dead (dead_reason corrupt), not delivered");
+            // A lease already over, or a change of it under way, leaves the
+            // task to that: its next delivery finds the damage again.
+            if state.check_lease(id, gone.lease).is_err() || state.pending(id) != Some(false) {
+                continue;
+            }
+            let mut task = state.task(id);
+            task.state = TaskState::Dead;
+            task.dead_reason = DeadReason::Corrupt;
+            let reason = match &error {
+                StoreError::Corrupt { reason, .. } => reason.as_str(),
+                _ => "unreadable",
+            };
+            task.last_error = Some(truncated(&format!("corrupt payload: {reason}"), NACK_REASON_BYTES_MAX).into());
+            state.hide(id);
+            // If the writer is gone, the store keeps the lease: a restart
+            // makes the task due, and its next claim finds the damage again.
+            let _ = self.send(
+                &mut state,
+                vec![Mutation::Update(task.clone())],
+                Settlement::Change { task, why: Why::Corrupt },
+            );
+        }
     }
 
     /// Leases task `id` whatever its place, for `lease_ms` unless it has a
     /// lease of its own (beanstalkd's `reserve-job`).
     pub(crate) async fn take_task(&self, id: u64, lease_ms: u64) -> Result<Claimed, QueueError> {
         validate::lease(lease_ms)?;
-        let (mut claimed, reads) = self
+        let (claimed, reads) = self
             .on_task(Access::Write, id, |state, id| {
                 let mut reads = Reads::new();
                 let (claimed, record) = state.take(id, self.clock.now_ms(), lease_ms, &mut reads)?;
@@ -97,7 +144,19 @@ impl Engine {
             .await?;
         // The timer thread sleeps to its next deadline: woken only for an earlier one.
         self.shared.wake_timers_for(claimed.lease_until_ms);
-        reads.read(|_, payload| claimed.payload = payload)?;
-        Ok(claimed)
+        let mut taken = vec![claimed];
+        let damaged = reads.read_sound(|_, payload| taken[0].payload = payload)?;
+        let error = damaged.first().map(|damaged| crate::store::to_queue_error(&damaged.error));
+        self.bury_damaged(&mut taken, damaged);
+        match error {
+            Some(error) => Err(error),
+            None => Ok(taken.remove(0)),
+        }
     }
+}
+
+/// `text` cut to at most `max` bytes, at a character's boundary.
+fn truncated(text: &str, max: usize) -> &str {
+    let end = (0..=max.min(text.len())).rev().find(|&end| text.is_char_boundary(end)).unwrap_or(0);
+    &text[..end]
 }

@@ -9,8 +9,8 @@
 //! delete of it is applied only after the lock is let go, so whatever is
 //! applied meanwhile, the payload is there to read.
 
-use crate::store::{Snapshot, Store};
-use hourglass_queue::QueueError;
+use crate::store::{Snapshot, Store, StoreError};
+use hourglass_queue::{Payload, QueueError};
 
 /// The payloads an answer still has to read.
 pub(crate) struct Reads {
@@ -26,12 +26,12 @@ impl Reads {
 
     /// The payload of task `id` for item `at` of an answer: a copy of `held`
     /// if it is kept in memory, else empty until [`read`](Reads::read).
-    pub(crate) fn payload(&mut self, held: Option<&str>, id: u64, at: usize) -> Box<str> {
+    pub(crate) fn payload(&mut self, held: Option<&[u8]>, id: u64, at: usize) -> Payload {
         match held {
             Some(payload) => payload.into(),
             None => {
                 self.wanted.push((at, id));
-                Box::default()
+                Payload::default()
             }
         }
     }
@@ -47,14 +47,45 @@ impl Reads {
 
     /// After the lock: reads each payload noted, and hands it to `put` with
     /// its position in the answer.
-    pub(crate) fn read(self, mut put: impl FnMut(usize, Box<str>)) -> Result<(), QueueError> {
+    ///
+    /// # Errors
+    /// The store's, a payload found damaged among them.
+    pub(crate) fn read(self, put: impl FnMut(usize, Payload)) -> Result<(), QueueError> {
+        match self.read_sound(put)?.into_iter().next() {
+            Some(damaged) => Err(crate::store::to_queue_error(&damaged.error)),
+            None => Ok(()),
+        }
+    }
+
+    /// [`read`](Reads::read), but a payload found damaged is not an error:
+    /// it is left out of `put` and returned, for a claim to make its task
+    /// dead rather than hand it out.
+    ///
+    /// # Errors
+    /// The store's, but for damage.
+    pub(crate) fn read_sound(self, mut put: impl FnMut(usize, Payload)) -> Result<Vec<Damaged>, QueueError> {
         let Some(mut snapshot) = self.snapshot else {
             debug_assert!(self.wanted.is_empty(), "payloads to read without a snapshot");
-            return Ok(());
+            return Ok(Vec::new());
         };
+        let mut damaged = Vec::new();
         for (at, id) in self.wanted {
-            put(at, snapshot.payload(id).map_err(|error| crate::store::to_queue_error(&error))?);
+            match snapshot.payload(id) {
+                Ok(payload) => put(at, payload),
+                Err(error @ StoreError::Corrupt { .. }) => damaged.push(Damaged { at, id, error }),
+                Err(error) => return Err(crate::store::to_queue_error(&error)),
+            }
         }
-        Ok(())
+        Ok(damaged)
     }
+}
+
+/// A payload found damaged as it was read.
+pub(crate) struct Damaged {
+    /// Its position in the answer.
+    pub(crate) at: usize,
+    /// Its task.
+    pub(crate) id: u64,
+    /// What was found ([`StoreError::Corrupt`]).
+    pub(crate) error: StoreError,
 }

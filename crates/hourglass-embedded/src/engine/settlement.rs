@@ -26,6 +26,9 @@ pub(crate) enum Why {
     Expire,
     /// A task was not delivered by its expiry: the timer thread's change too.
     Expired,
+    /// A task's payload was found damaged as a claim handed it out: the
+    /// claim's change, which nobody waits for either.
+    Corrupt,
     Ack,
     Cancel,
 }

@@ -4,6 +4,7 @@
 
 use hourglass_queue::retry::next_run_ms;
 use hourglass_queue::validate;
+use hourglass_queue::DeadReason;
 use hourglass_queue::{Arrival, QueueError};
 use hourglass_queue::{Enqueued, Lease, ListRequest, Nack, NewTask, Page, RunAt, TaskInfo, TaskState};
 
@@ -111,7 +112,7 @@ impl Engine {
             }
             // Retried by hand: it runs, however late.
             task.expires_at_ms = None;
-            task.expired = false;
+            task.dead_reason = DeadReason::Attempts;
             task.attempt = 0;
             task.state = TaskState::Scheduled;
             task.run_at_ms = now_ms;

@@ -3,6 +3,7 @@
 //! hands back ([`Loaded`] payloads, [`Snapshot`]s).
 
 use super::error::StoreError;
+use hourglass_queue::Payload;
 use hourglass_queue::QueueSettings;
 use hourglass_queue::Schedule;
 use hourglass_queue::Task;
@@ -19,7 +20,7 @@ pub enum Mutation {
         /// The task.
         task: Task,
         /// Its payload, stored once: later changes never rewrite it.
-        payload: Box<str>,
+        payload: Payload,
     },
     /// A changed task: its record only, the payload stays as stored.
     Update(Task),
@@ -75,7 +76,7 @@ pub enum Loaded {
     /// The payload itself, kept in memory if it is at most
     /// [`PAYLOAD_INLINE_MAX`](hourglass_queue::limits::PAYLOAD_INLINE_MAX) bytes (a
     /// larger one is dropped and read through a [`Snapshot`] when needed).
-    Inline(Box<str>),
+    Inline(Box<[u8]>),
     /// A larger payload, left in the store: only its size, in bytes. It is
     /// read through a [`Snapshot`] when a claim or a read hands it out.
     Apart(usize),
@@ -84,7 +85,7 @@ pub enum Loaded {
 impl Loaded {
     /// What `load` hands over for `payload`: a copy of the bytes if small
     /// enough to keep in memory, else only the size.
-    pub fn of(payload: &str) -> Loaded {
+    pub fn of(payload: &[u8]) -> Loaded {
         if hourglass_queue::limits::payload_inline(payload.len()) {
             Loaded::Inline(payload.into())
         } else {
@@ -101,7 +102,7 @@ pub trait Snapshot: Send {
     /// # Errors
     /// [`StoreError::Database`] if it cannot be read, [`StoreError::Corrupt`]
     /// if the task is not in the snapshot or its payload does not decode.
-    fn payload(&mut self, id: u64) -> Result<Box<str>, StoreError>;
+    fn payload(&mut self, id: u64) -> Result<Payload, StoreError>;
 }
 
 /// A place tasks survive restarts in. Implementations apply a batch

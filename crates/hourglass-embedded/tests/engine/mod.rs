@@ -79,7 +79,7 @@ async fn a_task_is_delivered_when_due_and_gone_after_ack() {
     let claimed = h.engine.claim("emails", 10, 1_000, 0).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!((claimed[0].id, claimed[0].attempt), (id, 1));
-    assert_eq!(&*claimed[0].payload, r#"{"n":1}"#);
+    assert_eq!(claimed[0].payload, r#"{"n":1}"#);
     assert_eq!(h.engine.get(id).await.unwrap().status, Status::Leased);
     h.engine.ack(id, claimed[0].lease).await.unwrap();
     assert_eq!(h.engine.get(id).await.unwrap_err(), QueueError::NotFound(id));

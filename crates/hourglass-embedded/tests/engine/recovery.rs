@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hourglass_embedded::{Engine, OpenError, Options, RedbStore};
 use hourglass_queue::prelude::*;
-use hourglass_queue::{limits, Limits, ManualWallClock, Nack, QueueError, RunAt, Status, TaskState};
+use hourglass_queue::{limits, DeadReason, Limits, ManualWallClock, Nack, QueueError, RunAt, Status, TaskState};
 
 use super::{later, open, task, Harness, T0_MS};
 use crate::deadline;
@@ -95,15 +95,35 @@ async fn a_damaged_record_is_refused_never_trusted() {
     deadline::stop("the timer thread", timers);
     drop(engine);
 
-    // A payload kept apart is checked when it is handed out.
+    // A payload kept apart is checked when it is read: a read says so, and a
+    // claim makes its task dead at once, `corrupt`, rather than hand it out
+    // again and again until its attempts run out.
     damage(dir.path(), "payloads", large);
     let clock = Arc::new(ManualWallClock::at_ms(T0_MS));
     let engine = open(dir.path(), &clock, Limits::default());
     let error = engine.get(large).await.unwrap_err();
     assert!(error.to_string().contains(&format!("corrupt record for task {large}")), "{error}");
-    let error = engine.claim("q", 10, 30_000, 0).await.unwrap_err();
-    assert!(error.to_string().contains("checksum mismatch"), "{error}");
+    let found_corrupt = |engine: Arc<Engine>| async move {
+        let info = engine.get(large).await.unwrap();
+        assert_eq!((info.status, info.task.dead_reason), (Status::Dead, DeadReason::Corrupt), "{info:?}");
+        assert!(info.task.last_error.as_deref().is_some_and(|e| e.starts_with("corrupt payload: ")), "{info:?}");
+        assert!(info.payload.is_empty(), "a damaged payload is not shown");
+    };
+    assert!(engine.claim("q", 10, 30_000, 0).await.unwrap().is_empty(), "the damaged task is not handed out");
+    found_corrupt(engine.clone()).await;
+    assert_eq!(engine.totals().await.died, 1);
+    // Retried (the answer, which shows the payload, cannot), it is found
+    // damaged again at its next claim.
+    let retried = engine.retry(large).await.unwrap_err();
+    assert!(retried.to_string().contains(&format!("corrupt record for task {large}")), "{retried}");
+    assert!(engine.claim("q", 10, 30_000, 0).await.unwrap().is_empty());
+    found_corrupt(engine.clone()).await;
     assert_eq!(engine.get(small).await.unwrap().task.id, small, "the rest is served");
+    engine.close();
+    drop(engine);
+    // It stays dead across a restart (recorded without waiting, as claims are).
+    let engine = open(dir.path(), &clock, Limits::default());
+    found_corrupt(engine.clone()).await;
     engine.close();
     drop(engine);
 
@@ -132,14 +152,14 @@ async fn payloads_survive_every_rewrite_and_a_restart() {
     let payload = r#"{"order":42,"items":["a","b"]}"#;
     let id = h.engine.enqueue("q", task(payload, RunAt::Delay(0))).await.unwrap().id;
     let first = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
-    assert_eq!(&*first.payload, payload);
+    assert_eq!(first.payload, payload);
     h.engine.nack(id, first.lease, Nack::after(0)).await.unwrap(); // rewritten on disk
     let second = h.engine.claim("q", 1, 500, 0).await.unwrap().remove(0);
     h.advance(500).await; // the lease expires: rewritten again
-    assert_eq!(&*second.payload, payload);
+    assert_eq!(second.payload, payload);
     h.engine.close();
     let h = h.restart();
-    assert_eq!(&*h.engine.get(id).await.unwrap().payload, payload);
+    assert_eq!(h.engine.get(id).await.unwrap().payload, payload);
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! that steps back fires nothing early, one that steps forward loses nothing.
 
 use hourglass_queue::prelude::*;
+use hourglass_queue::DeadReason;
 use hourglass_queue::{Nack, NewTask, RunAt, Status};
 
 use super::{task, Harness, T0_MS};
@@ -22,14 +23,17 @@ async fn a_task_not_delivered_by_its_expiry_is_dead_not_late() {
     assert!(h.engine.claim("q", 10, 1_000, 0).await.unwrap().is_empty(), "delivered after its expiry");
     h.engine.poll_timers();
     let info = h.engine.get(id).await.unwrap();
-    assert_eq!((info.status, info.task.expired), (Status::Dead, true));
+    assert_eq!((info.status, (info.task.dead_reason == DeadReason::Expired)), (Status::Dead, true));
     let totals = h.engine.totals().await;
     assert_eq!((totals.expired, totals.died, totals.delivered), (1, 1, 0));
     // A retry lifts the expiry: it runs, late, and the lift survives a restart.
     h.engine.retry(id).await.unwrap();
     let h = h.restart();
     let info = h.engine.get(id).await.unwrap();
-    assert_eq!((info.status, info.task.expires_at_ms, info.task.expired), (Status::Due, None, false));
+    assert_eq!(
+        (info.status, info.task.expires_at_ms, (info.task.dead_reason == DeadReason::Expired)),
+        (Status::Due, None, false)
+    );
     assert_eq!(h.engine.claim("q", 1, 1_000, 0).await.unwrap()[0].id, id);
 }
 
@@ -43,10 +47,13 @@ async fn an_expiry_survives_a_restart_and_ends_a_lease_that_outlives_it() {
     // The consumer never acks; the lease ends after the expiry: dead, not retried.
     h.advance(2_000).await;
     let info = h.engine.get(kept).await.unwrap();
-    assert_eq!((info.status, info.task.expired), (Status::Dead, true));
+    assert_eq!((info.status, (info.task.dead_reason == DeadReason::Expired)), (Status::Dead, true));
     let h = h.restart();
     let info = h.engine.get(kept).await.unwrap();
-    assert_eq!((info.status, info.task.expired, info.task.expires_at_ms), (Status::Dead, true, Some(T0_MS + 500)));
+    assert_eq!(
+        (info.status, (info.task.dead_reason == DeadReason::Expired), info.task.expires_at_ms),
+        (Status::Dead, true, Some(T0_MS + 500))
+    );
     // Refused: an expiry that comes before the task is due.
     let error = h.engine.enqueue("q", expiring(1_000, 1_000)).await.unwrap_err();
     assert!(error.to_string().contains("could never run"), "{error}");

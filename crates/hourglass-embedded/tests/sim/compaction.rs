@@ -23,6 +23,7 @@ use hourglass_embedded::{Mutation, RedbStore, Store};
 
 use crate::stored_task as task;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
+use hourglass_queue::Payload;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -181,10 +182,10 @@ impl redb::StorageBackend for CrashDisk {
 }
 
 /// What the store holds: each task's due time and payload, by id.
-type Held = BTreeMap<u64, (u64, Box<str>)>;
+type Held = BTreeMap<u64, (u64, Payload)>;
 
 /// Payload `id` of `bytes` bytes: its id, then padding.
-fn payload(id: u64, bytes: usize) -> Box<str> {
+fn payload(id: u64, bytes: usize) -> Payload {
     let mut text = format!("{id}:");
     let pad = bytes.saturating_sub(text.len());
     text.extend(std::iter::repeat_n('x', pad));

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use hourglass_embedded::{Compacted, Loaded, Mutation, Snapshot, Store, StoreError};
-use hourglass_queue::{QueueSettings, Schedule, Task};
+use hourglass_queue::{Payload, QueueSettings, Schedule, Task};
 use parking_lot::{Condvar, Mutex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -36,7 +36,7 @@ pub const COMPACT_ONE_IN: u32 = 8;
 
 #[derive(Default)]
 struct Image {
-    tasks: BTreeMap<u64, (Task, Box<str>)>,
+    tasks: BTreeMap<u64, (Task, Payload)>,
     next_id: u64,
     schedules: BTreeMap<Box<str>, Schedule>,
     paused: BTreeMap<Box<str>, Option<u64>>,
@@ -261,10 +261,10 @@ impl Drop for Gate {
 }
 
 /// A snapshot's payloads.
-struct Payloads(HashMap<u64, Box<str>>);
+struct Payloads(HashMap<u64, Payload>);
 
 impl Snapshot for Payloads {
-    fn payload(&mut self, id: u64) -> Result<Box<str>, StoreError> {
+    fn payload(&mut self, id: u64) -> Result<Payload, StoreError> {
         self.0.get(&id).cloned().ok_or_else(|| StoreError::Corrupt { id, reason: "not in the snapshot".into() })
     }
 }
@@ -305,7 +305,7 @@ impl Store for CrashStore {
     /// A copy, which is fine at the simulator's sizes.
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
         let inner = self.inner.lock();
-        let mut payloads: HashMap<u64, Box<str>> =
+        let mut payloads: HashMap<u64, Payload> =
             inner.durable.tasks.iter().map(|(id, (_, payload))| (*id, payload.clone())).collect();
         for mutation in inner.unsynced.iter().flatten() {
             match mutation {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use hourglass_embedded::{Engine, Fsync, Options};
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
 use hourglass_queue::prelude::*;
+use hourglass_queue::Payload;
 use hourglass_queue::{
     Lease, Limits, ManualWallClock, Misfire, Nack, NewSchedule, NewTask, Overlap, Pause, QueueError, Rule, RunAt,
 };
@@ -41,16 +42,16 @@ pub(super) fn options() -> Options {
 
 /// Payload `n`: every third one too large to be kept in memory, so that
 /// both homes of a payload are exercised.
-pub(super) fn payload(n: u64) -> Box<str> {
+pub(super) fn payload(n: u64) -> Payload {
     let pad = if n.is_multiple_of(3) { "x".repeat(PAYLOAD_INLINE_MAX) } else { String::new() };
     format!("{{\"n\":{n},\"pad\":\"{pad}\"}}").into()
 }
 
 /// The number of a payload, which must be exactly as it was sent.
-pub(super) fn payload_number(raw: &str) -> u64 {
-    let value: serde_json::Value = serde_json::from_str(raw).unwrap();
-    let n = value["n"].as_u64().unwrap_or_else(|| panic!("a payload no client sent: {raw}"));
-    assert_eq!(raw, &*payload(n), "payload {n} came back changed");
+pub(super) fn payload_number(raw: &Payload) -> u64 {
+    let value: serde_json::Value = serde_json::from_slice(raw).unwrap();
+    let n = value["n"].as_u64().unwrap_or_else(|| panic!("a payload no client sent: {raw:?}"));
+    assert_eq!(*raw, payload(n), "payload {n} came back changed");
     n
 }
 

@@ -64,7 +64,7 @@ async fn own_targets(b: &dyn Backend, queue: &str) {
         (&resolved.http, resolved.timeout_ms),
         (&target("https://receiver.example/hook"), PUSH_TIMEOUT_MS_DEFAULT)
     );
-    assert_eq!((&*task.payload, task.attempt), ("{\"push\":1}", 1));
+    assert_eq!((task.payload.as_text().unwrap(), task.attempt), ("{\"push\":1}", 1));
     let lease_ms = u64::from(PUSH_TIMEOUT_MS_DEFAULT) + PUSH_LEASE_MARGIN_MS;
     assert!(task.lease_until_ms >= task.run_at_ms + lease_ms, "leased for the timeout and a margin");
     assert!(task.lease_until_ms <= now_ms() + lease_ms);

@@ -16,7 +16,7 @@ pub use target::{http_target, push_target, settings};
 #[derive(Debug)]
 pub struct Checked {
     /// The payload, as sent.
-    pub payload: Box<str>,
+    pub payload: crate::Payload,
     /// When it is due, Unix ms.
     pub run_at_ms: u64,
     /// Its idempotency key, if any.

@@ -163,14 +163,14 @@ impl State {
             .keys()
             .chain(self.repeats.keys())
             .chain(self.expiries.keys())
-            .chain(&self.expired)
+            .chain(self.dead_reasons.keys())
             .chain(self.errors.keys())
             .chain(self.targets.keys());
         if let Some(id) = side.clone().find(|id| self.tasks.get(id).is_none()) {
             return Err(format!("a side table names task {id}, which does not exist"));
         }
-        if let Some(id) = self.expired.iter().find(|id| self.tasks[id].phase != Phase::Dead) {
-            return Err(format!("task {id} is marked expired but is not dead"));
+        if let Some(id) = self.dead_reasons.keys().find(|id| self.tasks[id].phase != Phase::Dead) {
+            return Err(format!("task {id} has a reason it died but is not dead"));
         }
         self.schedules.check()
     }

@@ -5,6 +5,7 @@ use super::State;
 use crate::store::Mutation;
 use hourglass_queue::limits::{payload_inline, Limits};
 use hourglass_queue::validate::Checked;
+use hourglass_queue::DeadReason;
 use hourglass_queue::QueueError;
 use hourglass_queue::{Enqueued, Task, TaskState};
 
@@ -71,7 +72,7 @@ impl State {
                 key: new.key.clone(),
                 every_ms: new.every_ms,
                 expires_at_ms: new.expires_at_ms,
-                expired: false,
+                dead_reason: DeadReason::Attempts,
                 last_error: None,
                 http: new.http.clone(),
                 state: TaskState::Scheduled,
@@ -84,7 +85,7 @@ impl State {
             // (if small) and to the writer.
             let payload = std::mem::take(&mut new.payload);
             let bytes = payload.len();
-            let held = payload_inline(bytes).then(|| payload.clone());
+            let held = payload_inline(bytes).then(|| payload.as_bytes().into());
             self.insert(&task, held, bytes, queue_id);
             mutations.push(Mutation::Insert { task, payload });
         }

@@ -35,7 +35,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use hourglass::{Key, Wheel};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 
 use super::reads::Reads;
@@ -46,6 +46,8 @@ use hourglass_queue::limits::{
     TARGET_OVERHEAD_BYTES,
 };
 use hourglass_queue::retry::backoff_ms;
+use hourglass_queue::DeadReason;
+use hourglass_queue::Payload;
 use hourglass_queue::Totals;
 use hourglass_queue::{Arrival, QueueError};
 use hourglass_queue::{Delivery, HttpTarget, Lease, Status, Task, TaskInfo, TaskState};
@@ -88,7 +90,7 @@ pub(crate) struct State {
     /// When each task that expires does so (Unix ms).
     expiries: FxHashMap<u64, u64>,
     /// Dead tasks that died because they expired.
-    expired: FxHashSet<u64>,
+    dead_reasons: FxHashMap<u64, DeadReason>,
     /// The last error of each task that has one (a nack's reason, or a
     /// lease that expired).
     errors: FxHashMap<u64, Box<str>>,
@@ -128,7 +130,7 @@ impl State {
             tasks: Slots::new(),
             repeats: FxHashMap::default(),
             expiries: FxHashMap::default(),
-            expired: FxHashSet::default(),
+            dead_reasons: FxHashMap::default(),
             errors: FxHashMap::default(),
             terms: FxHashMap::default(),
             targets: FxHashMap::default(),
@@ -188,7 +190,7 @@ impl State {
             key: if slot.keyed { self.keys.get(&id).cloned() } else { None },
             every_ms: self.repeats.get(&id).copied(),
             expires_at_ms: self.expiries.get(&id).copied(),
-            expired: self.expired.contains(&id),
+            dead_reason: self.dead_reasons.get(&id).copied().unwrap_or_default(),
             last_error: self.errors.get(&id).cloned(),
             http: self.targets.get(&id).cloned(),
             state,
@@ -211,13 +213,19 @@ impl State {
     /// it is in the store.
     pub(crate) fn info(&self, task: Task, now_ms: u64, reads: &mut Reads, at: usize) -> TaskInfo {
         let status = Status::of(&task, now_ms);
-        let payload = self.payload(task.id, reads, at);
+        // A payload found damaged is not read again: it shows empty, on a
+        // task dead with `DeadReason::Corrupt` that says why.
+        let payload = if task.state == TaskState::Dead && task.dead_reason == DeadReason::Corrupt {
+            Payload::default()
+        } else {
+            self.payload(task.id, reads, at)
+        };
         TaskInfo { task, payload, status }
     }
 
     /// Task `id`'s payload for item `at` of an answer: a copy if it is kept
     /// in memory, else noted in `reads` to read from the store.
-    fn payload(&self, id: u64, reads: &mut Reads, at: usize) -> Box<str> {
+    fn payload(&self, id: u64, reads: &mut Reads, at: usize) -> Payload {
         reads.payload(self.tasks[&id].payload.as_deref(), id, at)
     }
 
@@ -263,7 +271,7 @@ impl State {
     /// second enqueue with it waits. `payload` is `None` for a payload kept
     /// only in the store: one larger than
     /// [`PAYLOAD_INLINE_MAX`](hourglass_queue::limits::PAYLOAD_INLINE_MAX) bytes.
-    fn insert(&mut self, task: &Task, payload: Option<Box<str>>, payload_bytes: usize, queue: u32) {
+    fn insert(&mut self, task: &Task, payload: Option<Box<[u8]>>, payload_bytes: usize, queue: u32) {
         let id = task.id;
         debug_assert_eq!(payload.is_some(), payload_inline(payload_bytes));
         let (memory, disk) = Self::charges(Sizes::of(task, payload_bytes));
@@ -342,10 +350,10 @@ impl State {
             Some(expires_at_ms) => self.expiries.insert(task.id, expires_at_ms),
             None => self.expiries.remove(&task.id),
         };
-        if task.expired && task.state == TaskState::Dead {
-            self.expired.insert(task.id);
+        if task.dead_reason != DeadReason::Attempts && task.state == TaskState::Dead {
+            self.dead_reasons.insert(task.id, task.dead_reason);
         } else {
-            self.expired.remove(&task.id);
+            self.dead_reasons.remove(&task.id);
         }
         let terms = Terms::of(task);
         if self.terms.get(&task.id) != terms.as_ref() {
@@ -423,7 +431,7 @@ impl State {
         self.leases.remove(&id);
         self.repeats.remove(&id);
         self.expiries.remove(&id);
-        self.expired.remove(&id);
+        self.dead_reasons.remove(&id);
         self.targets.remove(&id);
         let error = self.errors.remove(&id);
         self.charge_error(error.as_deref(), None);
@@ -565,7 +573,7 @@ pub(crate) fn fail_attempt(task: &mut Task, at: Arrival, delay_ms: Option<u64>) 
     let unlimited = task.max_attempts == ATTEMPTS_UNLIMITED;
     if task.expires_at_ms.is_some_and(|at| at <= now_ms) {
         task.state = TaskState::Dead;
-        task.expired = true;
+        task.dead_reason = DeadReason::Expired;
     } else if !unlimited && task.attempt >= task.max_attempts {
         task.state = TaskState::Dead;
     } else {

@@ -10,6 +10,7 @@ use crate::engine::schedule_table::{bytes_of, Armed};
 use crate::engine::settlement::Settlement;
 use crate::store::Mutation;
 use hourglass_queue::limits::{payload_inline, Limits, PRIORITY_DEFAULT, SCHEDULE_RETRY_MS};
+use hourglass_queue::DeadReason;
 use hourglass_queue::QueueError;
 use hourglass_queue::{occurrence_key, Due, Overlap, Schedule};
 use hourglass_queue::{Task, TaskState};
@@ -132,7 +133,7 @@ impl State {
                 key: Some(key.into()),
                 every_ms: None,
                 expires_at_ms: schedule.expires_after_ms.map(|deadline_ms| occurrence_ms.saturating_add(deadline_ms)),
-                expired: false,
+                dead_reason: DeadReason::Attempts,
                 last_error: None,
                 http: None,
                 state: TaskState::Scheduled,
@@ -140,7 +141,7 @@ impl State {
             };
             let payload = schedule.payload.clone();
             let bytes = payload.len();
-            let held = payload_inline(bytes).then(|| payload.clone());
+            let held = payload_inline(bytes).then(|| payload.as_bytes().into());
             self.insert(&task, held, bytes, queue_id);
             last = Some((occurrence_ms, task.id));
             ids.push(task.id);

@@ -109,9 +109,9 @@ impl State {
                 self.totals.acked += 1;
                 self.queue_of(id).acked += 1;
             }
-            Why::Reschedule | Why::Cancel => {}
+            Why::Reschedule | Why::Cancel | Why::Corrupt => {}
         }
-        if matches!(why, Why::Nack | Why::Expire | Why::Expired) && dead {
+        if matches!(why, Why::Nack | Why::Expire | Why::Expired | Why::Corrupt) && dead {
             self.totals.died += 1;
         }
     }
@@ -129,7 +129,7 @@ impl State {
                 self.queue_of(id).acked += 1;
             }
             Why::Cancel => self.totals.cancelled += 1,
-            Why::Reschedule | Why::Nack | Why::Expire | Why::Expired => {}
+            Why::Reschedule | Why::Nack | Why::Expire | Why::Expired | Why::Corrupt => {}
         }
         self.forget(id);
         false

@@ -13,7 +13,7 @@ pub(super) struct Slot {
     /// [`PAYLOAD_INLINE_MAX`](hourglass_queue::limits::PAYLOAD_INLINE_MAX) bytes), else
     /// `None`: it is read from the store when handed out. A plain box: an
     /// `Arc` would add 16 bytes of counts to every task.
-    pub(super) payload: Option<Box<str>>,
+    pub(super) payload: Option<Box<[u8]>>,
     pub(super) queue: u32,
     /// The payload's size, wherever it is.
     pub(super) payload_bytes: u32,

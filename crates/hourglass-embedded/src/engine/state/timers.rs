@@ -10,6 +10,7 @@ use super::slot::{Phase, NO_TIMER};
 use super::{fail_attempt, State, LEASE_EXPIRED};
 use crate::engine::settlement::{Settlement, Why};
 use crate::store::Mutation;
+use hourglass_queue::DeadReason;
 use hourglass_queue::{Arrival, TaskState};
 
 impl State {
@@ -55,7 +56,7 @@ impl State {
                     // Not delivered by its expiry: dead, not late.
                     let mut task = self.task(id);
                     task.state = TaskState::Dead;
-                    task.expired = true;
+                    task.dead_reason = DeadReason::Expired;
                     self.hide(id);
                     writes.push((Mutation::Update(task.clone()), Settlement::Change { task, why: Why::Expired }));
                 }

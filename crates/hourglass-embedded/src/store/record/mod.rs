@@ -25,8 +25,9 @@
 //!          (.) the HTTP target, as `target_record` writes it; only with bit 6
 //!           2  queue length q   u16 LE, then q bytes of UTF-8
 //!           2  key length k     u16 LE, 0xFFFF = no key, then k bytes of UTF-8
-//!           4  payload length p u32 LE, then p bytes of UTF-8, unless the
-//!              payload is kept apart
+//!           4  payload length p u32 LE, then the p bytes, unless the
+//!              payload is kept apart (any bytes; stores written before
+//!              payloads were bytes held UTF-8 text here, read the same)
 //!           4  CRC-32 of every byte before it, u32 LE
 //! ```
 //!
@@ -49,8 +50,9 @@
 //!      1    1  flags: bit 0 dead, bit 1 dead because it expired (only
 //!              with bit 0), bit 2 the body's expiry no longer holds (the
 //!              task was retried, or never had one), bit 3 a last error
-//!              follows, bit 4 a priority follows (else the default, 1024);
-//!              no other bit is set
+//!              follows, bit 4 a priority follows (else the default, 1024),
+//!              bit 5 dead because its payload was found damaged (only with
+//!              bit 0, never with bit 1); no other bit is set
 //!      2    8  run_at_ms        u64 LE
 //!     10    2  attempt          u16 LE
 //!     12   (4) priority         u32 LE; only with bit 4
@@ -58,7 +60,7 @@
 //!           4  CRC-32 of every byte before it, u32 LE
 //! ```
 //!
-//! (Bits 3 and 4 came later, within version 2, as did the body's bits 4 to
+//! (Bits 3 to 5 came later, within version 2, as did the body's bits 4 to
 //! 6: a record without them is as before. A task's priority can change, so
 //! the state's overrides the body's.)
 //!
@@ -73,6 +75,7 @@
 use std::sync::Arc;
 
 use hourglass_queue::limits::PRIORITY_DEFAULT;
+use hourglass_queue::DeadReason;
 #[cfg(test)]
 use hourglass_queue::Lease;
 use hourglass_queue::{Task, TaskState};
@@ -104,6 +107,8 @@ const FLAG_NO_EXPIRY: u8 = 4;
 const FLAG_ERROR: u8 = 8;
 /// In a body or a state record: the task's priority follows.
 const FLAG_PRIORITY: u8 = 16;
+/// In a state record: dead because its payload was found damaged.
+const FLAG_CORRUPT: u8 = 32;
 /// In a body: the task's own lease follows.
 const FLAG_LEASE: u8 = 32;
 /// In a body: the task's HTTP target follows.
@@ -128,7 +133,11 @@ fn dead_flag(task: &Task) -> u8 {
 /// A state record's flags: dead, why, and whether the body's expiry still holds.
 fn state_flags(task: &Task) -> u8 {
     dead_flag(task)
-        | if task.state == TaskState::Dead && task.expired { FLAG_EXPIRED } else { 0 }
+        | match (task.state, task.dead_reason) {
+            (TaskState::Dead, DeadReason::Expired) => FLAG_EXPIRED,
+            (TaskState::Dead, DeadReason::Corrupt) => FLAG_CORRUPT,
+            _ => 0,
+        }
         | if task.expires_at_ms.is_none() { FLAG_NO_EXPIRY } else { 0 }
         | if task.last_error.is_some() { FLAG_ERROR } else { 0 }
         | priority_flag(task)
@@ -181,7 +190,7 @@ pub(crate) fn keeps_payload_apart(body: &[u8]) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PayloadIn<'a> {
     /// In the body.
-    Body(&'a str),
+    Body(&'a [u8]),
     /// Apart, this many bytes.
     Apart(usize),
 }
@@ -203,21 +212,23 @@ pub(crate) fn stored_payload_bytes(payload_bytes: usize) -> usize {
 }
 
 /// A payload kept apart, as stored: its bytes and their CRC-32.
-pub(crate) fn encode_payload(payload: &str) -> Vec<u8> {
+pub(crate) fn encode_payload(payload: &(impl AsRef<[u8]> + ?Sized)) -> Vec<u8> {
+    let payload = payload.as_ref();
     let mut out = Vec::with_capacity(payload.len() + CRC_BYTES);
-    out.extend_from_slice(payload.as_bytes());
+    out.extend_from_slice(payload);
     seal(&mut out);
     out
 }
 
 /// A payload kept apart, checked against its CRC-32.
-pub(crate) fn decode_payload(bytes: &[u8]) -> Result<&str, String> {
-    std::str::from_utf8(unseal(bytes)?).map_err(|error| format!("payload: invalid UTF-8: {error}"))
+pub(crate) fn decode_payload(bytes: &[u8]) -> Result<&[u8], String> {
+    unseal(bytes)
 }
 
 /// The body of a new task, with its payload unless that is kept
 /// [`apart`].
-pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
+pub(crate) fn encode(task: &Task, payload: &(impl AsRef<[u8]> + ?Sized)) -> Vec<u8> {
+    let payload = payload.as_ref();
     let key = task.key.as_deref();
     let payload_apart = apart(payload.len());
     let inline = if payload_apart { 0 } else { payload.len() };
@@ -261,7 +272,7 @@ pub(crate) fn encode(task: &Task, payload: &str) -> Vec<u8> {
 /// The variable part every body version ends with: queue, key and payload,
 /// each after its length (the payload's bytes only if `in_body`). Lengths are
 /// bounded by the engine's limits, far below these fields' ranges.
-fn put_names_and_payload(out: &mut Vec<u8>, task: &Task, payload: &str, in_body: bool) {
+fn put_names_and_payload(out: &mut Vec<u8>, task: &Task, payload: &[u8], in_body: bool) {
     out.extend_from_slice(&(task.queue.len() as u16).to_le_bytes());
     out.extend_from_slice(task.queue.as_bytes());
     match task.key.as_deref() {
@@ -273,7 +284,7 @@ fn put_names_and_payload(out: &mut Vec<u8>, task: &Task, payload: &str, in_body:
     }
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     if in_body {
-        out.extend_from_slice(payload.as_bytes());
+        out.extend_from_slice(payload);
     }
 }
 
@@ -326,7 +337,8 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
         len => Some(reader.str(len as usize)?.into()),
     };
     let payload_len = reader.u32()? as usize;
-    let payload = if payload_apart { PayloadIn::Apart(payload_len) } else { PayloadIn::Body(reader.str(payload_len)?) };
+    let payload =
+        if payload_apart { PayloadIn::Apart(payload_len) } else { PayloadIn::Body(reader.take(payload_len)?) };
     reader.end()?;
     let task = Task {
         id,
@@ -339,7 +351,7 @@ pub(crate) fn decode(id: u64, bytes: &[u8]) -> Result<(Task, PayloadIn<'_>), Str
         key,
         every_ms,
         expires_at_ms,
-        expired: false,
+        dead_reason: DeadReason::Attempts,
         last_error: None,
         http,
         state,
@@ -381,10 +393,11 @@ pub(crate) fn apply_state(task: &mut Task, bytes: &[u8]) -> Result<(), String> {
     let mut reader = Reader { bytes, at: 0 };
     reader.u8()?;
     let flags = reader.u8()?;
-    (task.state, task.expired) = match flags & !(FLAG_NO_EXPIRY | FLAG_ERROR | FLAG_PRIORITY) {
-        0 => (TaskState::Scheduled, false),
-        FLAG_DEAD => (TaskState::Dead, false),
-        both if both == FLAG_DEAD | FLAG_EXPIRED => (TaskState::Dead, true),
+    (task.state, task.dead_reason) = match flags & !(FLAG_NO_EXPIRY | FLAG_ERROR | FLAG_PRIORITY) {
+        0 => (TaskState::Scheduled, DeadReason::Attempts),
+        FLAG_DEAD => (TaskState::Dead, DeadReason::Attempts),
+        both if both == FLAG_DEAD | FLAG_EXPIRED => (TaskState::Dead, DeadReason::Expired),
+        both if both == FLAG_DEAD | FLAG_CORRUPT => (TaskState::Dead, DeadReason::Corrupt),
         _ => return Err(format!("unknown state flags {flags:#04x}")),
     };
     if flags & FLAG_NO_EXPIRY != 0 {

@@ -3,9 +3,10 @@
 
 use super::*;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
+use hourglass_queue::DeadReason;
 use hourglass_queue::{HttpMethod, HttpTarget};
 
-const PAYLOAD: &str = r#"{"to":"a@b.c"}"#;
+const PAYLOAD: &[u8] = br#"{"to":"a@b.c"}"#;
 
 fn task() -> Task {
     Task {
@@ -19,7 +20,7 @@ fn task() -> Task {
         key: Some("order-42".into()),
         every_ms: Some(60_000),
         expires_at_ms: None,
-        expired: false,
+        dead_reason: DeadReason::Attempts,
         last_error: None,
         http: None,
         state: TaskState::Scheduled,
@@ -56,11 +57,25 @@ fn an_expiry_is_kept_in_the_body_and_its_end_in_the_state() {
     let expiring = Task { every_ms: None, expires_at_ms: Some(1_700_000_060_000), ..task() };
     let (mut read, _) = decode(7, &encode(&expiring, PAYLOAD)).unwrap();
     assert_eq!(read, expiring);
-    let died = Task { state: TaskState::Dead, expired: true, ..expiring.clone() };
+    let died = Task { state: TaskState::Dead, dead_reason: DeadReason::Expired, ..expiring.clone() };
     apply_state(&mut read, &encode_state(&died)).unwrap();
     assert_eq!(read, died);
+    // Dead of a damaged payload: its own reason, never taken for an expiry.
+    let corrupt = Task { state: TaskState::Dead, dead_reason: DeadReason::Corrupt, ..expiring.clone() };
+    apply_state(&mut read, &encode_state(&corrupt)).unwrap();
+    assert_eq!(read, corrupt);
+    let mut both = encode_state(&corrupt).to_vec();
+    both.truncate(both.len() - CRC_BYTES);
+    both[1] |= FLAG_EXPIRED;
+    crate::store::sealed::seal(&mut both);
+    assert!(apply_state(&mut read, &both).is_err(), "two reasons at once are refused");
     // Retried: the expiry no longer holds, whatever the body says.
-    let retried = Task { state: TaskState::Scheduled, expired: false, expires_at_ms: None, ..expiring.clone() };
+    let retried = Task {
+        state: TaskState::Scheduled,
+        dead_reason: DeadReason::Attempts,
+        expires_at_ms: None,
+        ..expiring.clone()
+    };
     let (mut read, _) = decode(7, &encode(&expiring, PAYLOAD)).unwrap();
     apply_state(&mut read, &encode_state(&retried)).unwrap();
     assert_eq!(read, retried);
@@ -71,7 +86,15 @@ fn round_trips() {
     let task = task();
     assert_eq!(decode(7, &encode(&task, PAYLOAD)).unwrap(), (task.clone(), PayloadIn::Body(PAYLOAD)));
     let plain = Task { key: None, every_ms: None, state: TaskState::Dead, ..task };
-    assert_eq!(decode(7, &encode(&plain, "")).unwrap(), (plain, PayloadIn::Body("")));
+    assert_eq!(decode(7, &encode(&plain, "")).unwrap(), (plain, PayloadIn::Body(b"")));
+}
+
+#[test]
+fn a_payload_is_any_bytes_as_they_are() {
+    let bytes: Vec<u8> = (0..=255).rev().step_by(3).collect();
+    assert!(!apart(bytes.len()), "in the body");
+    assert_eq!(decode(7, &encode(&task(), &bytes)).unwrap(), (task(), PayloadIn::Body(&bytes[..])));
+    assert_eq!(decode_payload(&encode_payload(&bytes)).unwrap(), &bytes[..]);
 }
 
 fn aimed() -> Task {
@@ -95,8 +118,8 @@ fn a_target_is_kept_in_the_body_and_counted_in_its_size() {
 
 #[test]
 fn a_payload_past_the_inline_size_is_kept_apart() {
-    let at_most = "x".repeat(PAYLOAD_INLINE_MAX);
-    let over = "x".repeat(PAYLOAD_INLINE_MAX + 1);
+    let at_most = vec![b'x'; PAYLOAD_INLINE_MAX];
+    let over = vec![b'x'; PAYLOAD_INLINE_MAX + 1];
     assert_eq!(decode(7, &encode(&task(), &at_most)).unwrap().1, PayloadIn::Body(&at_most));
     let body = encode(&task(), &over);
     assert_eq!(decode(7, &body).unwrap(), (task(), PayloadIn::Apart(over.len())));
@@ -105,7 +128,7 @@ fn a_payload_past_the_inline_size_is_kept_apart() {
 }
 
 /// A body as version 1 wrote it.
-fn encode_v1(task: &Task, payload: &str) -> Vec<u8> {
+fn encode_v1(task: &Task, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![VERSION_1, u8::from(task.state == TaskState::Dead)];
     out.extend_from_slice(&task.run_at_ms.to_le_bytes());
     out.extend_from_slice(&task.created_ms.to_le_bytes());
@@ -117,24 +140,24 @@ fn encode_v1(task: &Task, payload: &str) -> Vec<u8> {
 }
 
 /// A body as version 2 wrote it: no CRC, the payload always inside.
-fn encode_v2(task: &Task, payload: &str) -> Vec<u8> {
+fn encode_v2(task: &Task, payload: &[u8]) -> Vec<u8> {
     let mut out = encode(task, "");
     out.truncate(out.len() - CRC_BYTES - 4);
     out[0] = VERSION_2;
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(payload.as_bytes());
+    out.extend_from_slice(payload);
     out
 }
 
 #[test]
 fn version_2_bodies_are_still_read_with_payloads_of_any_size() {
-    let big = "y".repeat(PAYLOAD_INLINE_MAX * 4);
+    let big = vec![b'y'; PAYLOAD_INLINE_MAX * 4];
     for payload in [PAYLOAD, &big] {
         let bytes = encode_v2(&task(), payload);
         assert_eq!(decode(7, &bytes).unwrap(), (task(), PayloadIn::Body(payload)));
         assert!(decode(7, &bytes[..bytes.len() - 1]).is_err(), "a cut payload is refused");
     }
-    let mut apart = encode_v2(&task(), "");
+    let mut apart = encode_v2(&task(), b"");
     apart[1] |= FLAG_APART;
     assert!(decode(7, &apart).is_err(), "version 2 never kept payloads apart");
 }
@@ -164,7 +187,7 @@ fn every_changed_byte_of_a_body_a_state_or_a_payload_is_caught() {
             }
         }
     }
-    assert_eq!(decode_payload(&encode_payload(&payload)).unwrap(), payload);
+    assert_eq!(decode_payload(&encode_payload(&payload)).unwrap(), payload.as_bytes());
 }
 
 #[test]
@@ -184,7 +207,7 @@ fn a_body_is_22_bytes_its_names_payload_and_crc_and_a_state_16() {
     assert_eq!(encode(&plain, PAYLOAD).len(), FIXED_BYTES + names + 4 + PAYLOAD.len() + CRC_BYTES);
     assert_eq!(encode(&task(), "").len(), FIXED_BYTES + 8 + names + "order-42".len() + 4 + CRC_BYTES);
     assert_eq!(encode_state(&task()).len(), STATE_BYTES);
-    for payload in ["", PAYLOAD, &"z".repeat(PAYLOAD_INLINE_MAX + 9)] {
+    for payload in [&b""[..], PAYLOAD, &[b'z'; PAYLOAD_INLINE_MAX + 9]] {
         for task in [plain.clone(), task()] {
             assert_eq!(body_bytes(Sizes::of(&task, payload.len())), encode(&task, payload).len());
         }
@@ -249,11 +272,11 @@ fn a_lease_is_stored_as_scheduled() {
 /// The payload to encode a decoded body back with, if this version
 /// writes the body as it was read: a version 2 body, with a payload where
 /// this version puts it.
-fn canonical(version: u8, payload: PayloadIn<'_>) -> Option<String> {
+fn canonical(version: u8, payload: PayloadIn<'_>) -> Option<Vec<u8>> {
     match payload {
         _ if version != VERSION => None,
         PayloadIn::Body(payload) => (!apart(payload.len())).then(|| payload.to_owned()),
-        PayloadIn::Apart(len) => (apart(len) && len <= 1 << 20).then(|| "x".repeat(len)),
+        PayloadIn::Apart(len) => (apart(len) && len <= 1 << 20).then(|| vec![b'x'; len]),
     }
 }
 

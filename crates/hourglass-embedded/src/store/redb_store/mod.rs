@@ -55,6 +55,7 @@ use super::record::{self, PayloadIn};
 use super::schedule_record;
 use super::settings_record;
 use super::ENTRY_OVERHEAD_BYTES;
+use hourglass_queue::Payload;
 use hourglass_queue::QueueSettings;
 use hourglass_queue::Schedule;
 use hourglass_queue::Task;
@@ -754,7 +755,7 @@ struct RedbSnapshot {
 }
 
 impl Snapshot for RedbSnapshot {
-    fn payload(&mut self, id: u64) -> Result<Box<str>, StoreError> {
+    fn payload(&mut self, id: u64) -> Result<Payload, StoreError> {
         let (payloads, tasks) = match &mut self.tables {
             Some(tables) => tables,
             None => {

@@ -1,6 +1,7 @@
 //! The redb store's own tests: batches, payloads apart, pauses, settings.
 
 use super::*;
+use hourglass_queue::DeadReason;
 use hourglass_queue::TaskState;
 
 fn task(id: u64, run_at_ms: u64) -> Task {
@@ -15,7 +16,7 @@ fn task(id: u64, run_at_ms: u64) -> Task {
         key: None,
         every_ms: None,
         expires_at_ms: None,
-        expired: false,
+        dead_reason: DeadReason::Attempts,
         last_error: None,
         http: None,
         state: TaskState::Scheduled,

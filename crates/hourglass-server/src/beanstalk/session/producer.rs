@@ -36,11 +36,8 @@ impl Session {
             return;
         }
         self.producer();
-        // The engine keeps text: a body that is not UTF-8 is refused.
-        let Ok(payload) = String::from_utf8(body) else {
-            reply::line(out, "BAD_FORMAT");
-            return;
-        };
+        // Any bytes, kept as they are, as beanstalkd keeps them.
+        let payload = body;
         // beanstalkd's shortest time-to-run is a second; the engine's longest lease bounds it.
         let lease_ms = (u64::from(ttr_s.max(1)) * 1_000).min(LEASE_MS_MAX);
         let new = NewTask {
