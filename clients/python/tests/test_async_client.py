@@ -34,6 +34,22 @@ def test_enqueue_claim_ack(server: Server) -> None:
     asyncio.run(scenario())
 
 
+def test_bytes_payloads(server: Server) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(server.url) as client:
+            every_byte = bytes(range(256))
+            task_id = (await client.enqueue("blobs", every_byte)).id
+            await client.enqueue_batch("blobs", [{"payload": bytearray(b"\xff")}, {"payload": b"[1]"}])
+            assert (await client.get_task(task_id)).payload == every_byte
+            claimed = sorted(await client.claim("blobs", max_tasks=3), key=lambda t: t.id)
+            assert [t.payload for t in claimed] == [every_byte, b"\xff", [1]]
+            assert [t.payload_bytes for t in claimed] == [every_byte, b"\xff", b"[1]"]
+            schedule, _ = await client.put_schedule("blob", "blobs", memoryview(b"\x00"), every_ms=3_600_000)
+            assert schedule.payload == b"\x00"
+
+    asyncio.run(scenario())
+
+
 def test_a_waiting_claim_is_woken_by_an_enqueue(server: Server) -> None:
     async def scenario() -> float:
         sent = asyncio.Event()

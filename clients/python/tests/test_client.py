@@ -3,16 +3,19 @@ errors as the server's codes."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from conftest import ServerFactory
 from hourglass_client import (
     ApiError,
+    ClaimedTask,
     Client,
     Conflict,
     DeadReason,
@@ -25,6 +28,7 @@ from hourglass_client import (
     QueueSettings,
     StaleLease,
     State,
+    Task,
     Unauthorized,
     Unreachable,
 )
@@ -52,6 +56,64 @@ def test_a_payload_may_be_left_out(client: Client) -> None:
     assert task.payload is None
     schedule, created = client.put_schedule("bare", "reports", every_ms=3_600_000)
     assert created and schedule.payload is None
+
+
+#: Every byte value once: not UTF-8, so not JSON; sent and shown as base64.
+EVERY_BYTE = bytes(range(256))
+
+
+def test_payloads_of_bytes_come_back_exactly(client: Client) -> None:
+    as_json = {"order": 42, "items": ["a", "é"], "total": 9.5, "note": None}
+    # What is sent, what is shown, and its bytes (None: JSON, not bytes).
+    cases: list[tuple[object, object, bytes | None]] = [
+        (EVERY_BYTE, EVERY_BYTE, EVERY_BYTE),
+        (as_json, as_json, None),
+        (b'{"a":1}', {"a": 1}, b'{"a":1}'),  # bytes that are JSON text: shown as that JSON
+        (b"hello\n", b"hello\n", b"hello\n"),  # UTF-8, but not JSON: bytes
+        (b"", b"", b""),
+        (bytearray(b"\x00\xff" * 1_000), b"\x00\xff" * 1_000, b"\x00\xff" * 1_000),
+        (memoryview(b"\xfe\xed"), b"\xfe\xed", b"\xfe\xed"),
+    ]
+    ids = [client.enqueue("blobs", sent).id for sent, _, _ in cases]
+
+    def check(how: str, tasks: dict[int, Task] | dict[int, ClaimedTask]) -> None:
+        for task_id, (_, shown, exact) in zip(ids, cases):
+            task = tasks[task_id]
+            assert task.payload == shown and type(task.payload) is type(shown), (how, task)
+            if exact is not None:
+                assert task.payload_bytes == exact, (how, task)
+
+    check("get", {task_id: client.get_task(task_id) for task_id in ids})
+    assert client.get_task(ids[1]).payload_bytes == '{"order":42,"items":["a","é"],"total":9.5,"note":null}'.encode()
+    check("listing", {task.id: task for task in client.iter_tasks("blobs", page=3)})
+    claimed = {task.id: task for task in client.claim("blobs", max_tasks=len(ids))}
+    assert sorted(claimed) == sorted(ids)
+    check("claim", claimed)
+    nacked = client.nack(ids[0], claimed[ids[0]].lease, delay_ms=60_000)
+    assert nacked.payload == EVERY_BYTE, "a nack's answer shows the task's bytes too"
+
+    batch = client.enqueue_batch("blobs-batch", [{"payload": EVERY_BYTE}, {"payload": as_json}, {"payload": b"{}"}])
+    shown = [client.get_task(t.id) for t in batch.tasks]
+    assert [t.payload for t in shown] == [EVERY_BYTE, as_json, {}]
+    assert shown[2].payload_bytes == b"{}"
+
+    schedule, _ = client.put_schedule("blob-report", "reports", EVERY_BYTE, every_ms=3_600_000)
+    assert schedule.payload == EVERY_BYTE and client.get_schedule("blob-report").payload_bytes == EVERY_BYTE
+    text, _ = client.put_schedule("text-report", "reports", b"[1,2]", every_ms=3_600_000)
+    assert text.payload == [1, 2], "bytes that are JSON text: shown as JSON"
+    assert {s.name: s.payload for s in client.iter_schedules()} == {"blob-report": EVERY_BYTE, "text-report": [1, 2]}
+
+
+def test_a_payload_given_both_ways_or_not_as_base64_is_refused(server: Server) -> None:
+    path = f"{server.url}/v1/queues/blobs/tasks"
+    for body in ({"payload": 1, "payload_base64": "AA=="}, {"payload_base64": "not base64!"},
+                 {"payload_base64": "AAE"}):
+        answer = httpx.post(path, json=body)
+        detail = answer.json()["error"]
+        error = ApiError.of(answer.status_code, detail["code"], detail["message"])
+        assert isinstance(error, InvalidRequest) and error.status == 400, (body, answer.text)
+    null_and_bytes = {"payload": None, "payload_base64": base64.b64encode(b"\xff").decode()}
+    assert httpx.post(path, json=null_and_bytes).status_code == 201, "a null payload is as if left out"
 
 
 def test_a_key_names_the_live_task(client: Client) -> None:

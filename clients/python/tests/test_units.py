@@ -1,23 +1,28 @@
 """The pure parts, without a server: reasons cut on a UTF-8 boundary, the
-backoff's bounds, path segments, the errors' classes, reading answers."""
+backoff's bounds, path segments, the errors' classes, reading answers,
+payloads of bytes sent as base64 and read back."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import threading
+from typing import Any
 
 import httpx
 import pytest
 
 from hourglass_client import (
     ApiError,
+    ClaimedTask,
     Client,
     Conflict,
     DecodeError,
     InvalidRequest,
     NotFound,
     OverBudget,
+    Schedule,
     ServerError,
     StaleLease,
     Task,
@@ -25,6 +30,7 @@ from hourglass_client import (
     Unsupported,
 )
 from hourglass_client._backoff import Backoff
+from hourglass_client import _calls as calls
 from hourglass_client._calls import segment
 from hourglass_client._delivery import nack_reason
 from hourglass_client._slots import Slots
@@ -200,3 +206,80 @@ def test_acks_ride_on_a_claim_about_to_go_and_go_alone_otherwise() -> None:
         assert counts.acked == 2
 
     asyncio.run(scenario())
+
+
+#: Every byte value once: not UTF-8, so not JSON.
+EVERY_BYTE = bytes(range(256))
+
+
+def test_bytes_are_sent_as_base64_and_anything_else_as_json() -> None:
+    encoded = base64.b64encode(EVERY_BYTE).decode("ascii")
+    for payload in (EVERY_BYTE, bytearray(EVERY_BYTE), memoryview(EVERY_BYTE)):
+        assert calls.enqueue("q", payload, {"delay_ms": 5}).body == {"payload_base64": encoded, "delay_ms": 5}
+    assert calls.enqueue("q", b"", {}).body == {"payload_base64": ""}
+    # A memoryview of another shape is sent as its bytes, in order.
+    assert calls.payload_field(memoryview(EVERY_BYTE).cast("H")[::2]) == {
+        "payload_base64": base64.b64encode(b"".join(EVERY_BYTE[i:i + 2] for i in range(0, 256, 4))).decode()
+    }
+    assert calls.enqueue("q", {"a": [1]}, {}).body == {"payload": {"a": [1]}}
+    assert calls.enqueue("q", None, {}).body == {"payload": None}
+    assert calls.enqueue("q", "text", {}).body == {"payload": "text"}, "a str is JSON, not bytes"
+    batch = calls.enqueue_batch("q", [{"payload": b"\x00\xff", "delay_ms": 1}, {"payload": 7}, {"payload": None}])
+    assert batch.body == {"tasks": [{"delay_ms": 1, "payload_base64": "AP8="}, {"payload": 7}, {}]}
+    schedule = calls.put_schedule("s", "q", bytearray(b"\xfe"), {"every_ms": 60_000})
+    assert schedule.body == {"queue": "q", "payload_base64": "/g==", "every_ms": 60_000}
+    assert calls.put_schedule("s", "q", [1], {}).body == {"queue": "q", "payload": [1]}
+
+
+def test_the_wire_carries_bytes_as_base64() -> None:
+    sent: list[Any] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(201, json={"id": 1, "run_at_ms": 5})
+
+    with Client("http://hourglass.test", http=httpx.Client(transport=httpx.MockTransport(handle))) as client:
+        assert client.enqueue("q", b"\x89PNG\r\n", key="k").created
+        client.enqueue("q", {"b": "é"})
+    assert sent == [{"payload_base64": "iVBORw0K", "key": "k"}, {"payload": {"b": "é"}}]
+
+
+TASK = {"id": 7, "queue": "q", "state": "due", "run_at_ms": 5, "attempt": 0, "max_attempts": 5, "priority": 1,
+        "created_ms": 1}
+CLAIMED = {"id": 7, "queue": "q", "attempt": 1, "lease": "0" * 16, "lease_until_ms": 9, "run_at_ms": 5}
+SCHEDULE = {"name": "s", "queue": "q", "time_zone": "UTC", "misfire": "skip", "overlap": "allow", "max_attempts": 5,
+            "since_ms": 1, "paused": False, "next_runs": [], "every_ms": 60_000}
+
+
+@pytest.mark.parametrize("kind", [Task, ClaimedTask, Schedule])
+def test_base64_is_read_back_into_bytes(kind: type[Task] | type[ClaimedTask] | type[Schedule]) -> None:
+    fields = {Task: TASK, ClaimedTask: CLAIMED, Schedule: SCHEDULE}[kind]
+    encoded = base64.b64encode(EVERY_BYTE).decode("ascii")
+    raw = kind.from_json({**fields, "payload_base64": encoded})
+    assert raw.payload == EVERY_BYTE and raw.payload_bytes == EVERY_BYTE
+    assert kind.from_json({**fields, "payload": None, "payload_base64": ""}).payload == b""
+    as_json = kind.from_json({**fields, "payload": {"a": 1, "b": ["é", 2.5, None]}})
+    assert as_json.payload == {"a": 1, "b": ["é", 2.5, None]}
+    assert as_json.payload_bytes == '{"a":1,"b":["é",2.5,null]}'.encode(), "compact UTF-8 JSON"
+    assert kind.from_json({**fields, "payload": None}).payload_bytes == b"null"
+    assert kind.from_json({**fields, "payload": "x"}).payload_bytes == b'"x"'
+
+
+@pytest.mark.parametrize("field", ["AAE", "AP8=\n", "AP8=AP8=", "-_8=", "A===", "not base64!"])
+def test_a_payload_that_is_not_base64_is_a_clear_error(field: str) -> None:
+    """Unpadded, a newline, data after the padding, the URL-safe alphabet,
+    a length that cannot be, not base64 at all."""
+    body = json.dumps({**TASK, "payload_base64": field}).encode()
+    with pytest.raises(DecodeError) as error:
+        _answering(200, body).get_task(7)
+    assert "payload_base64 is not standard base64 with padding" in str(error.value), error.value
+    with pytest.raises(ValueError) as direct:
+        Task.from_json({**TASK, "payload_base64": field})
+    assert repr(field) in str(direct.value)
+
+
+def test_a_payload_given_both_ways_or_not_a_string_is_an_error() -> None:
+    with pytest.raises(ValueError, match="both payload and payload_base64"):
+        Task.from_json({**TASK, "payload": 1, "payload_base64": "AA=="})
+    with pytest.raises(DecodeError, match="payload_base64 is not a string"):
+        _answering(200, json.dumps({**TASK, "payload_base64": 5}).encode()).get_task(7)

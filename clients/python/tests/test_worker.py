@@ -110,6 +110,25 @@ def test_handles_everything_within_its_concurrency(server: Server, client: Clien
     assert (stats.due, stats.leased, stats.scheduled, stats.acked) == (0, 0, 0, 300)
 
 
+def test_a_handler_gets_bytes_as_bytes(server: Server, client: Client) -> None:
+    every_byte, as_json, json_text = bytes(range(256)), {"order": 1, "note": "é"}, b'{"a":1}'
+    ids = [client.enqueue("blobs", payload).id for payload in (every_byte, as_json, json_text)]
+    seen: dict[int, tuple[object, bytes]] = {}
+    worker = Worker(server.url, "blobs", wait_ms=1_000)
+
+    @worker.handler
+    def handle(task: ClaimedTask) -> None:
+        seen[task.id] = (task.payload, task.payload_bytes)
+
+    with running(worker) as run:
+        wait_for(lambda: worker.report.acked == 3, 30, "the 3 tasks acked")
+        report = run.stop()
+    assert (report.succeeded, report.failed) == (3, 0) and settled(report)
+    assert seen[ids[0]] == (every_byte, every_byte)
+    assert seen[ids[1]][0] == as_json
+    assert seen[ids[2]] == ({"a": 1}, json_text), "bytes that are JSON text come as that JSON"
+
+
 def test_an_exception_nacks_with_its_text(server: Server, client: Client) -> None:
     declined = client.enqueue("payments", {"card": "declined"}, max_attempts=1).id
     verbose = client.enqueue("payments", {"card": "verbose"}, max_attempts=1).id

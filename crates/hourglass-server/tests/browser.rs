@@ -5,8 +5,9 @@
 //! It checks that a wrong token gets nothing, opens the overview and sees a
 //! queue made through the API with the right counts, opens a dead task (its
 //! last error, its payload) and retries it, sees the counts change without a
-//! reload, pauses and resumes the queue, searches by key and by id, and looks
-//! at a phone-sized window. Screenshots go to `target/screenshots/`.
+//! reload, pauses and resumes the queue, searches by key and by id, opens a
+//! task whose payload is bytes that are not JSON (its size and a hex dump),
+//! and looks at a phone-sized window. Screenshots go to `target/screenshots/`.
 //!
 //! Chromium and chromedriver come from Debian's `chromium` and
 //! `chromium-driver` (`.ci/run` installs them). Where they are missing the
@@ -18,13 +19,17 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hourglass_embedded::{Engine, Options, RedbStore};
 use hourglass_queue::prelude::*;
 use hourglass_queue::{Nack, NewTask, RunAt, SystemWallClock};
 use hourglass_server::AppState;
 use hourglass_test_support::free_port;
+use http_body_util::BodyExt;
 use serde_json::json;
+use tower::ServiceExt;
 
 const TOKEN: &str = "browser-test-token";
 /// A scoped token that reads the `orders` queue only.
@@ -103,6 +108,51 @@ async fn sign_in(browser: &Client, token: &str) {
     click(browser, "[data-test=token-submit]").await;
 }
 
+/// `bytes` in standard base64 with padding (RFC 4648 §4), as the API takes
+/// a payload that is not JSON.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut text = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let bits = chunk.iter().enumerate().fold(0u32, |bits, (i, &byte)| bits | (u32::from(byte) << (16 - 8 * i)));
+        for i in 0..4 {
+            let sextet = (bits >> (18 - 6 * i)) & 63;
+            text.push(if i <= chunk.len() { char::from(ALPHABET[sextet as usize]) } else { '=' });
+        }
+    }
+    text
+}
+
+/// Enqueues `bytes` into `queue` through the API, as `payload_base64`, due
+/// in an hour: the new task's id.
+async fn enqueue_bytes(app: &axum::Router, queue: &str, bytes: &[u8]) -> u64 {
+    let body = json!({ "payload_base64": base64(bytes), "delay_ms": 3_600_000 }).to_string();
+    let request = Request::post(format!("/v1/queues/{queue}/tasks"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .body(Body::from(body))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let answer = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(status, StatusCode::CREATED, "enqueue as base64: {}", String::from_utf8_lossy(&answer));
+    serde_json::from_slice::<serde_json::Value>(&answer).unwrap()["id"].as_u64().unwrap()
+}
+
+/// Searches for `query` and waits for the task `id` it finds.
+async fn search_for(browser: &Client, query: &str, id: u64) {
+    let input = browser.find(Locator::Css("[data-test=search-text]")).await.unwrap();
+    input.clear().await.unwrap();
+    input.send_keys(query).await.unwrap();
+    click(browser, "#search button").await;
+    shows(browser, "[data-field=id]", &id.to_string()).await;
+}
+
+/// Opens the task `id` by searching for its id.
+async fn search(browser: &Client, id: u64) {
+    search_for(browser, &id.to_string(), id).await;
+}
+
 /// A browser and the WebDriver server that drives it.
 struct Kind {
     name: &'static str,
@@ -175,6 +225,7 @@ async fn run_in(kind: Kind) {
     std::fs::write(&tokens, file).unwrap();
     let keys = hourglass_server::access::Keys::new(Some(TOKEN), Some(&tokens)).unwrap();
     let state = AppState::new(engine.clone(), None).keys(Arc::new(keys));
+    let app = hourglass_server::router(state.clone(), 1 << 20);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(hourglass_server::serve(listener, state, 1 << 20, Default::default(), async {
         let _ = stopped.await;
@@ -206,6 +257,16 @@ async fn run_in(kind: Kind) {
     engine.put_settings("hooks", hourglass_queue::QueueSettings { push: Some(Arc::new(push)), flow }).await.unwrap();
     let hook = NewTask::new(json!({ "order": 7 }).to_string(), RunAt::Delay(3_600_000));
     let hook_id = engine.enqueue("hooks", hook).await.unwrap().id;
+
+    // Payloads of bytes that are not JSON, enqueued through the API as
+    // base64: a PNG's signature, every byte value and some letters (312
+    // bytes); and 5,000 bytes, more than the page dumps.
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    bytes.extend(0..=255u8);
+    bytes.extend((0..48u8).map(|n| b'a' + n % 26));
+    let bytes_id = enqueue_bytes(&app, "blobs", &bytes).await;
+    let long: Vec<u8> = (0..5_000u32).map(|n| (n % 251) as u8 | 0x80).collect();
+    let long_id = enqueue_bytes(&app, "blobs", &long).await;
 
     // The browser.
     let port = free_port();
@@ -291,15 +352,38 @@ async fn run_in(kind: Kind) {
     assert_eq!(mark, json!(42), "everything above happened without a reload");
 
     // Search: by idempotency key, then by id.
-    for (query, id) in [("order-1".to_owned(), keyed), (dead_id.to_string(), dead_id), (hook_id.to_string(), hook_id)] {
-        let input = browser.find(Locator::Css("[data-test=search-text]")).await.unwrap();
-        input.clear().await.unwrap();
-        input.send_keys(&query).await.unwrap();
-        click(&browser, "#search button").await;
-        shows(&browser, "[data-field=id]", &id.to_string()).await;
-    }
+    search_for(&browser, "order-1", keyed).await;
+    search(&browser, dead_id).await;
+    search(&browser, hook_id).await;
     // A task of the queue that pushes names the queue's target.
     shows(&browser, "[data-field=\"push to\"]", "POST https://example.com/hook (the queue's target)").await;
+
+    // A payload of bytes that are not JSON: its size, and a hex dump.
+    search(&browser, bytes_id).await;
+    let dump = until("the bytes' size and dump", || async {
+        text(&browser, "[data-test=payload]").await.filter(|dump| dump.starts_with("312 bytes, not JSON"))
+    })
+    .await;
+    for row in [
+        "00000000  89 50 4e 47 0d 0a 1a 0a 00 01 02 03 04 05 06 07  .PNG............",
+        "00000020  18 19 1a 1b 1c 1d 1e 1f 20 21 22 23 24 25 26 27  ........ !\"#$%&'",
+        "00000130  6f 70 71 72 73 74 75 76",
+    ] {
+        assert!(dump.lines().any(|line| line.trim_end().starts_with(row)), "the row {row:?} in the dump:\n{dump}");
+    }
+    assert!(!dump.contains("not shown"), "312 bytes are shown whole:\n{dump}");
+    shoot(&browser, &shot("task-bytes")).await;
+    // One longer than the dump: its first 4 KiB (256 rows), and what is left.
+    search(&browser, long_id).await;
+    let dump = until("the long payload's dump", || async {
+        text(&browser, "[data-test=payload]").await.filter(|dump| dump.contains("not shown"))
+    })
+    .await;
+    let offset = |line: &str| line.get(..8).is_some_and(|head| head.bytes().all(|b| b.is_ascii_hexdigit()));
+    let rows = dump.lines().filter(|line| offset(line));
+    assert_eq!(rows.count(), 256, "4096 bytes, 16 a row:\n{dump}");
+    assert!(dump.contains("00000ff0  "), "the last row shown:\n{dump}");
+    assert!(dump.trim_end().ends_with("… and 904 bytes more, not shown"), "what is left:\n{dump}");
     click(&browser, "[data-test=nav-overview]").await;
 
     // A phone-sized screen: the overview still shows the queue.

@@ -6,6 +6,7 @@ const REFRESH_MS = 1000;          // the page polls at most every 2 s; this is 1
 const PAGE_SIZE = 50;             // tasks per page of a queue's listing
 const STATES = ["scheduled", "due", "leased", "dead"];
 const TOKEN_KEY = "hourglass.token";
+const DUMP_BYTES_MAX = 4096;      // bytes of a payload that is not JSON shown in its hex dump
 
 let readOnly = false;
 let me = null;                    // GET /v1/whoami: the token's name
@@ -320,6 +321,29 @@ function pushTo(t, o) {
   return push ? target(push) + " (the queue's target)" : null;
 }
 
+// A payload as the page shows it: JSON pretty-printed; bytes that are not
+// JSON (the API sends them as `payload_base64`) as their size and a hex
+// dump of the first DUMP_BYTES_MAX, 16 a row: offset, hex, ASCII.
+function payloadText(t) {
+  if (typeof t.payload_base64 !== "string") return t.payload === undefined ? "" : JSON.stringify(t.payload, null, 2);
+  const encoded = t.payload_base64;
+  const size = encoded.length / 4 * 3 - (encoded.match(/=*$/)[0].length);
+  let bytes;
+  // Only what is shown is decoded (every 4 characters of base64 are 3 bytes).
+  try { bytes = atob(encoded.slice(0, Math.ceil(DUMP_BYTES_MAX / 3) * 4)).slice(0, DUMP_BYTES_MAX); }
+  catch (_) { return "payload_base64 that is not base64: " + encoded.slice(0, 80); }
+  const count = (n) => fmt(n) + (n === 1 ? " byte" : " bytes");
+  const lines = [count(size) + ", not JSON", ""];
+  for (let at = 0; at < bytes.length; at += 16) {
+    const row = Array.from(bytes.slice(at, at + 16), (c) => c.charCodeAt(0));
+    const hex = row.map((b) => b.toString(16).padStart(2, "0")).join(" ");
+    const ascii = row.map((b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : ".")).join("");
+    lines.push(at.toString(16).padStart(8, "0") + "  " + hex.padEnd(47) + "  " + ascii);
+  }
+  if (size > bytes.length) lines.push("", "… and " + count(size - bytes.length) + " more, not shown");
+  return lines.join("\n");
+}
+
 async function taskPage(main, id) {
   const [o, t] = await Promise.all([api("GET", overviewPath()).then(seen), api("GET", "/v1/tasks/" + id)]);
   const fields = [
@@ -347,7 +371,7 @@ async function taskPage(main, id) {
       }, { class: "danger", "data-test": "cancel" }, ["manage", t.queue])),
     el("dl", { "data-test": "task-fields" }, fields.flatMap(([name, value]) => [el("dt", {}, name), el("dd", { "data-field": name }, value)])),
     el("h2", {}, "Payload"),
-    el("pre", { "data-test": "payload" }, JSON.stringify(t.payload, null, 2))
+    el("pre", { "data-test": "payload" }, payloadText(t))
   );
 }
 

@@ -22,6 +22,9 @@ is away, and stops cleanly on SIGINT or SIGTERM::
 
     report = worker.run()
 
+A payload is any JSON value, or ``bytes`` (sent as base64, read back as
+``bytes``; every task also has ``payload_bytes``).
+
 Errors are :class:`HourglassError`\\ s: :class:`ApiError` with the server's
 ``status`` and ``code`` (a subclass per kind: :class:`NotFound`,
 :class:`StaleLease`...), :class:`Unreachable`, :class:`DecodeError`.
@@ -63,6 +66,7 @@ from .models import (
     Lateness,
     Misfire,
     Overlap,
+    Payload,
     HttpTarget,
     PushTarget,
     Queue,
@@ -109,6 +113,7 @@ __all__ = [
     "NotFound",
     "OverBudget",
     "Overlap",
+    "Payload",
     "PayloadTooLarge",
     "PushOptions",
     "PushTarget",

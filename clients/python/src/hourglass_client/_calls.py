@@ -11,6 +11,7 @@ schedules) are percent-encoded as one segment each.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from .models import (
     ClaimedTask,
     Enqueued,
     EnqueuedBatch,
+    Payload,
     Queue,
     QueueSettings,
     Queues,
@@ -107,6 +109,22 @@ def _without_none(options: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in options.items() if value is not None}
 
 
+def payload_field(payload: Payload) -> dict[str, Any]:
+    """How a request carries ``payload``: bytes (``bytes``, ``bytearray``,
+    ``memoryview``) as ``payload_base64``, standard base64 with padding;
+    anything else as ``payload``, its JSON."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return {"payload_base64": base64.b64encode(bytes(payload)).decode("ascii")}
+    return {"payload": payload}
+
+
+def _new_task(task: NewTask) -> dict[str, Any]:
+    body = _without_none({key: value for key, value in task.items() if key != "payload"})
+    if task.get("payload") is not None:
+        body.update(payload_field(task["payload"]))
+    return body
+
+
 # The server and its queues.
 
 
@@ -163,8 +181,8 @@ def delete_dead(name: str) -> Call[int]:
 # Tasks.
 
 
-def enqueue(queue: str, payload: Any, options: TaskOptions) -> Call[Enqueued]:
-    body = {"payload": payload, **_without_none(options)}
+def enqueue(queue: str, payload: Payload, options: TaskOptions) -> Call[Enqueued]:
+    body = {**payload_field(payload), **_without_none(options)}
     return Call(
         "POST",
         f"/v1/queues/{segment(queue)}/tasks",
@@ -174,7 +192,7 @@ def enqueue(queue: str, payload: Any, options: TaskOptions) -> Call[Enqueued]:
 
 
 def enqueue_batch(queue: str, tasks: Iterable[NewTask]) -> Call[EnqueuedBatch]:
-    body = {"tasks": [_without_none(task) for task in tasks]}
+    body = {"tasks": [_new_task(task) for task in tasks]}
     return Call(
         "POST", f"/v1/queues/{segment(queue)}/tasks/batch", lambda a: EnqueuedBatch.from_json(a.json()), body
     )
@@ -265,8 +283,8 @@ def retry(task_id: int) -> Call[Task]:
 # Schedules.
 
 
-def put_schedule(name: str, queue: str, payload: Any, options: ScheduleOptions) -> Call[tuple[Schedule, bool]]:
-    body = {"queue": queue, "payload": payload, **_without_none(options)}
+def put_schedule(name: str, queue: str, payload: Payload, options: ScheduleOptions) -> Call[tuple[Schedule, bool]]:
+    body = {"queue": queue, **payload_field(payload), **_without_none(options)}
     return Call(
         "PUT",
         f"/v1/schedules/{segment(name)}",

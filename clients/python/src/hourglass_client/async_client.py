@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 
@@ -14,7 +14,7 @@ from ._calls import AckRef, Call
 from ._transport import DEFAULT_TIMEOUT_MS, Transport, follow_async
 from .errors import Unreachable
 from .models import AckResult, ClaimedTask, Enqueued, EnqueuedBatch, Queue, Queues, Schedule, SchedulePage, State, Task
-from .models import Claim, QueueSettings, TaskPage
+from .models import Claim, Payload, QueueSettings, TaskPage
 from .options import NewTask, PushOptions, ScheduleOptions, TaskOptions
 
 if TYPE_CHECKING:
@@ -135,16 +135,18 @@ class AsyncClient:
 
     # Tasks.
 
-    async def enqueue(self, queue: str, payload: Any = None, **options: Unpack[TaskOptions]) -> Enqueued:
+    async def enqueue(self, queue: str, payload: Payload = None, **options: Unpack[TaskOptions]) -> Enqueued:
         """``POST /v1/queues/{queue}/tasks``: enqueues ``payload`` (any
-        JSON), due now or as ``options`` say (``delay_ms``, ``run_at_ms``,
-        ``key``, ``max_attempts``...). With a ``key`` that names a live task,
-        that task (``created`` false)."""
+        JSON, or ``bytes``, ``bytearray`` or ``memoryview``: sent as
+        ``payload_base64``), due now or as ``options`` say (``delay_ms``,
+        ``run_at_ms``, ``key``, ``max_attempts``...). With a ``key`` that
+        names a live task, that task (``created`` false)."""
         return await self._send(calls.enqueue(queue, payload, options))
 
     async def enqueue_batch(self, queue: str, tasks: Iterable[NewTask]) -> EnqueuedBatch:
         """``POST /v1/queues/{queue}/tasks/batch``: up to 1,000 tasks, all or
-        none (``[{"payload": ..., "delay_ms": ...}, ...]``)."""
+        none (``[{"payload": ..., "delay_ms": ...}, ...]``; a payload of
+        bytes as in :meth:`enqueue`)."""
         return await self._send(calls.enqueue_batch(queue, tasks))
 
     async def get_task(self, task_id: int) -> Task:
@@ -242,11 +244,11 @@ class AsyncClient:
     # Schedules.
 
     async def put_schedule(
-        self, name: str, queue: str, payload: Any = None, **options: Unpack[ScheduleOptions]
+        self, name: str, queue: str, payload: Payload = None, **options: Unpack[ScheduleOptions]
     ) -> tuple[Schedule, bool]:
         """``PUT /v1/schedules/{name}``: makes or replaces the schedule (give
-        ``cron`` with ``time_zone``, or ``every_ms``); the schedule, and
-        whether it is new."""
+        ``cron`` with ``time_zone``, or ``every_ms``; ``payload`` as
+        :meth:`enqueue` takes it); the schedule, and whether it is new."""
         return await self._send(calls.put_schedule(name, queue, payload, options))
 
     async def get_schedule(self, name: str) -> Schedule:

@@ -8,16 +8,25 @@ the JSON body itself.)
 Each class reads itself from the JSON with ``from_json``. Reading is lenient
 as the API asks of clients: a field the server adds is ignored, and an
 optional field the server leaves out is ``None``. Times are Unix
-milliseconds and durations milliseconds (``_ms``), as on the wire; a payload
-is whatever JSON it was (``Any``: a dict, list, str, number, bool or None).
+milliseconds and durations milliseconds (``_ms``), as on the wire.
+
+A payload (:data:`Payload`) is whatever JSON it was (a dict, list, str,
+number, bool or None), or ``bytes`` when it is not JSON: the server shows a
+payload whose bytes are JSON text as ``payload`` (that JSON), and any other
+as ``payload_base64``, which is read back into the bytes. So bytes that
+happen to be JSON text come back as JSON; ``payload_bytes`` gives the bytes
+whichever way the payload came.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 __all__ = [
     "AckResult",
@@ -30,6 +39,7 @@ __all__ = [
     "Lateness",
     "Misfire",
     "Overlap",
+    "Payload",
     "PushTarget",
     "Queue",
     "QueueSettings",
@@ -44,6 +54,13 @@ __all__ = [
 ]
 
 JSONObject = Mapping[str, Any]
+
+#: A task's payload: any JSON value (dict, list, str, int, float, bool or
+#: None), or bytes. Sent, ``bytes``, ``bytearray`` and ``memoryview`` go as
+#: ``payload_base64`` and anything else as JSON; read, it is the JSON value,
+#: or ``bytes`` for a payload that is not JSON text. ``Any``, since a JSON
+#: value is not a type Python spells usefully.
+Payload: TypeAlias = Any
 
 
 class State(str, enum.Enum):
@@ -73,8 +90,12 @@ class Overlap(str, enum.Enum):
 class DeadReason(str, enum.Enum):
     """Why a task is dead."""
 
+    #: Out of attempts, or nacked as dead.
     ATTEMPTS = "attempts"
+    #: Not delivered by its expiry.
     EXPIRED = "expired"
+    #: Its payload was found damaged when it was handed out.
+    CORRUPT = "corrupt"
 
 
 def _opt_int(data: JSONObject, key: str) -> int | None:
@@ -85,6 +106,33 @@ def _opt_int(data: JSONObject, key: str) -> int | None:
 def _opt_str(data: JSONObject, key: str) -> str | None:
     value = data.get(key)
     return None if value is None else str(value)
+
+
+def _read_payload(data: JSONObject) -> Payload:
+    """The payload of an answer: its ``payload`` (JSON), or its
+    ``payload_base64`` decoded into ``bytes``. A ``ValueError`` (a
+    :class:`~hourglass_client.DecodeError` from a client) when
+    ``payload_base64`` is not standard base64 with padding, or comes with a
+    ``payload`` that is not null."""
+    encoded = data.get("payload_base64")
+    if encoded is None:
+        return data["payload"]
+    if data.get("payload") is not None:
+        raise ValueError("the answer has both payload and payload_base64")
+    if not isinstance(encoded, str):
+        raise ValueError(f"payload_base64 is not a string but {type(encoded).__name__}")
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except binascii.Error as error:
+        raise ValueError(f"payload_base64 is not standard base64 with padding ({error}): {encoded[:40]!r}") from error
+
+
+def _as_bytes(payload: Payload) -> bytes:
+    """``payload`` as bytes: the bytes themselves, or a JSON value's compact
+    UTF-8 JSON text."""
+    if isinstance(payload, bytes):
+        return payload
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +198,9 @@ class Task:
     id: int
     queue: str
     state: State
-    #: The payload as it was enqueued.
-    payload: Any
+    #: The payload as it was enqueued: its JSON, or ``bytes`` if it is not
+    #: JSON text (see :attr:`payload_bytes`).
+    payload: Payload
     #: When it is (or was) due.
     run_at_ms: int
     #: Deliveries so far.
@@ -178,6 +227,16 @@ class Task:
     #: Its own push target, if it has one.
     http: HttpTarget | None = None
 
+    @property
+    def payload_bytes(self) -> bytes:
+        """The payload as bytes, whichever way it came: ``payload`` when it
+        is ``bytes``, else its JSON as compact UTF-8 text. Exact only for a
+        payload sent as bytes: for one sent as JSON it is that JSON written
+        again, compact, which need not be the very text that was sent
+        (spacing, escapes, the digits of a number).
+        """
+        return _as_bytes(self.payload)
+
     @classmethod
     def from_json(cls, data: JSONObject) -> Task:
         dead_reason = data.get("dead_reason")
@@ -186,7 +245,7 @@ class Task:
             id=int(data["id"]),
             queue=str(data["queue"]),
             state=State(data["state"]),
-            payload=data["payload"],
+            payload=_read_payload(data),
             run_at_ms=int(data["run_at_ms"]),
             attempt=int(data["attempt"]),
             max_attempts=int(data["max_attempts"]),
@@ -210,7 +269,8 @@ class ClaimedTask:
 
     id: int
     queue: str
-    payload: Any
+    #: Its JSON, or ``bytes`` if it is not JSON text (see :attr:`payload_bytes`).
+    payload: Payload
     #: Which delivery this is, from 1.
     attempt: int
     #: This delivery's token: 16 hex digits.
@@ -220,12 +280,17 @@ class ClaimedTask:
     #: When the task was due.
     run_at_ms: int
 
+    @property
+    def payload_bytes(self) -> bytes:
+        """The payload as bytes, as :attr:`Task.payload_bytes` says."""
+        return _as_bytes(self.payload)
+
     @classmethod
     def from_json(cls, data: JSONObject) -> ClaimedTask:
         return cls(
             id=int(data["id"]),
             queue=str(data["queue"]),
-            payload=data["payload"],
+            payload=_read_payload(data),
             attempt=int(data["attempt"]),
             lease=str(data["lease"]),
             lease_until_ms=int(data["lease_until_ms"]),
@@ -458,7 +523,8 @@ class Schedule:
     queue: str
     #: The zone its cron is read in and its runs shown in (UTC for a period).
     time_zone: str
-    payload: Any
+    #: Each task's payload: its JSON, or ``bytes`` if it is not JSON text.
+    payload: Payload
     misfire: Misfire
     overlap: Overlap
     max_attempts: int
@@ -473,6 +539,11 @@ class Schedule:
     #: The latest occurrence enqueued, and its task.
     last_run: Run | None = None
 
+    @property
+    def payload_bytes(self) -> bytes:
+        """The payload as bytes, as :attr:`Task.payload_bytes` says."""
+        return _as_bytes(self.payload)
+
     @classmethod
     def from_json(cls, data: JSONObject) -> Schedule:
         last_run = data.get("last_run")
@@ -480,7 +551,7 @@ class Schedule:
             name=str(data["name"]),
             queue=str(data["queue"]),
             time_zone=str(data["time_zone"]),
-            payload=data["payload"],
+            payload=_read_payload(data),
             misfire=Misfire(data["misfire"]),
             overlap=Overlap(data["overlap"]),
             max_attempts=int(data["max_attempts"]),

@@ -11,7 +11,9 @@ saying what is expected.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
+
+from .models import Payload
 
 __all__ = ["HttpOptions", "NewTask", "PushOptions", "ScheduleOptions", "TaskOptions"]
 
@@ -64,9 +66,10 @@ class TaskOptions(TypedDict, total=False):
 
 
 class NewTask(TaskOptions):
-    """A task of a batch: its ``payload`` (any JSON) and its options."""
+    """A task of a batch: its ``payload`` (any JSON, or bytes: sent as
+    ``payload_base64``) and its options."""
 
-    payload: Any
+    payload: Payload
 
 
 class ScheduleOptions(TypedDict, total=False):
