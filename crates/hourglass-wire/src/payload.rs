@@ -15,7 +15,7 @@
 //! assert_eq!((json.unwrap().get(), base64), (r#"{"order":42}"#, None));
 //! let (json, base64) = payload::show(&[0xff, 0x00]);
 //! assert_eq!((json.is_none(), base64.as_deref()), (true, Some("/wA=")));
-//! assert_eq!(payload::bytes(None, Some("/wA=")).unwrap(), [0xff, 0x00]);
+//! assert_eq!(payload::bytes(None, Some("/wA=")).unwrap().unwrap(), [0xff, 0x00]);
 //! ```
 
 use base64::engine::general_purpose::STANDARD;

@@ -23,17 +23,24 @@ impl Engine {
         let wait = Duration::from_millis(claim.wait_ms());
         long_poll(wait, || async move {
             self.committer.admit().await;
-            self.look(claim)
+            // Each look that found only damaged payloads made those tasks
+            // dead, so that the next finds others, or nothing.
+            loop {
+                if let Some(look) = self.look(claim)? {
+                    return Ok(look);
+                }
+            }
         })
         .await
     }
 
     /// One look under the lock: claims from the queue whose next task comes
-    /// first, or says what to wait for.
-    fn look(&self, claim: Claim<'_>) -> Result<Look<Claimed>, QueueError> {
+    /// first, or says what to wait for; `None` if every task it claimed had
+    /// a damaged payload (those are dead now).
+    fn look(&self, claim: Claim<'_>) -> Result<Option<Look<Claimed>>, QueueError> {
         let mut state = self.shared.state.lock();
         if self.closed.is_closed() {
-            return Ok(Look::Closed);
+            return Ok(Some(Look::Closed));
         }
         let delivery = claim.delivery();
         let ids = match delivery {
@@ -41,7 +48,7 @@ impl Engine {
                 let queues = claim.queues();
                 // A claim that will not wait needs no state for a queue never used.
                 if claim.wait_ms() == 0 && queues.iter().all(|queue| state.queue_id_of(queue).is_none()) {
-                    return Ok(Look::Nothing { wake_on: Vec::new(), look_again_in: None });
+                    return Ok(Some(Look::Nothing { wake_on: Vec::new(), look_again_in: None }));
                 }
                 queues.iter().map(|queue| state.queue_id(queue)).collect::<Result<Vec<u32>, _>>()?
             }
@@ -66,7 +73,7 @@ impl Engine {
         if claimed.is_empty() {
             // A pause that ends by itself, or a token that refills, wakes nobody: look again then.
             let look_again_in = state.look_again_in_ms(&ids, now_ms, delivery).map(Duration::from_millis);
-            return Ok(Look::Nothing { wake_on: state.wake_on(&ids, delivery), look_again_in });
+            return Ok(Some(Look::Nothing { wake_on: state.wake_on(&ids, delivery), look_again_in }));
         }
         // Sent under the lock, in order.
         self.committer.record(updates);
@@ -82,11 +89,7 @@ impl Engine {
         snapshot?;
         let damaged = reads.read_sound(|at, payload| claimed[at].payload = payload)?;
         self.bury_damaged(&mut claimed, damaged);
-        if claimed.is_empty() {
-            // All were damaged, and are dead: look again at once for others.
-            return Ok(Look::Nothing { wake_on: Vec::new(), look_again_in: Some(Duration::ZERO) });
-        }
-        Ok(Look::Found(claimed))
+        Ok((!claimed.is_empty()).then_some(Look::Found(claimed)))
     }
 
     /// Tasks of `claimed` whose payloads were found `damaged` as they were

@@ -36,6 +36,13 @@ pub enum StoreError {
         /// What was wrong.
         reason: String,
     },
+    /// A snapshot does not hold a task a read asked it for: not damage, but
+    /// a broken promise of the engine's (a snapshot holds every task the
+    /// lock that took it let the request see).
+    Missing {
+        /// The task asked for.
+        id: u64,
+    },
     /// A schedule's record could not be decoded.
     CorruptSchedule {
         /// The schedule's name.
@@ -60,6 +67,7 @@ impl fmt::Display for StoreError {
             StoreError::Corrupt { id, reason } => {
                 write!(f, "corrupt record for task {id}: {reason}; the data directory is damaged")
             }
+            StoreError::Missing { id } => write!(f, "task {id} is not in the store's snapshot (a bug)"),
             StoreError::CorruptSchedule { name, reason } => {
                 write!(f, "corrupt record for schedule {name:?}: {reason}; the data directory is damaged")
             }
@@ -74,9 +82,10 @@ impl Error for StoreError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             StoreError::Database(failure) | StoreError::Full(failure) => failure.source(),
-            StoreError::Corrupt { .. } | StoreError::CorruptSchedule { .. } | StoreError::CorruptSettings { .. } => {
-                None
-            }
+            StoreError::Corrupt { .. }
+            | StoreError::Missing { .. }
+            | StoreError::CorruptSchedule { .. }
+            | StoreError::CorruptSettings { .. } => None,
         }
     }
 }

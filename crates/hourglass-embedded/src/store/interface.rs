@@ -100,8 +100,9 @@ pub trait Snapshot: Send {
     /// The payload of task `id`.
     ///
     /// # Errors
-    /// [`StoreError::Database`] if it cannot be read, [`StoreError::Corrupt`]
-    /// if the task is not in the snapshot or its payload does not decode.
+    /// [`StoreError::Database`] if it cannot be read, [`StoreError::Missing`]
+    /// if the task is not in the snapshot, [`StoreError::Corrupt`] if its
+    /// payload is damaged (does not decode, or is missing from its place).
     fn payload(&mut self, id: u64) -> Result<Payload, StoreError>;
 }
 

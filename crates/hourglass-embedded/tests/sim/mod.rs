@@ -45,7 +45,7 @@ use std::sync::Arc;
 
 use hourglass_embedded::Engine;
 use hourglass_queue::prelude::*;
-use hourglass_queue::{Claim, ManualWallClock, NewTask, Pause, QueueSettings, RunAt};
+use hourglass_queue::{Claim, DeadReason, ManualWallClock, NewTask, Pause, QueueSettings, RunAt, TaskState};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -69,6 +69,10 @@ static SKIPPED: AtomicU64 = AtomicU64::new(0);
 /// Compactions, and crashes in the middle of one, over every seed.
 static COMPACTIONS: AtomicU64 = AtomicU64::new(0);
 static CRASHED_COMPACTING: AtomicU64 = AtomicU64::new(0);
+/// Tasks of damaged payloads ([`world::damaged`]) after the restart, and
+/// those of them dead of it, over every seed.
+static DEAD_CORRUPT: AtomicU64 = AtomicU64::new(0);
+static DAMAGED: AtomicU64 = AtomicU64::new(0);
 
 /// One seed: callers until the crash, a restart, the checks.
 fn run_seed(seed: u64) {
@@ -222,6 +226,19 @@ fn run_seed(seed: u64) {
         }
     }));
     runtime.block_on(deadline::within("the writer's settlements", engine.flushed()));
+    // A damaged payload is never handed out (check_claimed): its task ends
+    // dead, as stored. Of it, `corrupt`, unless its expiry came first, or a
+    // crash lost the change after the claim's lease was written (the lease
+    // then ran out, counting the attempt the consumer never got).
+    for (&n, &id) in &ledger.enqueued {
+        if !world::damaged(n) || ledger.touched.contains(&id) {
+            continue;
+        }
+        let task = store.durable_task(id).unwrap_or_else(|| panic!("seed {seed}: task {id} (payload {n}) is gone"));
+        assert_eq!(task.state, TaskState::Dead, "seed {seed}: task {id} (payload {n}, damaged) did not end dead");
+        DEAD_CORRUPT.fetch_add(u64::from(task.dead_reason == DeadReason::Corrupt), Ordering::Relaxed);
+        DAMAGED.fetch_add(1, Ordering::Relaxed);
+    }
     if let Some(twice) = store.with_history(|history| history.twice.first().cloned()) {
         panic!("seed {seed}: after the restart, an occurrence was stored as two tasks: {twice}");
     }
@@ -276,11 +293,13 @@ fn crash_simulator() {
     assert!(failures.is_empty(), "{} kinds of failure in {count} seeds", failures.len());
     println!(
         "crash simulator: {count} seeds passed in {:.1?}; schedules enqueued {} occurrences and skipped {} before the crashes; \
-         {} compactions, {} crashes in the middle of one",
+         {} compactions, {} crashes in the middle of one; {} tasks of damaged payloads, none handed out, all dead, {} of them `corrupt`",
         started.elapsed(),
         OCCURRENCES.load(Ordering::Relaxed),
         SKIPPED.load(Ordering::Relaxed),
         COMPACTIONS.load(Ordering::Relaxed),
         CRASHED_COMPACTING.load(Ordering::Relaxed),
+        DAMAGED.load(Ordering::Relaxed),
+        DEAD_CORRUPT.load(Ordering::Relaxed),
     );
 }

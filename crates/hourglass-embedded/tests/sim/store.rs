@@ -226,6 +226,11 @@ impl CrashStore {
         (inner.compactions, inner.crashed_compacting)
     }
 
+    /// Task `id` as the durable image holds it.
+    pub fn durable_task(&self, id: u64) -> Option<Task> {
+        self.inner.lock().durable.tasks.get(&id).map(|(task, _)| task.clone())
+    }
+
     /// The ids in the durable image.
     pub fn durable_ids(&self) -> HashSet<u64> {
         self.inner.lock().durable.tasks.keys().copied().collect()
@@ -265,7 +270,13 @@ struct Payloads(HashMap<u64, Payload>);
 
 impl Snapshot for Payloads {
     fn payload(&mut self, id: u64) -> Result<Payload, StoreError> {
-        self.0.get(&id).cloned().ok_or_else(|| StoreError::Corrupt { id, reason: "not in the snapshot".into() })
+        match self.0.get(&id) {
+            None => Err(StoreError::Missing { id }),
+            Some(payload) if super::world::damaged_payload(payload) => {
+                Err(StoreError::Corrupt { id, reason: "checksum mismatch (the simulator's damage)".into() })
+            }
+            Some(payload) => Ok(payload.clone()),
+        }
     }
 }
 

@@ -47,12 +47,28 @@ pub(super) fn payload(n: u64) -> Payload {
     format!("{{\"n\":{n},\"pad\":\"{pad}\"}}").into()
 }
 
-/// The number of a payload, which must be exactly as it was sent.
+/// The number of a payload, which must be exactly as it was sent, and
+/// never one the store found damaged.
 pub(super) fn payload_number(raw: &Payload) -> u64 {
-    let value: serde_json::Value = serde_json::from_slice(raw).unwrap();
-    let n = value["n"].as_u64().unwrap_or_else(|| panic!("a payload no client sent: {raw:?}"));
+    let n = number(raw).unwrap_or_else(|| panic!("a payload no client sent: {raw:?}"));
     assert_eq!(*raw, payload(n), "payload {n} came back changed");
+    assert!(!damaged(n), "payload {n}, which the store found damaged, was handed out");
     n
+}
+
+fn number(raw: &Payload) -> Option<u64> {
+    serde_json::from_slice::<serde_json::Value>(raw).ok()?["n"].as_u64()
+}
+
+/// Whether payload `n` is one the store finds damaged when it is read
+/// (one of every 21; each is kept apart, as only those are checked).
+pub(super) fn damaged(n: u64) -> bool {
+    n > 0 && n.is_multiple_of(21)
+}
+
+/// [`damaged`], of a payload as stored.
+pub(super) fn damaged_payload(raw: &Payload) -> bool {
+    number(raw).is_some_and(damaged)
 }
 
 impl World {

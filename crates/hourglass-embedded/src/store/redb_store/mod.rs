@@ -769,7 +769,7 @@ impl Snapshot for RedbSnapshot {
             return Ok(record::decode_payload(bytes.value()).map_err(corrupt)?.into());
         }
         // A small payload, or one written before payloads were kept apart.
-        let body = tasks.get(id).map_err(db_error)?.ok_or_else(|| corrupt("no such task in the store".into()))?;
+        let body = tasks.get(id).map_err(db_error)?.ok_or(StoreError::Missing { id })?;
         match record::decode(id, body.value()).map_err(corrupt)?.1 {
             PayloadIn::Body(payload) => Ok(payload.into()),
             PayloadIn::Apart(_) => Err(corrupt("its payload is kept apart but missing".into())),
