@@ -108,6 +108,20 @@ async fn each_occurrence_is_one_task_with_its_key_due_at_its_time() {
 }
 
 #[tokio::test]
+async fn a_schedule_of_bytes_keeps_them_across_a_restart_and_its_tasks_carry_them() {
+    let node = Node::new();
+    let bytes: Vec<u8> = (0..=255).rev().collect();
+    let new = NewSchedule { payload: bytes.clone().into(), ..every_minute("q", Misfire::Skip, Overlap::Allow) };
+    node.engine.put_schedule("bytes", new, Expect::Any).await.unwrap();
+    let node = node.restart_after(0).await;
+    assert_eq!(node.engine.schedule("bytes").await.unwrap().schedule.payload, bytes[..], "kept across the restart");
+    node.advance(MINUTE).await;
+    let claimed = node.engine.claim("q", 10, 30_000, 0).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].payload, bytes[..], "the occurrence's task carries the bytes");
+}
+
+#[tokio::test]
 async fn a_restart_never_enqueues_an_occurrence_twice() {
     let node = Node::ran_once(Misfire::All).await;
     let node = node.restart_after(0).await;

@@ -36,10 +36,16 @@ pub struct ClaimRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimedTask {
+    // The fields in alphabetical order: the order the server has always sent
+    // them in.
+    /// Which delivery this is, from 1.
+    pub attempt: u32,
     /// The task's id.
     pub id: u64,
-    /// Its queue.
-    pub queue: String,
+    /// This delivery's token.
+    pub lease: Lease,
+    /// When the lease ends, Unix ms.
+    pub lease_until_ms: u64,
     /// Its payload, if its bytes are JSON text (then exactly as sent); absent
     /// otherwise, and `payload_base64` given.
     #[serde(default, deserialize_with = "crate::payload::shown", skip_serializing_if = "Option::is_none")]
@@ -48,12 +54,8 @@ pub struct ClaimedTask {
     /// The payload's bytes in standard base64, if they are not JSON text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_base64: Option<String>,
-    /// Which delivery this is, from 1.
-    pub attempt: u32,
-    /// This delivery's token.
-    pub lease: Lease,
-    /// When the lease ends, Unix ms.
-    pub lease_until_ms: u64,
+    /// Its queue.
+    pub queue: String,
     /// When the task was due, Unix ms.
     pub run_at_ms: u64,
 }
@@ -61,17 +63,16 @@ pub struct ClaimedTask {
 /// The answer to a claim: the deliveries, perhaps none, and the results of
 /// the acks the claim carried, if it carried any.
 ///
-/// The server sends it rendered through `serde_json::Value`, as it always
-/// has: each task's keys in alphabetical order and its payload re-rendered
-/// (its object keys sorted, its numbers written anew), unlike the payload
-/// `GET /v1/tasks/{id}` shows, which is the text enqueued.
+/// Its keys, and each task's, are in alphabetical order, as the server has
+/// always sent them; each payload is the text enqueued, as
+/// `GET /v1/tasks/{id}` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Claimed {
-    /// The deliveries, in claim order.
-    pub tasks: Vec<ClaimedTask>,
     /// One result an ack of the request's `acks`, in order, as
     /// [`AckResults`](crate::AckResults) has them; absent if it had none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acks: Option<Vec<AckResult>>,
+    /// The deliveries, in claim order.
+    pub tasks: Vec<ClaimedTask>,
 }

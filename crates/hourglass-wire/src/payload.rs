@@ -5,8 +5,8 @@
 //! `payload_base64`: exactly one of the two.
 //!
 //! The rule is by content, so bytes sent as base64 that happen to be JSON
-//! text come back as `payload` (a claim renders such text anew, as it does
-//! any JSON payload); [`bytes`] gives a shown payload's bytes either way.
+//! text come back as `payload`; [`bytes`] gives a shown payload's bytes
+//! either way.
 //!
 //! ```
 //! use hourglass_wire::payload;

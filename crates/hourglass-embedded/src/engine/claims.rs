@@ -22,10 +22,11 @@ impl Engine {
     pub(crate) async fn claim_tasks(&self, claim: Claim<'_>) -> Result<Vec<Claimed>, QueueError> {
         let wait = Duration::from_millis(claim.wait_ms());
         long_poll(wait, || async move {
-            self.committer.admit().await;
             // Each look that found only damaged payloads made those tasks
-            // dead, so that the next finds others, or nothing.
+            // dead, so that the next finds others, or nothing; each waits
+            // for room at the writer, as the first did.
             loop {
+                self.committer.admit().await;
                 if let Some(look) = self.look(claim)? {
                     return Ok(look);
                 }
@@ -106,12 +107,13 @@ impl Engine {
         damaged.sort_by_key(|damaged| std::cmp::Reverse(damaged.at));
         for Damaged { at, id, error } in damaged {
             let gone = claimed.remove(at);
-            tracing::error!(task = id, queue = %gone.queue, %error, "a payload was found damaged as it was handed out: the task is dead (dead_reason corrupt), not delivered");
             // A lease already over, or a change of it under way, leaves the
             // task to that: its next delivery finds the damage again.
             if state.check_lease(id, gone.lease).is_err() || state.pending(id) != Some(false) {
+                tracing::error!(task = id, queue = %gone.queue, %error, "a payload was found damaged as it was handed out: not delivered");
                 continue;
             }
+            tracing::error!(task = id, queue = %gone.queue, %error, "a payload was found damaged as it was handed out: the task is dead (dead_reason corrupt), not delivered");
             let mut task = state.task(id);
             task.state = TaskState::Dead;
             task.dead_reason = DeadReason::Corrupt;

@@ -18,7 +18,8 @@
 //!           2  queue length q   u16 LE, then q bytes of UTF-8
 //!          (4) for a cron rule: expression length u16 LE and its bytes, then
 //!              time zone length u16 LE and its bytes
-//!           4  payload length p u32 LE, then p bytes of UTF-8
+//!           4  payload length p u32 LE, then the p bytes (any bytes;
+//!              stores written before payloads were bytes held UTF-8 here)
 //!           4  CRC-32 of every byte before it, u32 LE
 //! ```
 //!
@@ -119,7 +120,7 @@ pub(crate) fn decode(name: &str, bytes: &[u8]) -> Result<Schedule, String> {
         None => Rule::Cron { expression: text(&mut reader)?, time_zone: text(&mut reader)? },
     };
     let payload_len = reader.u32()? as usize;
-    let payload = reader.str(payload_len)?.into();
+    let payload = reader.take(payload_len)?.into();
     reader.end()?;
     let paused = flags & PAUSED != 0;
     Ok(Schedule {

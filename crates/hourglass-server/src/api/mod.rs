@@ -64,9 +64,9 @@ pub(crate) struct SchedulePath {
     name: String,
 }
 
-/// `body` rendered through `serde_json::Value`, as the claim's answer and the
-/// queue listing always were: every object's keys in alphabetical order, and
-/// payloads re-rendered. Kept so that the wire format does not change.
+/// `body` rendered through `serde_json::Value`, as the queue listing always
+/// was: every object's keys in alphabetical order. Kept so that the wire
+/// format does not change.
 pub(crate) fn through_value(body: &impl Serialize) -> Json<serde_json::Value> {
     Json(serde_json::to_value(body).expect("an answer is JSON with string keys"))
 }
