@@ -30,11 +30,6 @@ impl Payload {
     pub fn as_text(&self) -> Option<&str> {
         std::str::from_utf8(&self.0).ok()
     }
-
-    /// The bytes, owned.
-    pub fn into_bytes(self) -> Box<[u8]> {
-        self.0
-    }
 }
 
 impl Deref for Payload {

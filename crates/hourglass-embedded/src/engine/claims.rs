@@ -13,7 +13,7 @@ use super::reads::{Damaged, Reads};
 use super::requests::Access;
 use super::settlement::{Settlement, Why};
 use super::Engine;
-use crate::store::{Mutation, StoreError};
+use crate::store::Mutation;
 use hourglass_queue::limits::NACK_REASON_BYTES_MAX;
 
 impl Engine {
@@ -105,8 +105,9 @@ impl Engine {
         let mut state = self.shared.state.lock();
         // Last first, so that each position still names its task.
         damaged.sort_by_key(|damaged| std::cmp::Reverse(damaged.at));
-        for Damaged { at, id, error } in damaged {
-            let gone = claimed.remove(at);
+        for damaged in damaged {
+            let (id, error) = (damaged.id, damaged.error());
+            let gone = claimed.remove(damaged.at);
             // A lease already over, or a change of it under way, leaves the
             // task to that: its next delivery finds the damage again.
             if state.check_lease(id, gone.lease).is_err() || state.pending(id) != Some(false) {
@@ -117,11 +118,8 @@ impl Engine {
             let mut task = state.task(id);
             task.state = TaskState::Dead;
             task.dead_reason = DeadReason::Corrupt;
-            let reason = match &error {
-                StoreError::Corrupt { reason, .. } => reason.as_str(),
-                _ => "unreadable",
-            };
-            task.last_error = Some(truncated(&format!("corrupt payload: {reason}"), NACK_REASON_BYTES_MAX).into());
+            let last_error = format!("corrupt payload: {}", damaged.reason);
+            task.last_error = Some(truncated(&last_error, NACK_REASON_BYTES_MAX).into());
             state.hide(id);
             // If the writer is gone, the store keeps the lease: a restart
             // makes the task due, and its next claim finds the damage again.
@@ -151,7 +149,7 @@ impl Engine {
         self.shared.wake_timers_for(claimed.lease_until_ms);
         let mut taken = vec![claimed];
         let damaged = reads.read_sound(|_, payload| taken[0].payload = payload)?;
-        let error = damaged.first().map(|damaged| crate::store::to_queue_error(&damaged.error));
+        let error = damaged.first().map(Damaged::queue_error);
         self.bury_damaged(&mut taken, damaged);
         match error {
             Some(error) => Err(error),

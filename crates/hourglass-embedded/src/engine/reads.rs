@@ -52,7 +52,7 @@ impl Reads {
     /// The store's, a payload found damaged among them.
     pub(crate) fn read(self, put: impl FnMut(usize, Payload)) -> Result<(), QueueError> {
         match self.read_sound(put)?.into_iter().next() {
-            Some(damaged) => Err(crate::store::to_queue_error(&damaged.error)),
+            Some(damaged) => Err(damaged.queue_error()),
             None => Ok(()),
         }
     }
@@ -72,7 +72,7 @@ impl Reads {
         for (at, id) in self.wanted {
             match snapshot.payload(id) {
                 Ok(payload) => put(at, payload),
-                Err(error @ StoreError::Corrupt { .. }) => damaged.push(Damaged { at, id, error }),
+                Err(StoreError::Corrupt { reason, .. }) => damaged.push(Damaged { at, id, reason }),
                 Err(error) => return Err(crate::store::to_queue_error(&error)),
             }
         }
@@ -86,6 +86,18 @@ pub(crate) struct Damaged {
     pub(crate) at: usize,
     /// Its task.
     pub(crate) id: u64,
-    /// What was found ([`StoreError::Corrupt`]).
-    pub(crate) error: StoreError,
+    /// What was found.
+    pub(crate) reason: String,
+}
+
+impl Damaged {
+    /// The damage as the store reported it.
+    pub(crate) fn error(&self) -> StoreError {
+        StoreError::Corrupt { id: self.id, reason: self.reason.clone() }
+    }
+
+    /// The damage as a request that cannot go on reports it.
+    pub(crate) fn queue_error(&self) -> QueueError {
+        crate::store::to_queue_error(&self.error())
+    }
 }

@@ -167,7 +167,7 @@ impl Engine {
         let mut info = info;
         let id = info.task.id;
         for damaged in reads.read_sound(|_, payload| info.payload = payload)? {
-            tracing::error!(task = id, error = %damaged.error, "a changed task's payload was found damaged: shown empty");
+            tracing::error!(task = id, error = %damaged.error(), "a changed task's payload was found damaged: shown empty");
         }
         Ok(info)
     }

@@ -46,9 +46,8 @@ pub(crate) async fn claim(
         }
         acks => (acks.map(|_| Vec::new()), app.backend.claim(&queue, max, lease_ms, wait_ms).await?),
     };
-    // Serialized as it is: its keys in the order the server always sent them,
-    // each payload the bytes enqueued (through `serde_json::Value`, as before,
-    // JSON payloads were rendered anew).
+    // Serialized directly, not through `serde_json::Value`: its keys in the
+    // order the server always sent them, each payload the text enqueued.
     Ok(Json(w::Claimed { acks, tasks: tasks.into_iter().map(wire::claimed).collect() }))
 }
 
