@@ -29,4 +29,17 @@ mod store;
 pub use engine::{Engine, OpenError, Options};
 /// The timer thread [`Engine::start_timers`] starts: the core crate's.
 pub use hourglass::TimerThread;
-pub use store::{Compacted, Fsync, Loaded, Mutation, PausedQueue, RedbStore, Snapshot, Store, StoreError};
+pub use store::{
+    Compacted, Directory, Fsync, Loaded, Mutation, PausedQueue, Promotion, RedbStore, Snapshot, Store, StoreError,
+    StoreFile, StoreFiles,
+};
+
+/// The redb store's compaction: its limits, named. How it works, and why a
+/// crash in the middle of one loses nothing, is in [`RedbStore`]'s module
+/// docs and in DESIGN.md.
+pub mod compaction {
+    pub use crate::store::{
+        COMPACT_FILE_MIN_BYTES, COPY_STEP_BYTES, COPY_STEP_ENTRIES, COPY_SUFFIX, DIRTY_KEYS_MAX, FILE_PER_LIVE_MAX,
+        FINISH_DIRTY_MAX, SYNC_STEP_KEYS,
+    };
+}

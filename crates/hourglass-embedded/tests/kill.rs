@@ -1,9 +1,12 @@
 //! `kill -9` in the middle of a compaction, on a real file: this test binary
-//! runs itself as a child that fills a store, deletes most of it and says
-//! when it begins compacting; the parent kills it there (SIGKILL), opens the
-//! file again and checks that it holds what the child had written, payloads
-//! byte for byte. The child waits, once compacted, for a kill that may come
-//! late: so whenever the kill lands, the file's data is the one state.
+//! runs itself as a child that fills a store, deletes most of it, begins
+//! compacting, and writes on while the compaction's thread copies, saying
+//! each write once it is durable. The parent kills it (SIGKILL) after a
+//! number of those writes that differs from kill to kill, opens the
+//! directory again and checks that it holds what the child had written and
+//! been told was durable, payloads byte for byte, and at most the one write
+//! under way besides. The child waits, once compacted, for a kill that may
+//! come late.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -34,8 +37,15 @@ fn kept(id: u64) -> bool {
     id.is_multiple_of(KEPT_ONE_IN)
 }
 
-/// The child: fills, deletes, says "compacting", compacts, says
-/// "compacted", then waits to be killed.
+/// The writes the child makes while it compacts, at most; each is one task.
+const WRITES_DURING: u64 = 400;
+/// After how many of them each kill lands: at once, early, late.
+const KILL_AFTER: [usize; KILLS] = [0, 20, 200];
+
+/// The child: fills, deletes, says "compacting", begins a compaction and
+/// writes one task at a time, durably, saying "wrote ID" after each, while
+/// asking the compaction to finish between writes; says "compacted" once it
+/// has, then waits to be killed.
 #[test]
 #[ignore = "run by kill_9_in_the_middle_of_a_compaction_leaves_the_data_whole as its child"]
 fn child_compacts_until_killed() {
@@ -51,8 +61,21 @@ fn child_compacts_until_killed() {
     let deletes: Vec<_> = ids.iter().copied().filter(|&id| !kept(id)).map(Mutation::Delete).collect();
     store.apply(&deletes, true).expect("delete");
     println!("compacting {} bytes", store.file_bytes().expect("file bytes"));
-    let done = store.compact().expect("compact");
-    println!("compacted {done:?}");
+    store.begin_compaction().expect("begin compacting");
+    let mut compacted = None;
+    for id in TASKS + 1..=TASKS + WRITES_DURING {
+        store.apply(&[Mutation::Insert { task: stored_task(id, 10), payload: payload(id) }], true).expect("write");
+        println!("wrote {id}");
+        if compacted.is_none() {
+            compacted = store.compact_if_due().expect("compact");
+            if let Some(done) = compacted {
+                println!("compacted {done:?}");
+            }
+        }
+    }
+    if compacted.is_none() {
+        println!("compacted {:?}", store.compact().expect("compact"));
+    }
     // Blocks until killed: the parent never writes.
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
@@ -61,7 +84,7 @@ fn child_compacts_until_killed() {
 #[test]
 fn kill_9_in_the_middle_of_a_compaction_leaves_the_data_whole() {
     let mut mid_compaction = 0;
-    for _ in 0..KILLS {
+    for kill_after in KILL_AFTER {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "kill::child_compacts_until_killed", "--ignored", "--nocapture", "--test-threads=1"])
@@ -71,28 +94,42 @@ fn kill_9_in_the_middle_of_a_compaction_leaves_the_data_whole() {
             .spawn()
             .expect("spawn the child");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut written = Vec::new();
+        let mut finished = false;
         loop {
             let line = lines.next().expect("the child ended before compacting").unwrap();
-            if line.contains("compacting") {
+            if let Some(id) = line.strip_prefix("wrote ") {
+                written.push(id.parse::<u64>().unwrap());
+            }
+            finished |= line.contains("compacted");
+            if line.contains("compacting") && kill_after == 0 || written.len() >= kill_after && kill_after > 0 {
                 break;
             }
         }
         child.kill().expect("SIGKILL");
         child.wait().unwrap();
         // Whether the compaction had finished when the kill landed.
-        let finished = lines.map_while(Result::ok).any(|line| line.contains("compacted"));
+        finished |= lines.map_while(Result::ok).any(|line| line.contains("compacted"));
         mid_compaction += usize::from(!finished);
 
         let store = RedbStore::open(dir.path()).expect("open after the kill");
         let mut ids = Vec::new();
         store.load(&mut |task, _| ids.push(task.id)).expect("load after the kill");
-        assert_eq!(ids, (1..=TASKS).filter(|&id| kept(id)).collect::<Vec<_>>(), "the tasks after the kill");
+        let acknowledged: Vec<u64> = (1..=TASKS).filter(|&id| kept(id)).chain(written.iter().copied()).collect();
+        let under_way = acknowledged.last().map_or(TASKS + 1, |&last| last.max(TASKS) + 1);
+        assert!(
+            ids == acknowledged || ids == [acknowledged.clone(), vec![under_way]].concat(),
+            "the tasks after the kill: {} held, {} acknowledged",
+            ids.len(),
+            acknowledged.len()
+        );
         let mut snapshot = store.snapshot().unwrap();
         for id in ids {
             assert_eq!(snapshot.payload(id).unwrap(), payload(id), "task {id}'s payload after the kill");
         }
         drop(snapshot);
-        assert!(store.compact().expect("a compaction after the kill").is_some());
+        let done = store.compact().expect("a compaction after the kill");
+        assert!(done.after_bytes <= done.before_bytes, "{done:?}");
     }
     println!("kill -9: {mid_compaction} of {KILLS} kills landed before the compaction finished");
 }

@@ -43,8 +43,14 @@ const UNAWAITED_DELAY_MAX: Duration = Duration::from_millis(2);
 const WRITER_STALL_MAX: Duration = if cfg!(test) { Duration::from_millis(200) } else { Duration::from_secs(30) };
 /// The most commits between two asks whether the store is due a compaction
 /// ([`Store::compact_if_due`]), while writes keep coming; it is also asked
-/// whenever a commit leaves nothing queued. An ask costs a `stat`.
+/// whenever a commit leaves nothing queued. An ask costs a `stat`. While a
+/// compaction is under way ([`Store::compacting`]) it is asked after every
+/// commit, and every [`COMPACT_IDLE_ASK`] while no write comes, so that it
+/// finishes soon after its work is done.
 const COMPACT_CHECK_COMMITS: u32 = 64;
+/// How often an idle writer asks a compaction under way whether it can
+/// finish.
+const COMPACT_IDLE_ASK: Duration = Duration::from_millis(10);
 
 /// When acknowledged writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,10 +277,9 @@ impl<S, T: Settler<S>> Writer<S, T> {
             // periodic sync, even if no request comes.
             let deferred_wait = deferred_since.map(|since| UNAWAITED_DELAY_MAX.saturating_sub(since.elapsed()));
             let sync_wait = sync_every.filter(|_| unsynced).map(|every| every.saturating_sub(last_sync.elapsed()));
-            let wait = match (deferred_wait, sync_wait) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let compacting = self.store.compacting();
+            let compact_wait = compacting.then_some(COMPACT_IDLE_ASK);
+            let wait = [deferred_wait, sync_wait, compact_wait].into_iter().flatten().min();
             let first = match wait {
                 Some(wait) => match requests.recv_timeout(wait) {
                     Ok(request) => Some(request),
@@ -286,6 +291,9 @@ impl<S, T: Settler<S>> Writer<S, T> {
                     Err(_) => break,
                 },
             };
+            if first.is_none() && batch.is_empty() && compacting {
+                unsynced &= !self.compact_if_due();
+            }
             batch.extend(first);
             let mut count = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
             let mut bytes = batch.iter().map(|r| r.bytes).sum::<usize>();
@@ -309,7 +317,7 @@ impl<S, T: Settler<S>> Writer<S, T> {
                     deferred_since = None;
                     since_compact_check += 1;
                     let idle = self.queued.mutations.load(Ordering::Acquire) == 0;
-                    if idle || since_compact_check >= COMPACT_CHECK_COMMITS {
+                    if idle || since_compact_check >= COMPACT_CHECK_COMMITS || self.store.compacting() {
                         since_compact_check = 0;
                         // A compaction makes every earlier commit durable.
                         unsynced &= !self.compact_if_due();
@@ -348,8 +356,9 @@ impl<S, T: Settler<S>> Writer<S, T> {
                     before_bytes = done.before_bytes,
                     after_bytes = done.after_bytes,
                     live_bytes = done.live_bytes,
+                    finish_keys = done.finish_keys,
                     took_ms = took.as_secs_f64() * 1e3,
-                    "compacted the store: the writer was held this long"
+                    "compacted the store: the writer was held this long at its finish"
                 );
                 true
             }
@@ -492,7 +501,7 @@ mod tests {
             if failed {
                 Err(StoreError::Database(hourglass_queue::Failure::msg("injected compaction failure")))
             } else {
-                Ok(Some(crate::store::Compacted { before_bytes: 2, after_bytes: 1, live_bytes: 0 }))
+                Ok(Some(crate::store::Compacted { before_bytes: 2, after_bytes: 1, live_bytes: 0, finish_keys: 0 }))
             }
         }
     }

@@ -161,18 +161,26 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError::Database`].
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError>;
 
-    /// Gives back the file's free space if it is mostly free, and says what
-    /// it did; `Ok(None)` if that was not due (or not possible now). The
-    /// writer calls it between commits, so a write waits for at most one
-    /// compaction, and the store bounds what one costs. It changes nothing
-    /// stored, and makes everything applied before it durable. By default a
-    /// store never compacts.
+    /// Gives back the file's free space once it is mostly free: begins a
+    /// compaction, or finishes one whose work is done, and says what a
+    /// finished one did; `Ok(None)` while none is due or one is under way.
+    /// The writer calls it between commits; what it holds the writer for is
+    /// bounded by the store, whatever it holds. A compaction changes nothing
+    /// stored, and one finished makes everything applied before it durable.
+    /// By default a store never compacts.
     ///
     /// # Errors
     /// [`StoreError::Database`] if the compaction failed: what was stored is
-    /// still there, and the store serves again as after a failed write.
+    /// still there, and the store serves on.
     fn compact_if_due(&self) -> Result<Option<Compacted>, StoreError> {
         Ok(None)
+    }
+
+    /// Whether a compaction is under way: the writer then asks
+    /// [`compact_if_due`](Store::compact_if_due) after every commit, and
+    /// while idle, so that it finishes soon after its work is done.
+    fn compacting(&self) -> bool {
+        false
     }
 }
 
@@ -183,7 +191,9 @@ pub struct Compacted {
     pub before_bytes: u64,
     /// The file's bytes after.
     pub after_bytes: u64,
-    /// The live data's bytes, as the store estimates them, which the
-    /// compaction moved at most.
+    /// The live data's bytes, as the store estimates them, when it began.
     pub live_bytes: u64,
+    /// Keys the writer synced itself at the finish: at most
+    /// [`FINISH_DIRTY_MAX`](crate::compaction::FINISH_DIRTY_MAX) for the redb store.
+    pub finish_keys: usize,
 }

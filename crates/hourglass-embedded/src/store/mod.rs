@@ -18,7 +18,10 @@ pub(crate) use error::to_queue_error;
 pub use error::StoreError;
 pub use interface::{Compacted, Loaded, Mutation, PausedQueue, Snapshot, Store};
 pub(crate) use record::Sizes;
-pub use redb_store::RedbStore;
+pub use redb_store::{
+    Directory, Promotion, RedbStore, StoreFile, StoreFiles, COMPACT_FILE_MIN_BYTES, COPY_STEP_BYTES, COPY_STEP_ENTRIES,
+    COPY_SUFFIX, DIRTY_KEYS_MAX, FILE_PER_LIVE_MAX, FINISH_DIRTY_MAX, SYNC_STEP_KEYS,
+};
 pub(crate) use target_record::encoded_bytes as target_bytes;
 
 /// Bytes a task of these sizes takes in the store, as near as can be told

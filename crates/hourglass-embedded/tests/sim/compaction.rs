@@ -1,17 +1,21 @@
-//! The crash simulator for redb's own file under a compaction: the real
-//! [`RedbStore`] on a disk that loses what was not synced, crashed at a
-//! random write, length change or sync in the middle of a compaction (or, if
-//! the compaction finishes first, in the write after it), then opened again
-//! from what the disk kept.
+//! The crash simulator for redb's own files under a compaction: the real
+//! [`RedbStore`] in a directory of disks that lose what was not synced
+//! ([`CrashDir`]), its compaction worked one step at a time
+//! ([`RedbStore::stepped`]) with writes between the steps, crashed at a
+//! random write, length change, sync, removal or rename, anywhere from the
+//! compaction's first step to the write after its finish, then opened again
+//! from what the disks kept.
 //!
-//! The disk ([`CrashDisk`]) keeps what was synced; of each write and length
-//! change since, in 4 KiB pieces, a seeded choice says whether it reached the
-//! disk before the crash, each on its own (a disk's cache writes back in any
-//! order: only a sync orders). Checked, for every seed:
-//! - the store opens again (redb repairs it), and every task is there as one
-//!   state the writes went through: the last durable one, or one of those
-//!   applied after it without fsync (a compaction begins with a durable
-//!   commit, so they may have become durable; a prefix, never a hole);
+//! Each disk keeps what was synced; of each write and length change since,
+//! in 4 KiB pieces, a seeded choice says whether it reached the disk before
+//! the crash, each on its own (a disk's cache writes back in any order: only
+//! a sync orders). The directory's rename of the copy over the file is
+//! durable once the directory is synced; a crash before that brings back
+//! either file. Checked, for every seed:
+//! - the store opens again (redb repairs it), and holds one state the writes
+//!   went through: the last made durable (by a durable write, or by a
+//!   compaction's finish), or one of those applied after it without fsync,
+//!   or the write the crash struck, whole (a prefix, never a hole);
 //! - its payloads, in the body and apart, read back byte for byte;
 //! - the reopened store compacts, and writes, and holds the same again.
 
@@ -19,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hourglass_embedded::{Mutation, RedbStore, Store};
+use hourglass_embedded::{Mutation, Promotion, RedbStore, Store, StoreFile, StoreFiles};
 
 use crate::stored_task as task;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
@@ -35,10 +39,12 @@ const TASKS_MAX: u64 = 1_000;
 /// The seeds this simulator runs: one in this many of the simulator's.
 const SEEDS_ONE_IN: u64 = 30;
 
-/// Crashes that struck in the middle of a compaction, and after one, over
-/// every seed.
+/// Crashes that struck in the middle of a compaction (before its finish
+/// returned), and after one, over every seed; and the writes made between
+/// its steps.
 static MID_COMPACTION: AtomicU64 = AtomicU64::new(0);
 static AFTER_COMPACTION: AtomicU64 = AtomicU64::new(0);
+static WRITES_DURING: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Debug)]
 enum Change {
@@ -46,30 +52,18 @@ enum Change {
     SetLen(u64),
 }
 
+/// What every disk of a directory shares: one count of operations, and the
+/// crash.
 #[derive(Debug, Default)]
-struct Disk {
-    /// What survives a crash for certain.
-    synced: Vec<u8>,
-    /// What reads see.
-    current: Vec<u8>,
-    /// Changes since the last sync, in order.
-    pending: Vec<Change>,
-    /// Writes, length changes and syncs so far.
+struct Machine {
+    /// Writes, length changes, syncs, removals and renames so far.
     ops: u64,
-    /// The one that crashes the disk.
+    /// The one that crashes the machine.
     crash_at: Option<u64>,
     dead: bool,
 }
 
-fn write_at(bytes: &mut Vec<u8>, offset: u64, data: &[u8]) {
-    let (start, end) = (offset as usize, offset as usize + data.len());
-    if bytes.len() < end {
-        bytes.resize(end, 0);
-    }
-    bytes[start..end].copy_from_slice(data);
-}
-
-impl Disk {
+impl Machine {
     /// Counts an operation; an error if it is the crash, or after it.
     fn tick(&mut self) -> std::io::Result<()> {
         if self.dead {
@@ -84,34 +78,36 @@ impl Disk {
     }
 }
 
-/// A redb storage backend that crashes at a chosen operation; clones share it.
-#[derive(Debug, Clone, Default)]
-pub struct CrashDisk(Arc<Mutex<Disk>>);
+#[derive(Debug, Default)]
+struct Disk {
+    /// What survives a crash for certain.
+    synced: Vec<u8>,
+    /// What reads see.
+    current: Vec<u8>,
+    /// Changes since the last sync, in order.
+    pending: Vec<Change>,
+}
+
+fn write_at(bytes: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let (start, end) = (offset as usize, offset as usize + data.len());
+    if bytes.len() < end {
+        bytes.resize(end, 0);
+    }
+    bytes[start..end].copy_from_slice(data);
+}
+
+/// One file: a redb storage backend; clones share it.
+#[derive(Debug, Clone)]
+pub struct CrashDisk {
+    disk: Arc<Mutex<Disk>>,
+    machine: Arc<Mutex<Machine>>,
+}
 
 impl CrashDisk {
-    /// A disk that holds `image`, synced.
-    fn holding(image: Vec<u8>) -> CrashDisk {
-        CrashDisk(Arc::new(Mutex::new(Disk { synced: image.clone(), current: image, ..Disk::default() })))
-    }
-
-    fn ops(&self) -> u64 {
-        self.0.lock().ops
-    }
-
-    /// Crashes at the `nth` operation from now.
-    fn crash_in(&self, nth: u64) {
-        let mut disk = self.0.lock();
-        disk.crash_at = Some(disk.ops + nth);
-    }
-
-    fn crashed(&self) -> bool {
-        self.0.lock().dead
-    }
-
     /// What the disk holds after the crash: what was synced, and each piece
     /// of every change since, kept or not as `rng` says.
     fn after_crash(&self, rng: &mut StdRng) -> Vec<u8> {
-        let disk = self.0.lock();
+        let disk = self.disk.lock();
         let mut image = disk.synced.clone();
         for change in &disk.pending {
             match change {
@@ -137,14 +133,14 @@ impl CrashDisk {
 
 impl redb::StorageBackend for CrashDisk {
     fn len(&self) -> Result<u64, std::io::Error> {
-        Ok(self.0.lock().current.len() as u64)
+        Ok(self.disk.lock().current.len() as u64)
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-        let disk = self.0.lock();
-        if disk.dead {
+        if self.machine.lock().dead {
             return Err(std::io::Error::other("the disk is gone"));
         }
+        let disk = self.disk.lock();
         let (start, end) = (offset as usize, offset as usize + out.len());
         let bytes = disk.current.get(start..end).ok_or_else(|| std::io::Error::other("read past the end"))?;
         out.copy_from_slice(bytes);
@@ -152,17 +148,16 @@ impl redb::StorageBackend for CrashDisk {
     }
 
     fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        let mut disk = self.0.lock();
-        disk.tick()?;
+        self.machine.lock().tick()?;
+        let mut disk = self.disk.lock();
         disk.current.resize(len as usize, 0);
         disk.pending.push(Change::SetLen(len));
         Ok(())
     }
 
     fn sync_data(&self) -> Result<(), std::io::Error> {
-        let mut disk = self.0.lock();
-        disk.tick()?;
-        let disk = &mut *disk;
+        self.machine.lock().tick()?;
+        let disk = &mut *self.disk.lock();
         for change in disk.pending.drain(..) {
             match change {
                 Change::SetLen(len) => disk.synced.resize(len as usize, 0),
@@ -173,10 +168,120 @@ impl redb::StorageBackend for CrashDisk {
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        let mut disk = self.0.lock();
-        disk.tick()?;
+        self.machine.lock().tick()?;
+        let mut disk = self.disk.lock();
         write_at(&mut disk.current, offset, data);
         disk.pending.push(Change::Write(offset, data.to_vec()));
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct Entries {
+    main: CrashDisk,
+    copy: Option<CrashDisk>,
+    /// The main file before a rename the directory has not synced: a crash
+    /// brings back either.
+    before_rename: Option<CrashDisk>,
+}
+
+/// A data directory of crash disks: the store's file and a compaction's
+/// copy; clones share it.
+#[derive(Debug, Clone)]
+pub struct CrashDir {
+    entries: Arc<Mutex<Entries>>,
+    machine: Arc<Mutex<Machine>>,
+}
+
+impl CrashDir {
+    /// A directory whose file holds `image`, synced.
+    fn holding(image: Vec<u8>) -> CrashDir {
+        let machine = Arc::new(Mutex::new(Machine::default()));
+        let disk = Disk { synced: image.clone(), current: image, pending: Vec::new() };
+        let main = CrashDisk { disk: Arc::new(Mutex::new(disk)), machine: machine.clone() };
+        CrashDir { entries: Arc::new(Mutex::new(Entries { main, copy: None, before_rename: None })), machine }
+    }
+
+    fn ops(&self) -> u64 {
+        self.machine.lock().ops
+    }
+
+    /// Crashes at the `nth` operation from now.
+    fn crash_in(&self, nth: u64) {
+        let mut machine = self.machine.lock();
+        machine.crash_at = Some(machine.ops + nth);
+    }
+
+    fn crashed(&self) -> bool {
+        self.machine.lock().dead
+    }
+
+    /// What the store's file holds after the crash: the file the directory
+    /// names (either, for a rename not synced), as its disk kept it.
+    fn after_crash(&self, rng: &mut StdRng) -> Vec<u8> {
+        let entries = self.entries.lock();
+        match &entries.before_rename {
+            Some(before) if rng.random_bool(0.5) => before.after_crash(rng),
+            _ => entries.main.after_crash(rng),
+        }
+    }
+}
+
+impl StoreFiles for CrashDir {
+    fn name(&self) -> &std::path::Path {
+        "crash dir".as_ref()
+    }
+
+    fn open(&self, file: StoreFile, builder: &redb::Builder) -> Result<redb::Database, redb::DatabaseError> {
+        let disk = {
+            let mut entries = self.entries.lock();
+            match file {
+                StoreFile::Main => entries.main.clone(),
+                StoreFile::Copy => entries
+                    .copy
+                    .get_or_insert_with(|| CrashDisk { disk: Arc::default(), machine: self.machine.clone() })
+                    .clone(),
+            }
+        };
+        builder.create_with_backend(disk)
+    }
+
+    fn len(&self, file: StoreFile) -> std::io::Result<u64> {
+        let entries = self.entries.lock();
+        let disk = match file {
+            StoreFile::Main => Some(&entries.main),
+            StoreFile::Copy => entries.copy.as_ref(),
+        };
+        Ok(disk.map_or(0, |disk| disk.disk.lock().current.len() as u64))
+    }
+
+    fn remove_copy(&self) -> std::io::Result<()> {
+        self.machine.lock().tick()?;
+        self.entries.lock().copy = None;
+        Ok(())
+    }
+
+    fn promote_copy(&self) -> Promotion {
+        if let Err(error) = self.machine.lock().tick() {
+            return Promotion::Failed(error);
+        }
+        {
+            let mut entries = self.entries.lock();
+            let Some(copy) = entries.copy.take() else {
+                return Promotion::Failed(std::io::Error::other("no copy to promote"));
+            };
+            let before = std::mem::replace(&mut entries.main, copy);
+            entries.before_rename = Some(before);
+        }
+        match self.sync_promotion() {
+            Ok(()) => Promotion::Done,
+            Err(error) => Promotion::Unsynced(error),
+        }
+    }
+
+    fn sync_promotion(&self) -> std::io::Result<()> {
+        self.machine.lock().tick()?;
+        self.entries.lock().before_rename = None;
         Ok(())
     }
 }
@@ -195,20 +300,25 @@ fn payload(id: u64, bytes: usize) -> Payload {
 fn apply(store: &RedbStore, held: &mut Held, batch: &[Mutation], durable: bool) -> Result<(), String> {
     let result = store.apply(batch, durable).map_err(|error| error.to_string());
     if result.is_ok() {
-        for mutation in batch {
-            match mutation {
-                Mutation::Insert { task, payload } => {
-                    held.insert(task.id, (task.run_at_ms, payload.clone()));
-                }
-                Mutation::Update(task) => held.get_mut(&task.id).expect("updates a task held").0 = task.run_at_ms,
-                Mutation::Delete(id) => {
-                    held.remove(id);
-                }
-                _ => {}
-            }
-        }
+        apply_to(held, batch);
     }
     result
+}
+
+/// What `batch` makes of `held`.
+fn apply_to(held: &mut Held, batch: &[Mutation]) {
+    for mutation in batch {
+        match mutation {
+            Mutation::Insert { task, payload } => {
+                held.insert(task.id, (task.run_at_ms, payload.clone()));
+            }
+            Mutation::Update(task) => held.get_mut(&task.id).expect("updates a task held").0 = task.run_at_ms,
+            Mutation::Delete(id) => {
+                held.remove(id);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Everything `store` holds, payloads read back.
@@ -271,59 +381,138 @@ fn fill(store: &RedbStore, rng: &mut StdRng) -> Vec<Held> {
     states
 }
 
-/// A fresh store on `disk`, loaded (so that its live bytes are counted).
-fn opened(disk: &CrashDisk) -> RedbStore {
-    let store = RedbStore::on_backend(disk.clone(), "crash disk").expect("open");
+/// A fresh store in `dir`, its compactions stepped, loaded (so that its
+/// live bytes are counted).
+fn opened(dir: &CrashDir) -> RedbStore {
+    let store = RedbStore::on_files(dir.clone()).expect("open").stepped();
     store.load(&mut |_, _| {}).expect("load");
     store
 }
 
+/// A random batch between two steps of a compaction: a task enqueued (its
+/// payload in the body or apart), others rescheduled or deleted.
+fn some_writes(held: &Held, next_id: &mut u64, rng: &mut StdRng) -> Vec<Mutation> {
+    let mut ids: Vec<u64> = held.keys().copied().collect();
+    let mut batch = Vec::new();
+    for _ in 0..rng.random_range(0..6) {
+        if ids.is_empty() {
+            break;
+        }
+        let at = rng.random_range(0..ids.len());
+        batch.push(if rng.random_bool(0.5) {
+            Mutation::Update(task(ids[at], rng.random_range(11..1_000_000)))
+        } else {
+            Mutation::Delete(ids.swap_remove(at))
+        });
+    }
+    let bytes = if rng.random_bool(0.5) { 100 } else { PAYLOAD_INLINE_MAX + 100 };
+    batch.push(Mutation::Insert { task: task(*next_id, 10), payload: payload(*next_id, bytes) });
+    *next_id += 1;
+    batch
+}
+
+/// The compaction of a seed, with writes between its steps, until it
+/// finishes or the crash strikes; then, if it finished, durable writes
+/// until the crash. `states` gets every state the store may be left in.
+/// Returns whether the compaction finished.
+fn compact_with_writes(store: &RedbStore, dir: &CrashDir, states: &mut Vec<Held>, rng: &mut StdRng) -> bool {
+    let mut held = states.last().expect("one state at least").clone();
+    let mut next_id = held.keys().last().map_or(1, |id| id + 1) + 1_000;
+    if store.begin_compaction().is_err() {
+        assert!(dir.crashed(), "a compaction could not begin with no crash");
+        return false;
+    }
+    loop {
+        for _ in 0..rng.random_range(0..3) {
+            let durable = rng.random_bool(0.3);
+            let batch = some_writes(&held, &mut next_id, rng);
+            let before = held.clone();
+            let result = apply(store, &mut held, &batch, durable);
+            if result.is_err() {
+                assert!(dir.crashed(), "a write failed with no crash: {result:?}");
+                // The write the crash struck may have landed, whole.
+                let mut struck = before;
+                apply_to(&mut struck, &batch);
+                states.push(struck);
+                return false;
+            }
+            WRITES_DURING.fetch_add(1, Ordering::Relaxed);
+            if durable {
+                states.clear();
+            }
+            states.push(held.clone());
+        }
+        match store.compact_if_due() {
+            Ok(None) => {}
+            Ok(Some(done)) => {
+                assert!(done.after_bytes <= done.before_bytes, "{done:?}");
+                // A finished compaction made everything durable.
+                *states = vec![held.clone()];
+                break;
+            }
+            Err(error) => {
+                assert!(dir.crashed(), "a compaction failed with no crash: {error}");
+                return false;
+            }
+        }
+    }
+    // The crash strikes in the writes after it: the one it strikes may land,
+    // whole.
+    while !dir.crashed() {
+        let batch = some_writes(&held, &mut next_id, rng);
+        let mut applied = held.clone();
+        apply_to(&mut applied, &batch);
+        states.push(applied);
+        let result = apply(store, &mut held, &batch, true);
+        assert_eq!(result.is_err(), dir.crashed(), "{result:?}");
+        if result.is_ok() {
+            *states = vec![held.clone()];
+        }
+    }
+    true
+}
+
 fn run_seed(seed: u64) {
-    // How many operations a compaction of this seed's file takes, to crash
-    // within them: the same writes on a disk that does not crash.
+    // How many operations the compaction of this seed takes, to crash within
+    // them: the same writes in a directory that does not crash.
     let ops = {
-        let disk = CrashDisk::default();
-        let store = opened(&disk);
-        fill(&store, &mut StdRng::seed_from_u64(seed));
-        let before = disk.ops();
-        store.compact().expect("a compaction").expect("no snapshot open");
-        disk.ops() - before
+        let dir = CrashDir::holding(Vec::new());
+        let store = opened(&dir);
+        let mut states = fill(&store, &mut StdRng::seed_from_u64(seed));
+        let before = dir.ops();
+        let mut rng = StdRng::seed_from_u64(seed ^ 0xc0_4ac7);
+        let mut held = states.pop().unwrap();
+        let mut next_id = held.keys().last().map_or(1, |id| id + 1) + 1_000;
+        store.begin_compaction().expect("a compaction begins");
+        loop {
+            for _ in 0..rng.random_range(0..3) {
+                let durable = rng.random_bool(0.3);
+                let batch = some_writes(&held, &mut next_id, &mut rng);
+                apply(&store, &mut held, &batch, durable).expect("a write with no crash");
+            }
+            if store.compact_if_due().expect("a compaction with no crash").is_some() {
+                break;
+            }
+        }
+        dir.ops() - before
     };
 
     let mut rng = StdRng::seed_from_u64(seed);
-    let disk = CrashDisk::default();
-    let store = opened(&disk);
+    let dir = CrashDir::holding(Vec::new());
+    let store = opened(&dir);
     let mut states = fill(&store, &mut rng);
     let mut rng = StdRng::seed_from_u64(seed ^ 0xc0_4ac7);
-    disk.crash_in(rng.random_range(1..=ops + 2));
-    match store.compact() {
-        Err(_) => {
-            assert!(disk.crashed(), "seed {seed}: a compaction failed with no crash");
-            MID_COMPACTION.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(done) => {
-            let done = done.expect("no snapshot open");
-            assert!(done.after_bytes <= done.before_bytes, "seed {seed}: {done:?}");
-            // The crash strikes in the writes after it: the one it strikes
-            // may land, whole.
-            let mut held = states.last().expect("one state at least").clone();
-            while !disk.crashed() {
-                let id = held.keys().last().map_or(1, |id| id + 1);
-                let batch = [Mutation::Insert { task: task(id, 10), payload: payload(id, 5_000) }];
-                let mut applied = held.clone();
-                applied.insert(id, (10, payload(id, 5_000)));
-                states.push(applied);
-                let result = apply(&store, &mut held, &batch, true);
-                assert_eq!(result.is_err(), disk.crashed(), "seed {seed}: {result:?}");
-            }
-            AFTER_COMPACTION.fetch_add(1, Ordering::Relaxed);
-        }
+    dir.crash_in(StdRng::seed_from_u64(seed ^ 0x000c_2a54).random_range(1..=ops + 2));
+    if compact_with_writes(&store, &dir, &mut states, &mut rng) {
+        AFTER_COMPACTION.fetch_add(1, Ordering::Relaxed);
+    } else {
+        MID_COMPACTION.fetch_add(1, Ordering::Relaxed);
     }
     drop(store);
 
-    // The machine comes back with what the disk kept.
-    let disk = CrashDisk::holding(disk.after_crash(&mut rng));
-    let store = opened(&disk);
+    // The machine comes back with what the disks kept.
+    let dir = CrashDir::holding(dir.after_crash(&mut rng));
+    let store = opened(&dir);
     let held = read(&store);
     assert!(
         states.contains(&held),
@@ -332,14 +521,14 @@ fn run_seed(seed: u64) {
         held.len(),
         states.iter().map(Held::len).collect::<Vec<_>>()
     );
-    store.compact().expect("a compaction after the restart").expect("no snapshot open");
+    store.compact().expect("a compaction after the restart");
     assert_eq!(read(&store), held, "seed {seed}: a compaction after the restart changed what is held");
     let id = held.keys().last().map_or(1, |id| id + 1);
     let mut after = held.clone();
     apply(&store, &mut after, &[Mutation::Insert { task: task(id, 10), payload: payload(id, 10) }], true)
         .expect("a write after the restart");
     drop(store);
-    assert_eq!(read(&opened(&disk)), after, "seed {seed}: what the reopened store was given");
+    assert_eq!(read(&opened(&dir)), after, "seed {seed}: what the reopened store was given");
 }
 
 #[test]
@@ -356,10 +545,11 @@ fn crash_simulator_of_compactions() {
         }
     }
     println!(
-        "compaction crash simulator: {} seeds passed in {:.1?}: {} crashes in the middle of a compaction, {} in the write after one",
+        "compaction crash simulator: {} seeds passed in {:.1?}: {} crashes in the middle of a compaction, {} in the write after one; {} writes between its steps",
         seeds.len(),
         started.elapsed(),
         MID_COMPACTION.load(Ordering::Relaxed),
         AFTER_COMPACTION.load(Ordering::Relaxed),
+        WRITES_DURING.load(Ordering::Relaxed),
     );
 }

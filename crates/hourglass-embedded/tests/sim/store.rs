@@ -394,7 +394,7 @@ impl Store for CrashStore {
             inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
         }
         inner.compactions += 1;
-        Ok(Some(Compacted { before_bytes: 0, after_bytes: 0, live_bytes: 0 }))
+        Ok(Some(Compacted { before_bytes: 0, after_bytes: 0, live_bytes: 0, finish_keys: 0 }))
     }
 
     fn sync(&self) -> Result<(), StoreError> {

@@ -10,17 +10,10 @@
 //! entry of the task tables: key, value and [`ENTRY_OVERHEAD_BYTES`]),
 //! counted by the start's load and kept by every write from the sizes redb
 //! hands back. The writer asks between commits ([`Store::compact_if_due`]);
-//! redb's `Database::compact` runs when the file is at least
-//! [`COMPACT_FILE_MIN_BYTES`] and [`FILE_PER_LIVE_MAX`] times the live
-//! bytes, so the file stays within `FILE_PER_LIVE_MAX` times the live data
-//! plus `COMPACT_FILE_MIN_BYTES`. A compaction holds the writer: it moves
-//! the live pages that lie above the free space, and only runs with at most
-//! [`COMPACT_LIVE_BYTES_MAX`] live: that, and the largest the file has been
-//! (redb drains every free page), bound how long any write waits for it
-//! (BENCHMARKS.md, 2b, has what it took). redb compacts in commits of its own, each atomic and two-phase, so
-//! a crash in the middle leaves one of them, every one holding the same data
-//! (`tests/sim/compaction.rs` crashes it at random operations of one;
-//! `tests/kill.rs` kills a process in the middle of one).
+//! once the file is mostly free, its live data is copied into a new file in
+//! the background and put in its place, the writer held only for the last
+//! step, whatever the store holds: [`compaction`] has how, and why a crash
+//! at any point of it loses nothing.
 //!
 //! **Damage is never trusted, and a start costs what the metadata costs.**
 //! After an unclean shutdown redb repairs the file and verifies every page's
@@ -39,15 +32,13 @@
 //! holds, and the server serves again once there is room.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use hourglass_queue::Failure;
 use parking_lot::{Mutex, RwLock};
-use redb::{
-    Builder, CompactionError, Database, DatabaseError, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase,
-    ReadableTable, StorageBackend, TableDefinition,
-};
+use redb::{Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::error::StoreError;
 use super::interface::{Compacted, Loaded, Mutation, PausedQueue, Snapshot, Store};
@@ -59,6 +50,16 @@ use hourglass_queue::Payload;
 use hourglass_queue::QueueSettings;
 use hourglass_queue::Schedule;
 use hourglass_queue::Task;
+
+mod compaction;
+mod files;
+
+use compaction::{Compaction, Job, LIVE_UNKNOWN};
+pub use compaction::{
+    COMPACT_FILE_MIN_BYTES, COPY_STEP_BYTES, COPY_STEP_ENTRIES, DIRTY_KEYS_MAX, FILE_PER_LIVE_MAX, FINISH_DIRTY_MAX,
+    SYNC_STEP_KEYS,
+};
+pub use files::{Directory, Promotion, StoreFile, StoreFiles, COPY_SUFFIX};
 
 /// Task id to the task's body, written once, with its payload if small (see
 /// [`record`]).
@@ -89,80 +90,32 @@ pub const FILE_NAME: &str = "tasks.redb";
 /// redb's 1 GiB default cost 140 bytes per task after a start.
 const CACHE_BYTES: usize = 32 << 20;
 
-/// A file smaller than this is never compacted: what compaction could give
-/// back is at most this much. The constant in the file's bound (see the
-/// module's docs), and below beanstalkd's 10 MiB binlog file.
-pub const COMPACT_FILE_MIN_BYTES: u64 = 8 << 20;
-/// A file this many times the live bytes, or more, is compacted: it is at
-/// least half free.
-pub const FILE_PER_LIVE_MAX: u64 = 2;
-/// The most live bytes a compaction moves: with more live, none runs. What
-/// bounds how long a compaction holds the writer, and every write with it
-/// (BENCHMARKS.md, 2b, "Disk after churning delayed jobs", has the time it
-/// took at this size).
-pub const COMPACT_LIVE_BYTES_MAX: u64 = 16 << 20;
 /// A key's bytes: every task table is keyed by the task's id.
 const KEY_BYTES: u64 = 8;
-/// The live estimate before the start's load has counted it: no compaction.
-const LIVE_UNKNOWN: u64 = u64::MAX;
-const _: () = assert!(FILE_PER_LIVE_MAX >= 2, "a file compacted is at least half free: compaction gives back");
-const _: () = assert!(
-    COMPACT_LIVE_BYTES_MAX * FILE_PER_LIVE_MAX > COMPACT_FILE_MIN_BYTES,
-    "a file at its minimum can be compacted with all it may hold live"
-);
-
-/// Opens the database with a builder's settings.
-type Opener = Box<dyn Fn(&Builder) -> Result<Database, DatabaseError> + Send + Sync>;
-
-/// How to open the database again, and how long its file is: a file in a
-/// data directory, or a backend (the crash simulator's).
-struct Place {
-    /// The file, or the backend's name, for messages.
-    path: PathBuf,
-    open: Opener,
-    len: Box<dyn Fn() -> std::io::Result<u64> + Send + Sync>,
-}
-
-/// The last compaction: the file's bytes after it and the live bytes then.
-/// Another is due only once the file has grown past `FILE_PER_LIVE_MAX`
-/// times what it left, or the live bytes fallen below a `FILE_PER_LIVE_MAX`th:
-/// a file that compaction could not bring within the bound (its pages fuller
-/// than estimated) is not compacted again and again for nothing.
-#[derive(Clone, Copy)]
-struct Compaction {
-    after_bytes: u64,
-    live_bytes: u64,
-}
-
-impl Compaction {
-    /// Whether a file of `len` bytes with `live` bytes live is to be
-    /// compacted, after this compaction (`None`: none yet).
-    fn due(last: Option<Compaction>, len: u64, live: u64) -> bool {
-        let mostly_free = live != LIVE_UNKNOWN
-            && live <= COMPACT_LIVE_BYTES_MAX
-            && len >= COMPACT_FILE_MIN_BYTES
-            && len >= live.saturating_mul(FILE_PER_LIVE_MAX);
-        mostly_free
-            && last.is_none_or(|last| {
-                len >= last.after_bytes.saturating_mul(FILE_PER_LIVE_MAX)
-                    || live.saturating_mul(FILE_PER_LIVE_MAX) < last.live_bytes
-            })
-    }
-}
 
 /// Tasks in a redb database in a data directory.
 pub struct RedbStore {
-    /// `None` while it is being reopened after a failed write.
-    db: RwLock<Option<Database>>,
+    /// `None` while it is being reopened after a failed write. Snapshots
+    /// hold it too: a compaction puts another in its place while they read.
+    db: RwLock<Option<Arc<Database>>>,
     /// A write failed on I/O: redb refuses everything until reopened.
     failed_io: AtomicBool,
-    /// A compaction holds `db`: a snapshot waits for it.
+    /// A compaction's copy became the store's file, but not yet durably:
+    /// no write may be made durable before it is ([`Promotion::Unsynced`]).
+    promotion_owed: AtomicBool,
+    /// A compaction puts its copy in place of `db`: a snapshot waits for it.
     compacting: AtomicBool,
     /// The live bytes, estimated ([`LIVE_UNKNOWN`] until the load): written
     /// by the writer (and the load) only.
     live: AtomicU64,
     last_compaction: Mutex<Option<Compaction>>,
-    place: Place,
+    /// The compaction under way. Held through every apply, so that a commit
+    /// and the marking of its keys are one step for a compaction beginning.
+    job: Mutex<Option<Job>>,
+    /// Compactions worked by the writer, one step an ask, rather than by a
+    /// thread of their own ([`RedbStore::stepped`]).
+    stepped: bool,
+    files: Box<dyn StoreFiles>,
 }
 
 fn db_error(error: impl Into<redb::Error>) -> StoreError {
@@ -186,16 +139,16 @@ fn db_error(error: impl Into<redb::Error>) -> StoreError {
 /// "No space left on device" on Linux, for errors that come without a kind.
 const ENOSPC: i32 = 28;
 
-/// Opens (or creates) the database at `place` and its tables; with `check`,
+/// Opens (or creates) `file` of `files` and its tables; with `check`,
 /// redb verifies every page first.
-fn open(place: &Place, check: bool) -> Result<Database, StoreError> {
-    let what = || format!("cannot open {}", place.path.display());
+fn open(files: &dyn StoreFiles, file: StoreFile, check: bool) -> Result<Database, StoreError> {
+    let what = || format!("cannot open {}", files.name().display());
     // redb may panic on a file damaged outside it (only its full check
     // promises an error instead): refuse to start either way.
     let opened = catch_unwind(AssertUnwindSafe(|| {
         let mut builder = Database::builder();
         builder.set_cache_size(CACHE_BYTES).set_check_integrity_on_open(check);
-        (place.open)(&builder)
+        files.open(file, &builder)
     }));
     let db = match opened {
         Ok(Ok(db)) => db,
@@ -253,47 +206,56 @@ impl RedbStore {
         std::fs::create_dir_all(dir).map_err(|error| {
             StoreError::Database(Failure::new(format!("cannot create data directory {}", dir.display()), error))
         })?;
-        let path = dir.join(FILE_NAME);
-        let (at, at_len) = (path.clone(), path.clone());
-        let place = Place {
-            path,
-            open: Box::new(move |builder| builder.create(&at)),
-            len: Box::new(move || std::fs::metadata(&at_len).map(|metadata| metadata.len())),
-        };
-        Self::at(place, check)
+        Self::at(Box::new(Directory::new(dir, FILE_NAME)), check)
     }
 
-    /// A store on a redb storage backend (the crash simulator's, say),
-    /// `name`d for messages. A clone of `backend` must be the same storage:
-    /// the store opens it again after a failed write.
+    /// A store in `files` (the crash simulator's, say). Their main file must
+    /// be the same storage at every open: the store opens it again after a
+    /// failed write.
     ///
     /// # Errors
     /// As [`open`](RedbStore::open).
-    pub fn on_backend<B: StorageBackend + Clone>(backend: B, name: &str) -> Result<RedbStore, StoreError> {
-        let for_len = backend.clone();
-        let place = Place {
-            path: name.into(),
-            open: Box::new(move |builder| builder.create_with_backend(backend.clone())),
-            len: Box::new(move || for_len.len()),
-        };
-        Self::at(place, false)
+    pub fn on_files(files: impl StoreFiles) -> Result<RedbStore, StoreError> {
+        Self::at(Box::new(files), false)
     }
 
-    fn at(place: Place, check: bool) -> Result<RedbStore, StoreError> {
-        let db = open(&place, check)?;
+    fn at(files: Box<dyn StoreFiles>, check: bool) -> Result<RedbStore, StoreError> {
+        // A copy left by a crash in the middle of a compaction is scratch:
+        // the main file holds every write (see `compaction`).
+        files.remove_copy().map_err(|error| {
+            StoreError::Database(Failure::new(
+                format!("cannot remove a compaction's copy beside {}", files.name().display()),
+                error,
+            ))
+        })?;
+        let db = open(&*files, StoreFile::Main, check)?;
         Ok(RedbStore {
-            db: RwLock::new(Some(db)),
+            db: RwLock::new(Some(Arc::new(db))),
             failed_io: AtomicBool::new(false),
+            promotion_owed: AtomicBool::new(false),
             compacting: AtomicBool::new(false),
             live: AtomicU64::new(LIVE_UNKNOWN),
             last_compaction: Mutex::new(None),
-            place,
+            job: Mutex::new(None),
+            stepped: false,
+            files,
         })
+    }
+
+    /// This store, with its compactions worked by the caller of
+    /// [`compact_if_due`](Store::compact_if_due), one bounded step an ask,
+    /// rather than by a thread of their own: each run the same, for a
+    /// simulator. The writer asks only between commits, so a compaction
+    /// then advances only while writes come.
+    #[must_use]
+    pub fn stepped(mut self) -> RedbStore {
+        self.stepped = true;
+        self
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.place.path
+        self.files.name()
     }
 
     /// The bytes of the database's file.
@@ -301,11 +263,8 @@ impl RedbStore {
     /// # Errors
     /// [`StoreError::Database`] if its length cannot be read.
     pub fn file_bytes(&self) -> Result<u64, StoreError> {
-        (self.place.len)().map_err(|error| {
-            StoreError::Database(Failure::new(
-                format!("cannot read the length of {}", self.place.path.display()),
-                error,
-            ))
+        self.files.len(StoreFile::Main).map_err(|error| {
+            StoreError::Database(Failure::new(format!("cannot read the length of {}", self.path().display()), error))
         })
     }
 
@@ -323,46 +282,127 @@ impl RedbStore {
         }
     }
 
-    /// Compacts the database now, whatever its size: redb moves the live
-    /// pages down into the free space and truncates the file. Holds the
-    /// writer (call it from the writer's thread, between commits): a
-    /// snapshot taken meanwhile waits for it. `Ok(None)` if a snapshot is
-    /// still being read: redb compacts only with no transaction open.
+    /// Compacts the database now, whatever its size, and waits for it: the
+    /// compaction under way, or a new one. The copy is worked by its thread
+    /// (or here, for a [`stepped`](RedbStore::stepped) store); the finish
+    /// holds the writer as [`compact_if_due`](Store::compact_if_due)'s does:
+    /// call it from the writer's thread, between commits.
     ///
     /// # Errors
-    /// [`StoreError::Database`]; after an I/O error the next write opens the
-    /// database again, as after any failed write.
-    pub fn compact(&self) -> Result<Option<Compacted>, StoreError> {
-        let before_bytes = self.file_bytes()?;
-        let live_bytes = self.live_bytes().unwrap_or(0);
-        {
-            self.compacting.store(true, Ordering::Release);
-            let mut db = self.db.write();
-            let result = db.as_mut().map(Database::compact);
-            drop(db);
-            self.compacting.store(false, Ordering::Release);
-            let Some(result) = result else { return Err(self.reopening()) };
-            match result {
-                Ok(_) => {}
-                Err(CompactionError::TransactionInProgress) => return Ok(None),
-                Err(error) => {
-                    if matches!(
-                        &error,
-                        CompactionError::Storage(redb::StorageError::Io(_) | redb::StorageError::PreviousIo)
-                    ) {
-                        self.failed_io.store(true, Ordering::Release);
-                    }
-                    return Err(db_error(error));
-                }
-            }
+    /// [`StoreError::Database`] if the compaction failed: what was stored is
+    /// still there, its copy removed.
+    pub fn compact(&self) -> Result<Compacted, StoreError> {
+        let mut job = self.job.lock();
+        if job.is_none() {
+            *job = Some(self.start_job()?);
         }
+        let ready = job.as_ref().map_or(Ok(()), Job::wait_ready);
+        if let Err(error) = ready {
+            self.give_up(job.take(), "it failed");
+            return Err(error);
+        }
+        let began = job.take().expect("a compaction under way");
+        self.finish_compaction(began)
+    }
+
+    /// Begins a compaction now, whatever the file's size, unless one is
+    /// under way: [`compact_if_due`](Store::compact_if_due) works it (for a
+    /// [`stepped`](RedbStore::stepped) store) and finishes it.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] if its copy cannot be made.
+    pub fn begin_compaction(&self) -> Result<(), StoreError> {
+        let mut job = self.job.lock();
+        if job.is_none() {
+            *job = Some(self.start_job()?);
+        }
+        Ok(())
+    }
+
+    /// A compaction's job: a snapshot of the store, and an empty copy
+    /// beside it. Under the job's lock, so between two commits.
+    fn start_job(&self) -> Result<Job, StoreError> {
+        let before = (self.file_bytes()?, self.live_bytes().unwrap_or(0));
+        let main = self.with_db(|db| Ok(db.clone()))?;
+        let copy_error = |error: std::io::Error| {
+            StoreError::Database(Failure::new(
+                format!("cannot make a compaction's copy beside {}", self.path().display()),
+                error,
+            ))
+        };
+        self.files.remove_copy().map_err(copy_error)?;
+        let copy = open(&*self.files, StoreFile::Copy, false)?;
+        Job::begin(main, copy, !self.stepped, before)
+    }
+
+    /// Gives a compaction up (`job`, stopped here, or one already stopped),
+    /// and removes its copy; the next is due as if it had finished here (see
+    /// [`Compaction`]).
+    fn give_up(&self, job: Option<Job>, why: &str) {
+        drop(job);
+        if let Err(error) = self.files.remove_copy() {
+            tracing::warn!(%error, "cannot remove a compaction's copy: the next compaction or start removes it");
+        }
+        let (after_bytes, live_bytes) = (self.file_bytes().unwrap_or(u64::MAX), self.live_bytes().unwrap_or(0));
+        *self.last_compaction.lock() = Some(Compaction { after_bytes, live_bytes });
+        tracing::warn!(why, "gave a compaction up; the store holds what it held");
+    }
+
+    /// Finishes `job` on the writer: the last dirty keys and a durable
+    /// commit of the copy, which then takes the store's place.
+    fn finish_compaction(&self, job: Job) -> Result<Compacted, StoreError> {
+        let (before_bytes, live_bytes) = (job.before_bytes, job.live_bytes);
+        let finished = job.finish();
+        let (copy, finish_keys) = match finished {
+            Ok(finished) => finished,
+            Err(error) => {
+                self.give_up(None, "its finish failed");
+                return Err(error);
+            }
+        };
+        let promotion = self.files.promote_copy();
+        if let Promotion::Failed(error) = promotion {
+            drop(copy);
+            self.give_up(None, "its copy could not be put in place");
+            return Err(StoreError::Database(Failure::new(
+                format!("cannot put a compaction's copy in place of {}", self.path().display()),
+                error,
+            )));
+        }
+        // The copy is the store's file now: every write goes to it.
+        self.compacting.store(true, Ordering::Release);
+        let old = self.db.write().replace(copy);
+        self.compacting.store(false, Ordering::Release);
+        // The old database closes once no snapshot reads it.
+        drop(old);
         let after_bytes = self.file_bytes()?;
         *self.last_compaction.lock() = Some(Compaction { after_bytes, live_bytes });
-        Ok(Some(Compacted { before_bytes, after_bytes, live_bytes }))
+        if let Promotion::Unsynced(error) = promotion {
+            self.promotion_owed.store(true, Ordering::Release);
+            return Err(StoreError::Database(Failure::new(
+                format!("the compaction's copy is in place of {}, but not durably yet", self.path().display()),
+                error,
+            )));
+        }
+        Ok(Compacted { before_bytes, after_bytes, live_bytes, finish_keys })
+    }
+
+    /// Pays a promotion still owed: before any write is made durable.
+    fn pay_promotion(&self) -> Result<(), StoreError> {
+        if self.promotion_owed.load(Ordering::Acquire) {
+            self.files.sync_promotion().map_err(|error| {
+                StoreError::Database(Failure::new(
+                    format!("cannot make the compaction of {} durable", self.path().display()),
+                    error,
+                ))
+            })?;
+            self.promotion_owed.store(false, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Runs `f` on the database; an error if it is being reopened.
-    fn with_db<R>(&self, f: impl FnOnce(&Database) -> Result<R, StoreError>) -> Result<R, StoreError> {
+    fn with_db<R>(&self, f: impl FnOnce(&Arc<Database>) -> Result<R, StoreError>) -> Result<R, StoreError> {
         match &*self.db.read() {
             Some(db) => f(db),
             None => Err(self.reopening()),
@@ -370,21 +410,22 @@ impl RedbStore {
     }
 
     fn reopening(&self) -> StoreError {
-        StoreError::Database(Failure::msg(format!(
-            "{} is being reopened after a failed write",
-            self.place.path.display()
-        )))
+        StoreError::Database(Failure::msg(format!("{} is being reopened after a failed write", self.path().display())))
     }
 
     /// After a failed write redb refuses everything until reopened: drops the
     /// database and opens it again (redb repairs and verifies it, as after a
     /// crash). Fails while a snapshot still holds the old one; the next write
-    /// tries again.
-    fn reopen(&self) -> Result<(), StoreError> {
+    /// tries again. A compaction under way is given up first: it reads the
+    /// old one.
+    fn reopen(&self, job: &mut Option<Job>) -> Result<(), StoreError> {
+        if job.is_some() {
+            self.give_up(job.take(), "a write failed");
+        }
         let mut db = self.db.write();
         drop(db.take());
-        *db = Some(open(&self.place, false)?);
-        tracing::info!(path = %self.place.path.display(), "reopened the store after a failed write");
+        *db = Some(Arc::new(open(&*self.files, StoreFile::Main, false)?));
+        tracing::info!(path = %self.path().display(), "reopened the store after a failed write");
         Ok(())
     }
 
@@ -571,14 +612,19 @@ impl Store for RedbStore {
     }
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        let mut job = self.job.lock();
+        self.pay_promotion()?;
         if self.failed_io.load(Ordering::Acquire) {
-            self.reopen()?;
+            self.reopen(&mut job)?;
             self.failed_io.store(false, Ordering::Release);
         }
         let mut delta = None;
         let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable, &mut delta))) {
             Ok(Ok(())) => {
                 self.add_live(delta.unwrap_or(0));
+                if job.as_ref().is_some_and(|job| !job.mark(batch)) {
+                    self.give_up(job.take(), "writes outran it: too many keys changed since it began");
+                }
                 return Ok(());
             }
             Ok(Err(error)) => error,
@@ -592,7 +638,7 @@ impl Store for RedbStore {
         // is what the disk holds, not a guess.
         self.failed_io.store(true, Ordering::Release);
         for _ in 0..REOPEN_TRIES {
-            if self.reopen().is_ok() {
+            if self.reopen(&mut job).is_ok() {
                 self.failed_io.store(false, Ordering::Release);
                 if self.with_db(|db| landed(db, batch)).unwrap_or(false) {
                     tracing::warn!(%error, "a commit reported failing but reached the disk: it counts as done");
@@ -612,6 +658,7 @@ impl Store for RedbStore {
     }
 
     fn sync(&self) -> Result<(), StoreError> {
+        self.pay_promotion()?;
         // An empty durable commit makes every earlier non-durable one durable.
         self.with_db(|db| {
             let mut txn = db.begin_write().map_err(db_error)?;
@@ -622,24 +669,52 @@ impl Store for RedbStore {
 
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
         // Taken under the engine's lock: never wait for a reopen, which may
-        // take a while (redb verifies the file). A compaction is waited for:
-        // it is bounded (COMPACT_LIVE_BYTES_MAX), and every write waits for
-        // it too.
+        // take a while (redb verifies the file). A compaction's copy taking
+        // the store's place is waited for: it swaps one pointer.
         let db = match self.db.try_read() {
             Some(db) => db,
             None if self.compacting.load(Ordering::Acquire) => self.db.read(),
             None => return Err(self.reopening()),
         };
-        let txn = db.as_ref().ok_or_else(|| self.reopening())?.begin_read().map_err(db_error)?;
-        Ok(Box::new(RedbSnapshot { txn, tables: None }))
+        let db = db.as_ref().ok_or_else(|| self.reopening())?.clone();
+        let txn = db.begin_read().map_err(db_error)?;
+        Ok(Box::new(RedbSnapshot { tables: None, txn, _db: db }))
     }
 
     fn compact_if_due(&self) -> Result<Option<Compacted>, StoreError> {
-        let live = self.live.load(Ordering::Acquire);
-        if live > COMPACT_LIVE_BYTES_MAX || !Compaction::due(*self.last_compaction.lock(), self.file_bytes()?, live) {
+        let mut job = self.job.lock();
+        let Some(under_way) = job.as_ref() else {
+            let live = self.live.load(Ordering::Acquire);
+            if Compaction::due(*self.last_compaction.lock(), self.file_bytes()?, live) {
+                match self.start_job() {
+                    Ok(begun) => *job = Some(begun),
+                    Err(error) => {
+                        self.give_up(None, "it could not begin");
+                        return Err(error);
+                    }
+                }
+            }
             return Ok(None);
+        };
+        let ready = match self.stepped {
+            true => under_way.step().and_then(|_| under_way.ready()),
+            false => under_way.ready(),
+        };
+        match ready {
+            Ok(false) => Ok(None),
+            Ok(true) => {
+                let ready = job.take().expect("a compaction under way");
+                self.finish_compaction(ready).map(Some)
+            }
+            Err(error) => {
+                self.give_up(job.take(), "it failed");
+                Err(error)
+            }
         }
-        self.compact()
+    }
+
+    fn compacting(&self) -> bool {
+        self.job.lock().is_some()
     }
 }
 
@@ -726,10 +801,18 @@ fn added_later<K: redb::Key + 'static, V: redb::Value + 'static>(
     txn: &ReadTransaction,
     table: TableDefinition<'_, K, V>,
 ) -> Result<Option<ReadOnlyTable<K, V>>, StoreError> {
+    existing(txn, table).map_err(db_error)
+}
+
+/// `table` in `txn`, or `None` if it was never made.
+fn existing<K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &ReadTransaction,
+    table: TableDefinition<'_, K, V>,
+) -> Result<Option<ReadOnlyTable<K, V>>, redb::TableError> {
     match txn.open_table(table) {
         Ok(table) => Ok(Some(table)),
         Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-        Err(error) => Err(db_error(error)),
+        Err(error) => Err(error),
     }
 }
 
@@ -750,8 +833,11 @@ type ByIdTable = ReadOnlyTable<u64, &'static [u8]>;
 /// A read transaction; its tables (payloads, then bodies) are opened at the
 /// first read.
 struct RedbSnapshot {
-    txn: ReadTransaction,
     tables: Option<(ByIdTable, ByIdTable)>,
+    txn: ReadTransaction,
+    /// The database read, kept open while the snapshot is: a compaction may
+    /// put another in its place meanwhile.
+    _db: Arc<Database>,
 }
 
 impl Snapshot for RedbSnapshot {

@@ -1,0 +1,286 @@
+//! Compaction against a model: a store compacted while writes of every kind
+//! come holds what a store given the same writes and never compacted holds.
+
+use std::collections::BTreeMap;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::super::*;
+use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
+use hourglass_queue::{DeadReason, Flow, TaskState};
+use hourglass_queue::{Misfire, Overlap, Rule};
+
+fn task(id: u64, run_at_ms: u64) -> Task {
+    Task {
+        id,
+        queue: "q".into(),
+        run_at_ms,
+        attempt: 0,
+        max_attempts: 5,
+        priority: hourglass_queue::limits::PRIORITY_DEFAULT,
+        lease_ms: None,
+        key: None,
+        every_ms: None,
+        expires_at_ms: None,
+        dead_reason: DeadReason::Attempts,
+        last_error: None,
+        http: None,
+        state: TaskState::Scheduled,
+        created_ms: 1,
+    }
+}
+
+fn schedule(name: &str, next_ms: u64) -> Schedule {
+    Schedule {
+        name: name.into(),
+        queue: "q".into(),
+        rule: Rule::Every { every_ms: 60_000 },
+        payload: format!("{name}:{next_ms}").into(),
+        misfire: Misfire::Skip,
+        overlap: Overlap::Allow,
+        max_attempts: 3,
+        expires_after_ms: None,
+        since_ms: 1,
+        next_ms: Some(next_ms),
+        last: None,
+        paused: false,
+    }
+}
+
+/// Payload `id` of `bytes` bytes, every byte value in turn.
+fn payload(id: u64, bytes: usize) -> Payload {
+    (0..bytes).map(|at| (id as usize + at) as u8).collect::<Vec<u8>>().into()
+}
+
+/// Everything a store holds, as a start reads it.
+#[derive(Debug, PartialEq)]
+struct Held {
+    tasks: BTreeMap<u64, (Task, Payload)>,
+    next_id: u64,
+    schedules: Vec<Schedule>,
+    paused: Vec<PausedQueue>,
+    settings: Vec<(Box<str>, QueueSettings)>,
+}
+
+fn held(store: &RedbStore) -> Held {
+    let mut tasks = Vec::new();
+    let next_id = store.load(&mut |task, _| tasks.push(task)).unwrap();
+    let mut snapshot = store.snapshot().unwrap();
+    let tasks = tasks.into_iter().map(|task| (task.id, (task.clone(), snapshot.payload(task.id).unwrap()))).collect();
+    Held {
+        tasks,
+        next_id,
+        schedules: store.load_schedules().unwrap(),
+        paused: store.load_paused().unwrap(),
+        settings: store.load_settings().unwrap(),
+    }
+}
+
+/// A random batch of every kind of write, on ids up to `next`.
+fn batch(rng: &mut StdRng, next: &mut u64) -> Vec<Mutation> {
+    let mut batch = Vec::new();
+    for _ in 0..rng.random_range(1..40) {
+        let name: Box<str> = format!("n{}", rng.random_range(0..6)).into();
+        batch.push(match rng.random_range(0..100) {
+            0..40 => {
+                *next += 1;
+                let bytes = if rng.random_bool(0.3) {
+                    rng.random_range(PAYLOAD_INLINE_MAX + 1..3_000)
+                } else {
+                    rng.random_range(0..200)
+                };
+                Mutation::Insert { task: task(*next, 10), payload: payload(*next, bytes) }
+            }
+            40..60 => Mutation::Update(task(rng.random_range(1..=*next + 1), rng.random_range(11..1_000))),
+            60..85 => Mutation::Delete(rng.random_range(1..=*next + 1)),
+            85..88 => Mutation::NextId(*next + 1),
+            88..92 => Mutation::PutSchedule(schedule(&name, rng.random_range(1..1_000))),
+            92..94 => Mutation::DeleteSchedule(name),
+            94..97 => Mutation::PauseQueue {
+                queue: name,
+                paused: rng.random_bool(0.7),
+                until_ms: rng.random_bool(0.5).then(|| rng.random_range(1..1_000)),
+            },
+            _ => Mutation::PutSettings {
+                queue: name,
+                settings: QueueSettings {
+                    push: None,
+                    flow: Flow { rate_per_s: None, burst: None, max_in_flight: rng.random_bool(0.5).then_some(3) },
+                },
+            },
+        });
+    }
+    batch
+}
+
+/// A store of `tasks` tasks, most then deleted: a compaction is due.
+fn mostly_free(store: &RedbStore, model: &RedbStore, next: &mut u64) {
+    for both in [store, model] {
+        both.load(&mut |_, _| {}).unwrap();
+    }
+    let first = *next + 1;
+    while *next < first + 12_000 {
+        let batch: Vec<_> = (*next + 1..=*next + 1_000)
+            .map(|id| Mutation::Insert { task: task(id, 10), payload: payload(id, 1_000) })
+            .collect();
+        *next += 1_000;
+        for both in [store, model] {
+            both.apply(&batch, false).unwrap();
+        }
+    }
+    let deletes: Vec<_> = (first..=*next).filter(|id| !id.is_multiple_of(7)).map(Mutation::Delete).collect();
+    for both in [store, model] {
+        both.apply(&deletes, true).unwrap();
+    }
+}
+
+/// Seeds: writes between every step of a compaction worked on this thread,
+/// so each run is the same; after it finishes, and after a reopen, the store
+/// holds what the model does.
+#[test]
+fn writes_between_the_steps_of_a_compaction_are_all_in_its_copy() {
+    for seed in 0..4u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let store = RedbStore::open(dir.path()).unwrap().stepped();
+        let model = RedbStore::open(model_dir.path()).unwrap();
+        let mut next = 0;
+        mostly_free(&store, &model, &mut next);
+        let before = store.file_bytes().unwrap();
+        assert_eq!(store.compact_if_due().unwrap(), None, "seed {seed}: it begins");
+        assert!(store.compacting() && dir.path().join(format!("{FILE_NAME}{COPY_SUFFIX}")).exists());
+        let mut done = None;
+        let mut asks = 0;
+        while done.is_none() {
+            for _ in 0..rng.random_range(0..4) {
+                let batch = batch(&mut rng, &mut next);
+                let durable = rng.random_bool(0.5);
+                store.apply(&batch, durable).unwrap();
+                model.apply(&batch, durable).unwrap();
+            }
+            done = store.compact_if_due().unwrap();
+            asks += 1;
+        }
+        let done = done.unwrap();
+        assert!(done.finish_keys <= FINISH_DIRTY_MAX, "seed {seed}: {done:?}");
+        assert!(done.after_bytes < before, "seed {seed}: {done:?} from {before}");
+        assert!(!store.compacting());
+        assert!(!dir.path().join(format!("{FILE_NAME}{COPY_SUFFIX}")).exists(), "the copy is the file now");
+        assert_eq!(held(&store), held(&model), "seed {seed}, after {asks} asks");
+        // Writes after it go to the new file, and a reopen finds them all.
+        let batch = batch(&mut rng, &mut next);
+        store.apply(&batch, true).unwrap();
+        model.apply(&batch, true).unwrap();
+        drop(store);
+        let store = RedbStore::open(dir.path()).unwrap();
+        assert_eq!(held(&store), held(&model), "seed {seed}, reopened");
+    }
+}
+
+/// The same with the copy worked by its own thread while writes come from
+/// this one, as the server runs it.
+#[test]
+fn writes_while_a_compaction_thread_copies_are_all_in_its_copy() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = RedbStore::open(dir.path()).unwrap();
+    let model = RedbStore::open(model_dir.path()).unwrap();
+    let mut next = 0;
+    mostly_free(&store, &model, &mut next);
+    assert_eq!(store.compact_if_due().unwrap(), None, "it begins");
+    let mut writes = 0;
+    let done = loop {
+        let batch = batch(&mut rng, &mut next);
+        store.apply(&batch, false).unwrap();
+        model.apply(&batch, false).unwrap();
+        writes += 1;
+        if let Some(done) = store.compact_if_due().unwrap() {
+            break done;
+        }
+    };
+    println!("a compaction finished after {writes} batches written meanwhile: {done:?}");
+    assert!(done.finish_keys <= FINISH_DIRTY_MAX, "{done:?}");
+    assert_eq!(held(&store), held(&model));
+    drop(store);
+    assert_eq!(held(&RedbStore::open(dir.path()).unwrap()), held(&model), "reopened");
+}
+
+/// The writer finishes only once few keys are dirty: with more written than
+/// that since the last step, it works another step first.
+#[test]
+fn the_finish_syncs_no_more_than_its_bound() {
+    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = RedbStore::open(dir.path()).unwrap().stepped();
+    let model = RedbStore::open(model_dir.path()).unwrap();
+    let mut next = 0;
+    mostly_free(&store, &model, &mut next);
+    assert_eq!(store.compact_if_due().unwrap(), None, "it begins");
+    // Copied, with nothing dirty yet.
+    while !store.job.lock().as_ref().unwrap().shared.state.lock().copied {
+        store.job.lock().as_ref().unwrap().step().unwrap();
+    }
+    let many: Vec<_> = (1..=(3 * FINISH_DIRTY_MAX) as u64).map(|id| Mutation::Update(task(id, 99))).collect();
+    store.apply(&many, true).unwrap();
+    model.apply(&many, true).unwrap();
+    assert_eq!(store.compact_if_due().unwrap(), None, "one step leaves more dirty than the finish takes");
+    let done = store.compact_if_due().unwrap().expect("a second leaves as many as it takes: it finishes");
+    assert_eq!(done.finish_keys, FINISH_DIRTY_MAX, "{done:?}");
+    assert_eq!(held(&store), held(&model));
+}
+
+/// A snapshot taken before a compaction reads on from the old file after the
+/// copy took its place; a new one reads the copy.
+#[test]
+fn a_snapshot_taken_before_a_compaction_reads_on_after_it() {
+    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = RedbStore::open(dir.path()).unwrap();
+    let model = RedbStore::open(model_dir.path()).unwrap();
+    let mut next = 0;
+    mostly_free(&store, &model, &mut next);
+    let mut before = store.snapshot().unwrap();
+    let done = store.compact().unwrap();
+    assert!(done.after_bytes < done.before_bytes, "{done:?}");
+    assert_eq!(before.payload(7).unwrap(), payload(7, 1_000));
+    assert!(matches!(before.payload(8), Err(StoreError::Missing { id: 8 })));
+    assert_eq!(store.snapshot().unwrap().payload(14).unwrap(), payload(14, 1_000));
+}
+
+/// A copy left beside the file by a crash is removed by the next open, and
+/// never taken for the store.
+#[test]
+fn a_copy_left_by_a_crash_is_removed_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    store.apply(&[Mutation::Insert { task: task(1, 10), payload: payload(1, 10) }], true).unwrap();
+    drop(store);
+    let copy = dir.path().join(format!("{FILE_NAME}{COPY_SUFFIX}"));
+    std::fs::write(&copy, b"half a copy").unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    assert!(!copy.exists());
+    let mut ids = Vec::new();
+    store.load(&mut |task, _| ids.push(task.id)).unwrap();
+    assert_eq!(ids, [1]);
+}
+
+/// A compaction whose copy cannot be made (here: its name taken by a
+/// directory) is given up: the store serves on, holding what it held, and
+/// does not try again until another is due.
+#[test]
+fn a_compaction_that_fails_is_given_up_and_the_store_serves_on() {
+    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = RedbStore::open(dir.path()).unwrap();
+    let model = RedbStore::open(model_dir.path()).unwrap();
+    let mut next = 0;
+    mostly_free(&store, &model, &mut next);
+    let copy = dir.path().join(format!("{FILE_NAME}{COPY_SUFFIX}"));
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::write(copy.join("in the way"), b"").unwrap();
+    assert!(store.compact_if_due().is_err());
+    assert!(!store.compacting());
+    assert_eq!(store.compact_if_due().unwrap(), None, "not due again at once");
+    let batch = [Mutation::Insert { task: task(next + 1, 10), payload: payload(next + 1, 10) }];
+    store.apply(&batch, true).unwrap();
+    model.apply(&batch, true).unwrap();
+    assert_eq!(held(&store), held(&model));
+}
