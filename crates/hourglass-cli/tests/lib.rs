@@ -9,6 +9,7 @@ mod never_early;
 mod nodes;
 mod people;
 mod push;
+mod push_bytes;
 mod push_crash;
 mod push_flow;
 mod python_client;

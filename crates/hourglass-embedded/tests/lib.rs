@@ -6,6 +6,7 @@ mod durability;
 mod engine;
 mod kill;
 mod listing;
+mod old_store;
 mod schedules;
 mod sim;
 

@@ -18,10 +18,11 @@ mod time;
 
 const T0_MS: u64 = 1_800_000_000_000;
 
-struct Harness {
+/// An engine on a manual clock, its store in `dir`, its timer thread running.
+pub(crate) struct Harness {
     dir: tempfile::TempDir,
-    clock: Arc<ManualWallClock>,
-    engine: Arc<Engine>,
+    pub(crate) clock: Arc<ManualWallClock>,
+    pub(crate) engine: Arc<Engine>,
     timers: hourglass::TimerThread,
 }
 
@@ -38,13 +39,18 @@ impl Harness {
     fn with_limits(limits: Limits) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualWallClock::at_ms(T0_MS));
+        Harness::open_in(dir, clock, limits)
+    }
+
+    /// The engine on whatever `dir` holds (a data directory made elsewhere).
+    pub(crate) fn open_in(dir: tempfile::TempDir, clock: Arc<ManualWallClock>, limits: Limits) -> Harness {
         let engine = open(dir.path(), &clock, limits);
         let timers = engine.start_timers().expect("start the timer thread");
         Harness { dir, clock, engine, timers }
     }
 
     /// Drops the engine (its writer finishes) and opens the same directory again.
-    fn restart(self) -> Harness {
+    pub(crate) fn restart(self) -> Harness {
         let Harness { dir, clock, engine, timers } = self;
         engine.close();
         deadline::stop("the timer thread", timers);
@@ -54,7 +60,7 @@ impl Harness {
         Harness { dir, clock, engine, timers }
     }
 
-    async fn advance(&self, ms: u64) {
+    pub(crate) async fn advance(&self, ms: u64) {
         self.clock.advance_ms(ms);
         self.engine.poll_timers();
     }
