@@ -363,7 +363,7 @@ impl<S, T: Settler<S>> Writer<S, T> {
                 true
             }
             Err(error) => {
-                tracing::error!(%error, "compacting the store failed; it holds what it held");
+                tracing::error!(%error, "compacting the store failed");
                 false
             }
         }

@@ -56,8 +56,8 @@ mod files;
 
 use compaction::{Compaction, Job, LIVE_UNKNOWN};
 pub use compaction::{
-    COMPACT_FILE_MIN_BYTES, COPY_STEP_BYTES, COPY_STEP_ENTRIES, DIRTY_KEYS_MAX, FILE_PER_LIVE_MAX, FINISH_DIRTY_MAX,
-    SYNC_STEP_KEYS,
+    COMPACT_FILE_MIN_BYTES, COMPACT_RETRY_PAUSE, COPY_STEP_BYTES, COPY_STEP_ENTRIES, DIRTY_KEYS_MAX, FILE_PER_LIVE_MAX,
+    FINISH_DIRTY_BYTES, FINISH_DIRTY_MAX, SYNC_STEP_BYTES, SYNC_STEP_KEYS,
 };
 pub use files::{Directory, Promotion, StoreFile, StoreFiles, COPY_SUFFIX};
 
@@ -104,18 +104,22 @@ pub struct RedbStore {
     /// no write may be made durable before it is ([`Promotion::Unsynced`]).
     promotion_owed: AtomicBool,
     /// A compaction puts its copy in place of `db`: a snapshot waits for it.
-    compacting: AtomicBool,
+    swapping: AtomicBool,
     /// The live bytes, estimated ([`LIVE_UNKNOWN`] until the load): written
     /// by the writer (and the load) only.
     live: AtomicU64,
     last_compaction: Mutex<Option<Compaction>>,
+    /// No compaction begins before this, after one was given up.
+    retry_at: Mutex<Option<std::time::Instant>>,
+    /// What a compaction left to close or remove, being done off the writer.
+    retiring: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The compaction under way. Held through every apply, so that a commit
     /// and the marking of its keys are one step for a compaction beginning.
     job: Mutex<Option<Job>>,
     /// Compactions worked by the writer, one step an ask, rather than by a
     /// thread of their own ([`RedbStore::stepped`]).
     stepped: bool,
-    files: Box<dyn StoreFiles>,
+    files: Arc<dyn StoreFiles>,
 }
 
 fn db_error(error: impl Into<redb::Error>) -> StoreError {
@@ -206,7 +210,7 @@ impl RedbStore {
         std::fs::create_dir_all(dir).map_err(|error| {
             StoreError::Database(Failure::new(format!("cannot create data directory {}", dir.display()), error))
         })?;
-        Self::at(Box::new(Directory::new(dir, FILE_NAME)), check)
+        Self::at(Arc::new(Directory::new(dir, FILE_NAME)), check)
     }
 
     /// A store in `files` (the crash simulator's, say). Their main file must
@@ -216,10 +220,10 @@ impl RedbStore {
     /// # Errors
     /// As [`open`](RedbStore::open).
     pub fn on_files(files: impl StoreFiles) -> Result<RedbStore, StoreError> {
-        Self::at(Box::new(files), false)
+        Self::at(Arc::new(files), false)
     }
 
-    fn at(files: Box<dyn StoreFiles>, check: bool) -> Result<RedbStore, StoreError> {
+    fn at(files: Arc<dyn StoreFiles>, check: bool) -> Result<RedbStore, StoreError> {
         // A copy left by a crash in the middle of a compaction is scratch:
         // the main file holds every write (see `compaction`).
         files.remove_copy().map_err(|error| {
@@ -233,9 +237,11 @@ impl RedbStore {
             db: RwLock::new(Some(Arc::new(db))),
             failed_io: AtomicBool::new(false),
             promotion_owed: AtomicBool::new(false),
-            compacting: AtomicBool::new(false),
+            swapping: AtomicBool::new(false),
             live: AtomicU64::new(LIVE_UNKNOWN),
             last_compaction: Mutex::new(None),
+            retry_at: Mutex::new(None),
+            retiring: Mutex::new(None),
             job: Mutex::new(None),
             stepped: false,
             files,
@@ -322,6 +328,9 @@ impl RedbStore {
     /// A compaction's job: a snapshot of the store, and an empty copy
     /// beside it. Under the job's lock, so between two commits.
     fn start_job(&self) -> Result<Job, StoreError> {
+        // The last compaction's leftovers are closed and removed first: a
+        // copy given up must be gone before a new one takes its name.
+        self.wait_retired();
         let before = (self.file_bytes()?, self.live_bytes().unwrap_or(0));
         let main = self.with_db(|db| Ok(db.clone()))?;
         let copy_error = |error: std::io::Error| {
@@ -335,50 +344,101 @@ impl RedbStore {
         Job::begin(main, copy, !self.stepped, before)
     }
 
-    /// Gives a compaction up (`job`, stopped here, or one already stopped),
-    /// and removes its copy; the next is due as if it had finished here (see
-    /// [`Compaction`]).
+    /// Gives a compaction up: `job` (if it was begun) is closed and its copy
+    /// removed off the writer, and the next is not begun before
+    /// [`COMPACT_RETRY_PAUSE`].
     fn give_up(&self, job: Option<Job>, why: &str) {
-        drop(job);
-        if let Err(error) = self.files.remove_copy() {
-            tracing::warn!(%error, "cannot remove a compaction's copy: the next compaction or start removes it");
-        }
-        let (after_bytes, live_bytes) = (self.file_bytes().unwrap_or(u64::MAX), self.live_bytes().unwrap_or(0));
-        *self.last_compaction.lock() = Some(Compaction { after_bytes, live_bytes });
+        *self.retry_at.lock() = Some(std::time::Instant::now() + COMPACT_RETRY_PAUSE);
         tracing::warn!(why, "gave a compaction up; the store holds what it held");
+        self.retire(move |files| {
+            drop(job);
+            if let Err(error) = files.remove_copy() {
+                tracing::warn!(%error, "cannot remove a compaction's copy: the next compaction or start removes it");
+            }
+        });
+    }
+
+    /// Runs `what` off the writer, after what was retired before: closing a
+    /// database (redb's close commits and syncs), removing a copy. Inline
+    /// if no thread can be started.
+    fn retire(&self, what: impl FnOnce(&dyn StoreFiles) + Send + 'static) {
+        let mut retiring = self.retiring.lock();
+        let before = retiring.take();
+        let files = self.files.clone();
+        let work = move || {
+            if let Some(before) = before {
+                let _ = before.join();
+            }
+            what(&*files);
+        };
+        let (sender, receiver) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        match std::thread::Builder::new().name("hourglass-retire".into()).spawn(move || {
+            if let Ok(work) = receiver.recv() {
+                work();
+            }
+        }) {
+            Ok(thread) => {
+                let _ = sender.send(Box::new(work));
+                *retiring = Some(thread);
+            }
+            Err(_) => work(),
+        }
+    }
+
+    /// Waits for what was retired to be done.
+    fn wait_retired(&self) {
+        if let Some(thread) = self.retiring.lock().take() {
+            let _ = thread.join();
+        }
     }
 
     /// Finishes `job` on the writer: the last dirty keys and a durable
     /// commit of the copy, which then takes the store's place.
-    fn finish_compaction(&self, job: Job) -> Result<Compacted, StoreError> {
+    fn finish_compaction(&self, mut job: Job) -> Result<Compacted, StoreError> {
         let (before_bytes, live_bytes) = (job.before_bytes, job.live_bytes);
-        let finished = job.finish();
-        let (copy, finish_keys) = match finished {
+        let (copy, finish_keys) = match job.finish() {
             Ok(finished) => finished,
             Err(error) => {
-                self.give_up(None, "its finish failed");
+                self.give_up(Some(job), "its finish failed");
                 return Err(error);
             }
         };
         let promotion = self.files.promote_copy();
-        if let Promotion::Failed(error) = promotion {
-            drop(copy);
-            self.give_up(None, "its copy could not be put in place");
-            return Err(StoreError::Database(Failure::new(
-                format!("cannot put a compaction's copy in place of {}", self.path().display()),
-                error,
-            )));
+        let unsynced = match promotion {
+            Promotion::Done => None,
+            Promotion::Unsynced(error) => Some(error),
+            Promotion::Failed(error) => {
+                drop(copy);
+                self.give_up(Some(job), "its copy could not be put in place");
+                return Err(StoreError::Database(Failure::new(
+                    format!("cannot put a compaction's copy in place of {}", self.path().display()),
+                    error,
+                )));
+            }
+        };
+        // Owed before the copy serves a single write.
+        if unsynced.is_some() {
+            self.promotion_owed.store(true, Ordering::Release);
         }
         // The copy is the store's file now: every write goes to it.
-        self.compacting.store(true, Ordering::Release);
+        self.swapping.store(true, Ordering::Release);
         let old = self.db.write().replace(copy);
-        self.compacting.store(false, Ordering::Release);
-        // The old database closes once no snapshot reads it.
-        drop(old);
-        let after_bytes = self.file_bytes()?;
+        self.swapping.store(false, Ordering::Release);
+        // The old database is closed off the writer, once no snapshot reads it.
+        self.retire(move |_| {
+            drop(job);
+            let Some(mut old) = old else { return };
+            loop {
+                match Arc::try_unwrap(old) {
+                    Ok(old) => return drop(old),
+                    Err(still_read) => old = still_read,
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        let after_bytes = self.file_bytes().unwrap_or(0);
         *self.last_compaction.lock() = Some(Compaction { after_bytes, live_bytes });
-        if let Promotion::Unsynced(error) = promotion {
-            self.promotion_owed.store(true, Ordering::Release);
+        if let Some(error) = unsynced {
             return Err(StoreError::Database(Failure::new(
                 format!("the compaction's copy is in place of {}, but not durably yet", self.path().display()),
                 error,
@@ -422,6 +482,8 @@ impl RedbStore {
         if job.is_some() {
             self.give_up(job.take(), "a write failed");
         }
+        // The job read the database through an `Arc` of its own.
+        self.wait_retired();
         let mut db = self.db.write();
         drop(db.take());
         *db = Some(Arc::new(open(&*self.files, StoreFile::Main, false)?));
@@ -673,7 +735,7 @@ impl Store for RedbStore {
         // the store's place is waited for: it swaps one pointer.
         let db = match self.db.try_read() {
             Some(db) => db,
-            None if self.compacting.load(Ordering::Acquire) => self.db.read(),
+            None if self.swapping.load(Ordering::Acquire) => self.db.read(),
             None => return Err(self.reopening()),
         };
         let db = db.as_ref().ok_or_else(|| self.reopening())?.clone();
@@ -685,7 +747,8 @@ impl Store for RedbStore {
         let mut job = self.job.lock();
         let Some(under_way) = job.as_ref() else {
             let live = self.live.load(Ordering::Acquire);
-            if Compaction::due(*self.last_compaction.lock(), self.file_bytes()?, live) {
+            let paused = self.retry_at.lock().is_some_and(|at| std::time::Instant::now() < at);
+            if !paused && Compaction::due(*self.last_compaction.lock(), self.file_bytes()?, live) {
                 match self.start_job() {
                     Ok(begun) => *job = Some(begun),
                     Err(error) => {
@@ -715,6 +778,19 @@ impl Store for RedbStore {
 
     fn compacting(&self) -> bool {
         self.job.lock().is_some()
+    }
+}
+
+impl Drop for RedbStore {
+    /// A compaction under way is given up (its copy removed), and what was
+    /// retired is waited for, so that the directory holds the store's file
+    /// alone once this returns.
+    fn drop(&mut self) {
+        if let Some(job) = self.job.get_mut().take() {
+            drop(job);
+            let _ = self.files.remove_copy();
+        }
+        self.wait_retired();
     }
 }
 

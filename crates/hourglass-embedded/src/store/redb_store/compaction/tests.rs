@@ -2,6 +2,8 @@
 //! come holds what a store given the same writes and never compacted holds.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -216,10 +218,7 @@ fn the_finish_syncs_no_more_than_its_bound() {
     let mut next = 0;
     mostly_free(&store, &model, &mut next);
     assert_eq!(store.compact_if_due().unwrap(), None, "it begins");
-    // Copied, with nothing dirty yet.
-    while !store.job.lock().as_ref().unwrap().shared.state.lock().copied {
-        store.job.lock().as_ref().unwrap().step().unwrap();
-    }
+    copied(&store);
     let many: Vec<_> = (1..=(3 * FINISH_DIRTY_MAX) as u64).map(|id| Mutation::Update(task(id, 99))).collect();
     store.apply(&many, true).unwrap();
     model.apply(&many, true).unwrap();
@@ -227,6 +226,136 @@ fn the_finish_syncs_no_more_than_its_bound() {
     let done = store.compact_if_due().unwrap().expect("a second leaves as many as it takes: it finishes");
     assert_eq!(done.finish_keys, FINISH_DIRTY_MAX, "{done:?}");
     assert_eq!(held(&store), held(&model));
+}
+
+/// Works a stepped store's compaction until all is copied, writing nothing.
+fn copied(store: &RedbStore) {
+    loop {
+        let job = store.job.lock();
+        let job = job.as_ref().expect("a compaction under way");
+        if job.shared.state.lock().copied {
+            return;
+        }
+        job.step().unwrap();
+    }
+}
+
+/// The finish's payload bytes are bounded too: with more payload dirty than
+/// it takes, a step goes first, and the finish syncs what is left.
+#[test]
+fn the_finish_syncs_no_more_payload_bytes_than_its_bound() {
+    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = RedbStore::open(dir.path()).unwrap().stepped();
+    let model = RedbStore::open(model_dir.path()).unwrap();
+    let mut next = 0;
+    mostly_free(&store, &model, &mut next);
+    store.begin_compaction().unwrap();
+    copied(&store);
+    let big = FINISH_DIRTY_BYTES * 3 / 4;
+    let batch: Vec<_> =
+        (next + 1..=next + 3).map(|id| Mutation::Insert { task: task(id, 10), payload: payload(id, big) }).collect();
+    store.apply(&batch, true).unwrap();
+    model.apply(&batch, true).unwrap();
+    let ready = store.job.lock().as_ref().unwrap().ready().unwrap();
+    assert!(!ready, "more payload dirty than the finish takes");
+    let done = store.compact_if_due().unwrap().expect("a step, then the finish");
+    assert_eq!(done.finish_keys, 1, "the step took two of the three payloads: {done:?}");
+    assert_eq!(held(&store), held(&model));
+}
+
+/// Writes that outrun the compaction (more keys dirty than it may track)
+/// give it up: its copy is removed and the store holds every write.
+#[test]
+fn writes_that_outrun_a_compaction_give_it_up() {
+    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = RedbStore::open(dir.path()).unwrap().stepped();
+    let model = RedbStore::open(model_dir.path()).unwrap();
+    let mut next = 0;
+    mostly_free(&store, &model, &mut next);
+    store.begin_compaction().unwrap();
+    let copy = dir.path().join(format!("{FILE_NAME}{COPY_SUFFIX}"));
+    assert!(copy.exists());
+    // Deletes of tasks never stored: cheap to write, each a key to sync.
+    let first = next + 1_000_000;
+    let deletes: Vec<_> = (first..first + DIRTY_KEYS_MAX as u64 + 1).map(Mutation::Delete).collect();
+    store.apply(&deletes, false).unwrap();
+    assert!(!store.compacting(), "given up");
+    store.wait_retired();
+    assert!(!copy.exists(), "its copy removed");
+    let batch = [Mutation::Insert { task: task(next + 1, 10), payload: payload(next + 1, 10) }];
+    store.apply(&batch, true).unwrap();
+    model.apply(&batch, true).unwrap();
+    assert_eq!(held(&store), held(&model));
+}
+
+/// The store's files, with the directory's sync after the copy's rename
+/// failing, and then `owed` syncs failing too: the rename is done, but not
+/// durably.
+struct UnsyncedRename {
+    directory: Directory,
+    owed_failures: std::sync::atomic::AtomicU32,
+}
+
+impl StoreFiles for UnsyncedRename {
+    fn name(&self) -> &Path {
+        self.directory.name()
+    }
+
+    fn open(&self, file: StoreFile, builder: &redb::Builder) -> Result<Database, redb::DatabaseError> {
+        self.directory.open(file, builder)
+    }
+
+    fn len(&self, file: StoreFile) -> std::io::Result<u64> {
+        self.directory.len(file)
+    }
+
+    fn remove_copy(&self) -> std::io::Result<()> {
+        self.directory.remove_copy()
+    }
+
+    fn promote_copy(&self) -> Promotion {
+        match self.directory.promote_copy() {
+            Promotion::Done => Promotion::Unsynced(std::io::Error::other("injected: the directory's sync failed")),
+            other => other,
+        }
+    }
+
+    fn sync_promotion(&self) -> std::io::Result<()> {
+        let failures = &self.owed_failures;
+        if failures.fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(1)).is_ok() {
+            return Err(std::io::Error::other("injected: the directory's sync failed again"));
+        }
+        self.directory.sync_promotion()
+    }
+}
+
+/// A copy renamed in place but not durably: the compaction reports the
+/// failure, the copy serves, and no write is made (durable or not) until
+/// the directory's sync has gone through; then writes go on, all there.
+#[test]
+fn a_rename_not_yet_durable_is_made_durable_before_the_next_write() {
+    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let files = UnsyncedRename {
+        directory: Directory::new(dir.path(), FILE_NAME),
+        owed_failures: std::sync::atomic::AtomicU32::new(2),
+    };
+    let store = RedbStore::on_files(files).unwrap();
+    let model = RedbStore::open(model_dir.path()).unwrap();
+    let mut next = 0;
+    mostly_free(&store, &model, &mut next);
+    let before = store.file_bytes().unwrap();
+    assert!(store.compact().is_err(), "the rename is not durable yet");
+    assert!(store.file_bytes().unwrap() < before, "the copy is in place");
+    let batch = [Mutation::Insert { task: task(next + 1, 10), payload: payload(next + 1, 10) }];
+    for durable in [true, false] {
+        assert!(store.apply(&batch, durable).is_err(), "no write while the rename is owed");
+    }
+    assert_eq!(held(&store), held(&model), "nothing written");
+    store.apply(&batch, false).unwrap();
+    model.apply(&batch, false).unwrap();
+    assert_eq!(held(&store), held(&model));
+    drop(store);
+    assert_eq!(held(&RedbStore::open(dir.path()).unwrap()), held(&model), "reopened");
 }
 
 /// A snapshot taken before a compaction reads on from the old file after the
@@ -265,7 +394,7 @@ fn a_copy_left_by_a_crash_is_removed_at_the_next_open() {
 
 /// A compaction whose copy cannot be made (here: its name taken by a
 /// directory) is given up: the store serves on, holding what it held, and
-/// does not try again until another is due.
+/// does not try again before the pause.
 #[test]
 fn a_compaction_that_fails_is_given_up_and_the_store_serves_on() {
     let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -278,7 +407,8 @@ fn a_compaction_that_fails_is_given_up_and_the_store_serves_on() {
     std::fs::write(copy.join("in the way"), b"").unwrap();
     assert!(store.compact_if_due().is_err());
     assert!(!store.compacting());
-    assert_eq!(store.compact_if_due().unwrap(), None, "not due again at once");
+    assert_eq!(store.compact_if_due().unwrap(), None, "not begun again at once");
+    assert!(!store.compacting());
     let batch = [Mutation::Insert { task: task(next + 1, 10), payload: payload(next + 1, 10) }];
     store.apply(&batch, true).unwrap();
     model.apply(&batch, true).unwrap();
