@@ -6,10 +6,12 @@
 #   bench/queue-vs-beanstalkd.sh            # every comparison below
 #   bench/queue-vs-beanstalkd.sh protocol   # both through the beanstalk protocol, 3 rounds
 #   bench/queue-vs-beanstalkd.sh churn      # disk after churning 1 M delayed jobs ten times
+#                                           # (JOBS=N, KEEP=N: one job in N kept; PEER=0: no beanstalkd)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HG=target/release/hourglass
+# HG=PATH runs another build of the server (a before/after comparison).
+HG=${HG:-target/release/hourglass}
 LOAD=target/release/hourglass-load
 BEANSTALKD_PORT=11399
 HOURGLASS_ADDR=127.0.0.1:7499
@@ -56,6 +58,8 @@ if [ "${1:-}" = "churn" ]; then
   front --workload churn --tasks "$JOBS" --rounds 10 --keep-every "$KEEP" --disk "$work/hg"
   # How long each compaction held hourglass's writer (every write waited).
   grep -o 'compacted the store.*' "$work/hg.log" || echo "hourglass did not compact"
+  # PEER=0 leaves beanstalkd out (another build of hourglass beside this one).
+  [ "${PEER:-1}" = 0 ] && exit 0
   start_beanstalkd 50
   echo "beanstalkd (binlog directory $work/bs)"
   bench --target beanstalkd --workload churn --tasks "$JOBS" --rounds 10 --keep-every "$KEEP" --disk "$work/bs"

@@ -96,11 +96,12 @@ const _: () = assert!(
     "a step can always bring the dirty keys within the finish"
 );
 
-/// The last compaction: the file's bytes after it and the live bytes then. Another is due only once the file has grown past
-/// `FILE_PER_LIVE_MAX` times what it left, or the live bytes fallen below a
-/// `FILE_PER_LIVE_MAX`th: a file that compaction could not bring within the
-/// bound (its pages fuller than estimated) is not compacted again and again
-/// for nothing.
+/// The last compaction: the file's bytes after it and the live bytes then.
+/// One that could not bring the file within the bound (its pages fuller
+/// than the estimate says) is not run again and again for nothing: the
+/// next waits until the file has grown past `FILE_PER_LIVE_MAX` times what
+/// it left, or the live bytes fallen below a `FILE_PER_LIVE_MAX`th. One
+/// that did is no reason to wait.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Compaction {
     pub(super) after_bytes: u64,
@@ -115,7 +116,9 @@ impl Compaction {
             live != LIVE_UNKNOWN && len >= COMPACT_FILE_MIN_BYTES && len >= live.saturating_mul(FILE_PER_LIVE_MAX);
         mostly_free
             && last.is_none_or(|last| {
-                len >= last.after_bytes.saturating_mul(FILE_PER_LIVE_MAX)
+                let within = last.after_bytes < last.live_bytes.saturating_mul(FILE_PER_LIVE_MAX);
+                within
+                    || len >= last.after_bytes.saturating_mul(FILE_PER_LIVE_MAX)
                     || live.saturating_mul(FILE_PER_LIVE_MAX) < last.live_bytes
             })
     }
