@@ -412,20 +412,26 @@ fn some_writes(held: &Held, next_id: &mut u64, rng: &mut StdRng) -> Vec<Mutation
 }
 
 /// The compaction of a seed, with writes between its steps, until it
-/// finishes or the crash strikes; then, if it finished, durable writes
-/// until the crash. `states` gets every state the store may be left in.
-/// Returns whether the compaction finished.
-fn compact_with_writes(store: &RedbStore, dir: &CrashDir, states: &mut Vec<Held>, rng: &mut StdRng) -> bool {
+/// finishes or the crash strikes. `states` gets every state the store may be
+/// left in (its last is the store's now). Returns whether it finished, and
+/// the writes made between its steps; the next task's id is `next_id`.
+fn compact_with_writes(
+    store: &RedbStore,
+    dir: &CrashDir,
+    states: &mut Vec<Held>,
+    next_id: &mut u64,
+    rng: &mut StdRng,
+) -> (bool, u64) {
     let mut held = states.last().expect("one state at least").clone();
-    let mut next_id = held.keys().last().map_or(1, |id| id + 1) + 1_000;
+    let mut writes = 0;
     if store.begin_compaction().is_err() {
         assert!(dir.crashed(), "a compaction could not begin with no crash");
-        return false;
+        return (false, writes);
     }
     loop {
         for _ in 0..rng.random_range(0..3) {
             let durable = rng.random_bool(0.3);
-            let batch = some_writes(&held, &mut next_id, rng);
+            let batch = some_writes(&held, next_id, rng);
             let before = held.clone();
             let result = apply(store, &mut held, &batch, durable);
             if result.is_err() {
@@ -434,9 +440,9 @@ fn compact_with_writes(store: &RedbStore, dir: &CrashDir, states: &mut Vec<Held>
                 let mut struck = before;
                 apply_to(&mut struck, &batch);
                 states.push(struck);
-                return false;
+                return (false, writes);
             }
-            WRITES_DURING.fetch_add(1, Ordering::Relaxed);
+            writes += 1;
             if durable {
                 states.clear();
             }
@@ -447,19 +453,28 @@ fn compact_with_writes(store: &RedbStore, dir: &CrashDir, states: &mut Vec<Held>
             Ok(Some(done)) => {
                 assert!(done.after_bytes <= done.before_bytes, "{done:?}");
                 // A finished compaction made everything durable.
-                *states = vec![held.clone()];
-                break;
+                *states = vec![held];
+                return (true, writes);
             }
             Err(error) => {
                 assert!(dir.crashed(), "a compaction failed with no crash: {error}");
-                return false;
+                return (false, writes);
             }
         }
     }
-    // The crash strikes in the writes after it: the one it strikes may land,
-    // whole.
+}
+
+/// Durable writes until the crash: the one it strikes may land, whole.
+fn write_until_the_crash(
+    store: &RedbStore,
+    dir: &CrashDir,
+    states: &mut Vec<Held>,
+    next_id: &mut u64,
+    rng: &mut StdRng,
+) {
+    let mut held = states.last().expect("one state at least").clone();
     while !dir.crashed() {
-        let batch = some_writes(&held, &mut next_id, rng);
+        let batch = some_writes(&held, next_id, rng);
         let mut applied = held.clone();
         apply_to(&mut applied, &batch);
         states.push(applied);
@@ -469,7 +484,12 @@ fn compact_with_writes(store: &RedbStore, dir: &CrashDir, states: &mut Vec<Held>
             *states = vec![held.clone()];
         }
     }
-    true
+}
+
+/// The id a seed's writes during the compaction begin at: past every task
+/// `fill` made.
+fn first_id(states: &[Held]) -> u64 {
+    states.last().and_then(|held| held.keys().last()).map_or(1, |id| id + 1) + 1_000
 }
 
 fn run_seed(seed: u64) {
@@ -480,20 +500,10 @@ fn run_seed(seed: u64) {
         let store = opened(&dir);
         let mut states = fill(&store, &mut StdRng::seed_from_u64(seed));
         let before = dir.ops();
+        let mut next_id = first_id(&states);
         let mut rng = StdRng::seed_from_u64(seed ^ 0xc0_4ac7);
-        let mut held = states.pop().unwrap();
-        let mut next_id = held.keys().last().map_or(1, |id| id + 1) + 1_000;
-        store.begin_compaction().expect("a compaction begins");
-        loop {
-            for _ in 0..rng.random_range(0..3) {
-                let durable = rng.random_bool(0.3);
-                let batch = some_writes(&held, &mut next_id, &mut rng);
-                apply(&store, &mut held, &batch, durable).expect("a write with no crash");
-            }
-            if store.compact_if_due().expect("a compaction with no crash").is_some() {
-                break;
-            }
-        }
+        let (finished, _) = compact_with_writes(&store, &dir, &mut states, &mut next_id, &mut rng);
+        assert!(finished, "seed {seed}: a compaction with no crash finishes");
         dir.ops() - before
     };
 
@@ -503,7 +513,11 @@ fn run_seed(seed: u64) {
     let mut states = fill(&store, &mut rng);
     let mut rng = StdRng::seed_from_u64(seed ^ 0xc0_4ac7);
     dir.crash_in(StdRng::seed_from_u64(seed ^ 0x000c_2a54).random_range(1..=ops + 2));
-    if compact_with_writes(&store, &dir, &mut states, &mut rng) {
+    let mut next_id = first_id(&states);
+    let (finished, writes) = compact_with_writes(&store, &dir, &mut states, &mut next_id, &mut rng);
+    WRITES_DURING.fetch_add(writes, Ordering::Relaxed);
+    if finished {
+        write_until_the_crash(&store, &dir, &mut states, &mut next_id, &mut rng);
         AFTER_COMPACTION.fetch_add(1, Ordering::Relaxed);
     } else {
         MID_COMPACTION.fetch_add(1, Ordering::Relaxed);

@@ -4,7 +4,8 @@ use super::*;
 use hourglass_queue::DeadReason;
 use hourglass_queue::TaskState;
 
-fn task(id: u64, run_at_ms: u64) -> Task {
+/// A task of queue `q`, due at `run_at_ms`: the store's tests' own.
+pub(super) fn task(id: u64, run_at_ms: u64) -> Task {
     Task {
         id,
         queue: "q".into(),

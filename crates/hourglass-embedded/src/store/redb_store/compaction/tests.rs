@@ -8,30 +8,11 @@ use std::sync::atomic::Ordering;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::super::tests::task;
 use super::super::*;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
-use hourglass_queue::{DeadReason, Flow, TaskState};
+use hourglass_queue::Flow;
 use hourglass_queue::{Misfire, Overlap, Rule};
-
-fn task(id: u64, run_at_ms: u64) -> Task {
-    Task {
-        id,
-        queue: "q".into(),
-        run_at_ms,
-        attempt: 0,
-        max_attempts: 5,
-        priority: hourglass_queue::limits::PRIORITY_DEFAULT,
-        lease_ms: None,
-        key: None,
-        every_ms: None,
-        expires_at_ms: None,
-        dead_reason: DeadReason::Attempts,
-        last_error: None,
-        http: None,
-        state: TaskState::Scheduled,
-        created_ms: 1,
-    }
-}
 
 fn schedule(name: &str, next_ms: u64) -> Schedule {
     Schedule {
@@ -116,24 +97,39 @@ fn batch(rng: &mut StdRng, next: &mut u64) -> Vec<Mutation> {
     batch
 }
 
-/// A store of `tasks` tasks, most then deleted: a compaction is due.
-fn mostly_free(store: &RedbStore, model: &RedbStore, next: &mut u64) {
-    for both in [store, model] {
-        both.load(&mut |_, _| {}).unwrap();
-    }
-    let first = *next + 1;
-    while *next < first + 12_000 {
-        let batch: Vec<_> = (*next + 1..=*next + 1_000)
-            .map(|id| Mutation::Insert { task: task(id, 10), payload: payload(id, 1_000) })
-            .collect();
-        *next += 1_000;
-        for both in [store, model] {
-            both.apply(&batch, false).unwrap();
+/// A store and its model: a store never compacted, given the same writes.
+struct Pair {
+    dir: tempfile::TempDir,
+    model_dir: tempfile::TempDir,
+    store: RedbStore,
+    model: RedbStore,
+    /// The next task id.
+    next: u64,
+}
+
+impl Pair {
+    /// A store (`open`ed in a directory of its own) and its model, both
+    /// given 12,000 tasks then most deleted: a compaction is due.
+    fn mostly_free(open: impl FnOnce(&Path) -> RedbStore) -> Pair {
+        let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (store, model) = (open(dir.path()), RedbStore::open(model_dir.path()).unwrap());
+        for both in [&store, &model] {
+            both.load(&mut |_, _| {}).unwrap();
         }
-    }
-    let deletes: Vec<_> = (first..=*next).filter(|id| !id.is_multiple_of(7)).map(Mutation::Delete).collect();
-    for both in [store, model] {
-        both.apply(&deletes, true).unwrap();
+        let tasks = 12_000;
+        for first in (1..=tasks).step_by(1_000) {
+            let batch: Vec<_> = (first..first + 1_000)
+                .map(|id| Mutation::Insert { task: task(id, 10), payload: payload(id, 1_000) })
+                .collect();
+            for both in [&store, &model] {
+                both.apply(&batch, false).unwrap();
+            }
+        }
+        let deletes: Vec<_> = (1..=tasks).filter(|id| !id.is_multiple_of(7)).map(Mutation::Delete).collect();
+        for both in [&store, &model] {
+            both.apply(&deletes, true).unwrap();
+        }
+        Pair { dir, model_dir, store, model, next: tasks }
     }
 }
 
@@ -144,11 +140,8 @@ fn mostly_free(store: &RedbStore, model: &RedbStore, next: &mut u64) {
 fn writes_between_the_steps_of_a_compaction_are_all_in_its_copy() {
     for seed in 0..4u64 {
         let mut rng = StdRng::seed_from_u64(seed);
-        let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let store = RedbStore::open(dir.path()).unwrap().stepped();
-        let model = RedbStore::open(model_dir.path()).unwrap();
-        let mut next = 0;
-        mostly_free(&store, &model, &mut next);
+        let Pair { dir, model_dir: _model_dir, store, model, mut next } =
+            Pair::mostly_free(|path| RedbStore::open(path).unwrap().stepped());
         let before = store.file_bytes().unwrap();
         assert_eq!(store.compact_if_due().unwrap(), None, "seed {seed}: it begins");
         assert!(store.compacting() && dir.path().join(format!("{FILE_NAME}{COPY_SUFFIX}")).exists());
@@ -185,11 +178,8 @@ fn writes_between_the_steps_of_a_compaction_are_all_in_its_copy() {
 #[test]
 fn writes_while_a_compaction_thread_copies_are_all_in_its_copy() {
     let mut rng = StdRng::seed_from_u64(7);
-    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = RedbStore::open(dir.path()).unwrap();
-    let model = RedbStore::open(model_dir.path()).unwrap();
-    let mut next = 0;
-    mostly_free(&store, &model, &mut next);
+    let Pair { dir, model_dir: _model_dir, store, model, mut next } =
+        Pair::mostly_free(|path| RedbStore::open(path).unwrap());
     assert_eq!(store.compact_if_due().unwrap(), None, "it begins");
     let mut writes = 0;
     let done = loop {
@@ -212,11 +202,8 @@ fn writes_while_a_compaction_thread_copies_are_all_in_its_copy() {
 /// that since the last step, it works another step first.
 #[test]
 fn the_finish_syncs_no_more_than_its_bound() {
-    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = RedbStore::open(dir.path()).unwrap().stepped();
-    let model = RedbStore::open(model_dir.path()).unwrap();
-    let mut next = 0;
-    mostly_free(&store, &model, &mut next);
+    let Pair { dir: _dir, model_dir: _model_dir, store, model, next: _ } =
+        Pair::mostly_free(|path| RedbStore::open(path).unwrap().stepped());
     assert_eq!(store.compact_if_due().unwrap(), None, "it begins");
     copied(&store);
     let many: Vec<_> = (1..=(3 * FINISH_DIRTY_MAX) as u64).map(|id| Mutation::Update(task(id, 99))).collect();
@@ -244,11 +231,8 @@ fn copied(store: &RedbStore) {
 /// it takes, a step goes first, and the finish syncs what is left.
 #[test]
 fn the_finish_syncs_no_more_payload_bytes_than_its_bound() {
-    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = RedbStore::open(dir.path()).unwrap().stepped();
-    let model = RedbStore::open(model_dir.path()).unwrap();
-    let mut next = 0;
-    mostly_free(&store, &model, &mut next);
+    let Pair { dir: _dir, model_dir: _model_dir, store, model, next } =
+        Pair::mostly_free(|path| RedbStore::open(path).unwrap().stepped());
     store.begin_compaction().unwrap();
     copied(&store);
     let big = FINISH_DIRTY_BYTES * 3 / 4;
@@ -267,11 +251,8 @@ fn the_finish_syncs_no_more_payload_bytes_than_its_bound() {
 /// give it up: its copy is removed and the store holds every write.
 #[test]
 fn writes_that_outrun_a_compaction_give_it_up() {
-    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = RedbStore::open(dir.path()).unwrap().stepped();
-    let model = RedbStore::open(model_dir.path()).unwrap();
-    let mut next = 0;
-    mostly_free(&store, &model, &mut next);
+    let Pair { dir, model_dir: _model_dir, store, model, next } =
+        Pair::mostly_free(|path| RedbStore::open(path).unwrap().stepped());
     store.begin_compaction().unwrap();
     let copy = dir.path().join(format!("{FILE_NAME}{COPY_SUFFIX}"));
     assert!(copy.exists());
@@ -334,15 +315,13 @@ impl StoreFiles for UnsyncedRename {
 /// the directory's sync has gone through; then writes go on, all there.
 #[test]
 fn a_rename_not_yet_durable_is_made_durable_before_the_next_write() {
-    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let files = UnsyncedRename {
-        directory: Directory::new(dir.path(), FILE_NAME),
-        owed_failures: std::sync::atomic::AtomicU32::new(2),
-    };
-    let store = RedbStore::on_files(files).unwrap();
-    let model = RedbStore::open(model_dir.path()).unwrap();
-    let mut next = 0;
-    mostly_free(&store, &model, &mut next);
+    let Pair { dir, model_dir: _model_dir, store, model, next } = Pair::mostly_free(|path| {
+        let files = UnsyncedRename {
+            directory: Directory::new(path, FILE_NAME),
+            owed_failures: std::sync::atomic::AtomicU32::new(2),
+        };
+        RedbStore::on_files(files).unwrap()
+    });
     let before = store.file_bytes().unwrap();
     assert!(store.compact().is_err(), "the rename is not durable yet");
     assert!(store.file_bytes().unwrap() < before, "the copy is in place");
@@ -362,11 +341,8 @@ fn a_rename_not_yet_durable_is_made_durable_before_the_next_write() {
 /// copy took its place; a new one reads the copy.
 #[test]
 fn a_snapshot_taken_before_a_compaction_reads_on_after_it() {
-    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = RedbStore::open(dir.path()).unwrap();
-    let model = RedbStore::open(model_dir.path()).unwrap();
-    let mut next = 0;
-    mostly_free(&store, &model, &mut next);
+    let Pair { dir: _dir, model_dir: _model_dir, store, model: _model, next: _ } =
+        Pair::mostly_free(|path| RedbStore::open(path).unwrap());
     let mut before = store.snapshot().unwrap();
     let done = store.compact().unwrap();
     assert!(done.after_bytes < done.before_bytes, "{done:?}");
@@ -397,11 +373,8 @@ fn a_copy_left_by_a_crash_is_removed_at_the_next_open() {
 /// does not try again before the pause.
 #[test]
 fn a_compaction_that_fails_is_given_up_and_the_store_serves_on() {
-    let (dir, model_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = RedbStore::open(dir.path()).unwrap();
-    let model = RedbStore::open(model_dir.path()).unwrap();
-    let mut next = 0;
-    mostly_free(&store, &model, &mut next);
+    let Pair { dir, model_dir: _model_dir, store, model, next } =
+        Pair::mostly_free(|path| RedbStore::open(path).unwrap());
     let copy = dir.path().join(format!("{FILE_NAME}{COPY_SUFFIX}"));
     std::fs::create_dir(&copy).unwrap();
     std::fs::write(copy.join("in the way"), b"").unwrap();
