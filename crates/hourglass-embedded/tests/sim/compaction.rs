@@ -360,21 +360,8 @@ fn fill(store: &RedbStore, rng: &mut StdRng) -> Vec<Held> {
     }
     let mut states = vec![held.clone()];
     for _ in 0..rng.random_range(0..4) {
-        let mut ids: Vec<u64> = held.keys().copied().collect();
-        let mut batch = Vec::new();
-        for _ in 0..rng.random_range(1..20) {
-            if ids.is_empty() {
-                break;
-            }
-            let at = rng.random_range(0..ids.len());
-            batch.push(if rng.random_bool(0.5) {
-                Mutation::Update(task(ids[at], rng.random_range(11..1_000_000)))
-            } else {
-                Mutation::Delete(ids.swap_remove(at))
-            });
-        }
-        batch.push(Mutation::Insert { task: task(id, 10), payload: payload(id, rng.random_range(1..3_000)) });
-        id += 1;
+        let bytes = rng.random_range(1..3_000);
+        let batch = some_writes(&held, &mut id, 1..20, bytes, rng);
         apply(store, &mut held, &batch, false).expect("a write before the crash");
         states.push(held.clone());
     }
@@ -389,12 +376,18 @@ fn opened(dir: &CrashDir) -> RedbStore {
     store
 }
 
-/// A random batch between two steps of a compaction: a task enqueued (its
-/// payload in the body or apart), others rescheduled or deleted.
-fn some_writes(held: &Held, next_id: &mut u64, rng: &mut StdRng) -> Vec<Mutation> {
+/// A random batch: `changes` tasks held rescheduled or deleted, then one
+/// enqueued with a payload of `bytes`.
+fn some_writes(
+    held: &Held,
+    next_id: &mut u64,
+    changes: std::ops::Range<usize>,
+    bytes: usize,
+    rng: &mut StdRng,
+) -> Vec<Mutation> {
     let mut ids: Vec<u64> = held.keys().copied().collect();
     let mut batch = Vec::new();
-    for _ in 0..rng.random_range(0..6) {
+    for _ in 0..rng.random_range(changes) {
         if ids.is_empty() {
             break;
         }
@@ -405,7 +398,6 @@ fn some_writes(held: &Held, next_id: &mut u64, rng: &mut StdRng) -> Vec<Mutation
             Mutation::Delete(ids.swap_remove(at))
         });
     }
-    let bytes = if rng.random_bool(0.5) { 100 } else { PAYLOAD_INLINE_MAX + 100 };
     batch.push(Mutation::Insert { task: task(*next_id, 10), payload: payload(*next_id, bytes) });
     *next_id += 1;
     batch
@@ -431,7 +423,7 @@ fn compact_with_writes(
     loop {
         for _ in 0..rng.random_range(0..3) {
             let durable = rng.random_bool(0.3);
-            let batch = some_writes(&held, next_id, rng);
+            let batch = some_writes(&held, next_id, 0..6, between_steps_bytes(rng), rng);
             let before = held.clone();
             let result = apply(store, &mut held, &batch, durable);
             if result.is_err() {
@@ -474,7 +466,7 @@ fn write_until_the_crash(
 ) {
     let mut held = states.last().expect("one state at least").clone();
     while !dir.crashed() {
-        let batch = some_writes(&held, next_id, rng);
+        let batch = some_writes(&held, next_id, 0..6, between_steps_bytes(rng), rng);
         let mut applied = held.clone();
         apply_to(&mut applied, &batch);
         states.push(applied);
@@ -483,6 +475,16 @@ fn write_until_the_crash(
         if result.is_ok() {
             *states = vec![held.clone()];
         }
+    }
+}
+
+/// A payload's bytes between the steps of a compaction: in the body, or
+/// apart from it.
+fn between_steps_bytes(rng: &mut StdRng) -> usize {
+    if rng.random_bool(0.5) {
+        100
+    } else {
+        PAYLOAD_INLINE_MAX + 100
     }
 }
 
