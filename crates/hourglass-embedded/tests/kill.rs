@@ -4,8 +4,8 @@
 //! each write once it is durable. The parent kills it (SIGKILL) after a
 //! number of those writes that differs from kill to kill, opens the
 //! directory again and checks that it holds what the child had written and
-//! been told was durable, payloads byte for byte, and at most the one write
-//! under way besides. The child waits, once compacted, for a kill that may
+//! been told was durable (every "wrote" line it printed before the kill),
+//! payloads byte for byte, and at most the one write under way besides. The child waits, once compacted, for a kill that may
 //! come late.
 
 use std::io::{BufRead, BufReader};
@@ -108,8 +108,15 @@ fn kill_9_in_the_middle_of_a_compaction_leaves_the_data_whole() {
         }
         child.kill().expect("SIGKILL");
         child.wait().unwrap();
-        // Whether the compaction had finished when the kill landed.
-        finished |= lines.map_while(Result::ok).any(|line| line.contains("compacted"));
+        // What the child said before the kill landed, after the parent
+        // stopped reading: writes it was told were durable, and whether the
+        // compaction had finished.
+        for line in lines.map_while(Result::ok) {
+            if let Some(id) = line.strip_prefix("wrote ") {
+                written.push(id.parse::<u64>().unwrap());
+            }
+            finished |= line.contains("compacted");
+        }
         mid_compaction += usize::from(!finished);
 
         let store = RedbStore::open(dir.path()).expect("open after the kill");

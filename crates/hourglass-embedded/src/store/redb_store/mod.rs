@@ -111,8 +111,15 @@ pub struct RedbStore {
     last_compaction: Mutex<Option<Compaction>>,
     /// No compaction begins before this, after one was given up.
     retry_at: Mutex<Option<std::time::Instant>>,
-    /// What a compaction left to close or remove, being done off the writer.
-    retiring: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Compactions given up, being closed and their copies removed off the
+    /// writer: bounded (a worker's step, a close), and waited for before a
+    /// new copy takes the name, or the file is opened again.
+    giving_up: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Old files being closed off the writer once no snapshot reads them:
+    /// never waited for (a snapshot may be held by a request that waits for
+    /// the writer: `Engine::change` reads its answer's payload after its
+    /// commit).
+    closing: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The compaction under way. Held through every apply, so that a commit
     /// and the marking of its keys are one step for a compaction beginning.
     job: Mutex<Option<Job>>,
@@ -241,7 +248,8 @@ impl RedbStore {
             live: AtomicU64::new(LIVE_UNKNOWN),
             last_compaction: Mutex::new(None),
             retry_at: Mutex::new(None),
-            retiring: Mutex::new(None),
+            giving_up: Mutex::new(None),
+            closing: Mutex::new(None),
             job: Mutex::new(None),
             stepped: false,
             files,
@@ -328,9 +336,8 @@ impl RedbStore {
     /// A compaction's job: a snapshot of the store, and an empty copy
     /// beside it. Under the job's lock, so between two commits.
     fn start_job(&self) -> Result<Job, StoreError> {
-        // The last compaction's leftovers are closed and removed first: a
-        // copy given up must be gone before a new one takes its name.
-        self.wait_retired();
+        // A copy given up must be gone before a new one takes its name.
+        Self::wait(&self.giving_up);
         let before = (self.file_bytes()?, self.live_bytes().unwrap_or(0));
         let main = self.with_db(|db| Ok(db.clone()))?;
         let copy_error = |error: std::io::Error| {
@@ -350,7 +357,7 @@ impl RedbStore {
     fn give_up(&self, job: Option<Job>, why: &str) {
         *self.retry_at.lock() = Some(std::time::Instant::now() + COMPACT_RETRY_PAUSE);
         tracing::warn!(why, "gave a compaction up; the store holds what it held");
-        self.retire(move |files| {
+        self.retire(&self.giving_up, move |files| {
             drop(job);
             if let Err(error) = files.remove_copy() {
                 tracing::warn!(%error, "cannot remove a compaction's copy: the next compaction or start removes it");
@@ -358,12 +365,16 @@ impl RedbStore {
         });
     }
 
-    /// Runs `what` off the writer, after what was retired before: closing a
+    /// Runs `what` off the writer, after what `slot` ran before: closing a
     /// database (redb's close commits and syncs), removing a copy. Inline
     /// if no thread can be started.
-    fn retire(&self, what: impl FnOnce(&dyn StoreFiles) + Send + 'static) {
-        let mut retiring = self.retiring.lock();
-        let before = retiring.take();
+    fn retire(
+        &self,
+        slot: &Mutex<Option<std::thread::JoinHandle<()>>>,
+        what: impl FnOnce(&dyn StoreFiles) + Send + 'static,
+    ) {
+        let mut slot = slot.lock();
+        let before = slot.take();
         let files = self.files.clone();
         let work = move || {
             if let Some(before) = before {
@@ -379,15 +390,16 @@ impl RedbStore {
         }) {
             Ok(thread) => {
                 let _ = sender.send(Box::new(work));
-                *retiring = Some(thread);
+                *slot = Some(thread);
             }
             Err(_) => work(),
         }
     }
 
-    /// Waits for what was retired to be done.
-    fn wait_retired(&self) {
-        if let Some(thread) = self.retiring.lock().take() {
+    /// Waits for what `slot` runs to be done.
+    fn wait(slot: &Mutex<Option<std::thread::JoinHandle<()>>>) {
+        let thread = slot.lock().take();
+        if let Some(thread) = thread {
             let _ = thread.join();
         }
     }
@@ -424,9 +436,11 @@ impl RedbStore {
         self.swapping.store(true, Ordering::Release);
         let old = self.db.write().replace(copy);
         self.swapping.store(false, Ordering::Release);
-        // The old database is closed off the writer, once no snapshot reads it.
-        self.retire(move |_| {
-            drop(job);
+        // The job's thread is stopped and its copy is the store's: dropping
+        // it drops only references. The old database is closed off the
+        // writer, once no snapshot reads it.
+        drop(job);
+        self.retire(&self.closing, move |_| {
             let Some(mut old) = old else { return };
             loop {
                 match Arc::try_unwrap(old) {
@@ -436,8 +450,10 @@ impl RedbStore {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         });
+        // Judged against the live bytes now: they may have moved while it ran.
         let after_bytes = self.file_bytes().unwrap_or(0);
-        *self.last_compaction.lock() = Some(Compaction { after_bytes, live_bytes });
+        let live_now = self.live_bytes().unwrap_or(live_bytes);
+        *self.last_compaction.lock() = Some(Compaction { after_bytes, live_bytes: live_now });
         if let Some(error) = unsynced {
             return Err(StoreError::Database(Failure::new(
                 format!("the compaction's copy is in place of {}, but not durably yet", self.path().display()),
@@ -483,7 +499,7 @@ impl RedbStore {
             self.give_up(job.take(), "a write failed");
         }
         // The job read the database through an `Arc` of its own.
-        self.wait_retired();
+        Self::wait(&self.giving_up);
         let mut db = self.db.write();
         drop(db.take());
         *db = Some(Arc::new(open(&*self.files, StoreFile::Main, false)?));
@@ -736,7 +752,12 @@ impl Store for RedbStore {
         let db = match self.db.try_read() {
             Some(db) => db,
             None if self.swapping.load(Ordering::Acquire) => self.db.read(),
-            None => return Err(self.reopening()),
+            // A swap may have ended between the two looks: look once more,
+            // briefly. A reopen holds the lock far longer than this.
+            None => match self.db.try_read_for(SWAP_WAIT_MAX) {
+                Some(db) => db,
+                None => return Err(self.reopening()),
+            },
         };
         let db = db.as_ref().ok_or_else(|| self.reopening())?.clone();
         let txn = db.begin_read().map_err(db_error)?;
@@ -782,17 +803,22 @@ impl Store for RedbStore {
 }
 
 impl Drop for RedbStore {
-    /// A compaction under way is given up (its copy removed), and what was
-    /// retired is waited for, so that the directory holds the store's file
-    /// alone once this returns.
+    /// A compaction under way is given up (its copy removed), and the copies
+    /// given up are waited for, so that the directory holds the store's file
+    /// alone once this returns. An old file still read by a snapshot is
+    /// closed when the snapshot is dropped: it is no longer in the directory.
     fn drop(&mut self) {
         if let Some(job) = self.job.get_mut().take() {
             drop(job);
             let _ = self.files.remove_copy();
         }
-        self.wait_retired();
+        Self::wait(&self.giving_up);
     }
 }
+
+/// How long a snapshot waits for the lock that a compaction's swap (a
+/// pointer's write) or a reopen (redb's repair: far longer) holds.
+const SWAP_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Tries to reopen the database after a failed commit, to learn what became
 /// of it, and the pause between tries (while a snapshot holds the old one).

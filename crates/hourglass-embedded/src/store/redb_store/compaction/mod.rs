@@ -78,14 +78,17 @@ pub const SYNC_STEP_BYTES: usize = 4 << 20;
 /// The writer finishes a compaction once at most this many keys are dirty:
 /// what bounds the keys it syncs itself.
 pub const FINISH_DIRTY_MAX: usize = 4_096;
-/// ... and at most this many payload bytes (or one payload, if larger).
+/// ... and at most this many payload bytes (a larger payload is synced by
+/// the worker's step first).
 pub const FINISH_DIRTY_BYTES: usize = 4 << 20;
 /// After a compaction is given up (its copy could not be written, or writes
 /// outran it), the next waits this long.
 pub const COMPACT_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(60);
 /// Dirty keys a compaction may track: past this, writes outrun the worker,
 /// and the compaction is given up (its copy removed) rather than hold an
-/// unbounded set. About 64 bytes a key.
+/// unbounded set. About 64 bytes a key. Writes that keep every commit full
+/// (8,192 mutations, more than [`FINISH_DIRTY_MAX`]) for long enough get
+/// there: the compaction is then tried again after [`COMPACT_RETRY_PAUSE`].
 pub const DIRTY_KEYS_MAX: usize = 1 << 20;
 /// The live estimate before the start's load has counted it: no compaction.
 pub(super) const LIVE_UNKNOWN: u64 = u64::MAX;
