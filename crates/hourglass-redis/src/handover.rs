@@ -71,6 +71,19 @@ pub(crate) struct Waiting<'a> {
     pub(crate) taker: Arc<Taker>,
 }
 
+/// A plan dropped before it was settled (the fire failed to read its reply,
+/// or its task was aborted as the shard was let go): its takers are
+/// answered without tasks, so that their claims look in Redis again. Its
+/// reservations lapse; tasks the script may have leased come due again
+/// when their leases end.
+impl Drop for Plan {
+    fn drop(&mut self) {
+        for taker in std::mem::take(&mut self.offer.takers) {
+            taker.fill(Vec::new());
+        }
+    }
+}
+
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         let left = self.backend.takers.remove(&self.taker);
@@ -215,7 +228,7 @@ impl RedisBackend {
     /// task), giving back what it did not use, then puts the tasks in their
     /// takers: every taker offered is answered, with tasks or without, and
     /// tasks whose claim ended meanwhile are given back.
-    pub(crate) async fn settle_plan(&self, plan: Plan, handed: Vec<(usize, usize, Claimed)>) {
+    pub(crate) async fn settle_plan(&self, mut plan: Plan, handed: Vec<(usize, usize, Claimed)>) {
         for (at, queue, delivery, grant) in &plan.grants {
             let bound: Vec<Claimed> = handed
                 .iter()
@@ -227,11 +240,12 @@ impl RedisBackend {
                 tracing::debug!(%error, queue, "a hand-over's slots are freed when its reservation lapses");
             }
         }
-        let mut by_taker: Vec<Vec<Claimed>> = vec![Vec::new(); plan.offer.takers.len()];
+        let takers = std::mem::take(&mut plan.offer.takers);
+        let mut by_taker: Vec<Vec<Claimed>> = vec![Vec::new(); takers.len()];
         for (taker, _, task) in handed {
             by_taker[taker].push(task);
         }
-        for (taker, tasks) in plan.offer.takers.iter().zip(by_taker) {
+        for (taker, tasks) in takers.iter().zip(by_taker) {
             let left = taker.fill(tasks);
             self.give_back(left);
         }

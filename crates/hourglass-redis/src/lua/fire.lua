@@ -82,7 +82,7 @@ for i = first, #ARGV, PER_QUEUE do
       end
     end
   end
-  if ready and (handed_here == 0 or redis.call('ZCARD', Q.r) + redis.call('ZCARD', Q.R) > 0) then
+  if ready and (handed_here == 0 or redis.call('EXISTS', Q.r, Q.R) > 0) then
     redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q)
   end
 end
