@@ -85,7 +85,7 @@ stats() {
   [ -z "$STATS" ] && return
   redis-cli -p "$PORT" info commandstats | tr -d '\r' | grep '^cmdstat' | sed "s/^/  $1 /"
   stop_pids
-  grep -h 'handed_over' "$work/servers.log" | sed 's/.*by_timer/by_timer/; s/ this node.*//' | sed "s/^/  $1 node: /"
+  grep -h 'handed_over' "$work/servers.log" | sed 's/.*Fired { //; s/ }.*//' | sed "s/^/  $1 node: /"
   : >"$work/servers.log"
 }
 bull() { (cd bench/bullmq && REDIS_PORT=$PORT PUSH_URL="http://$RECEIVER/hook" node bench.mjs "$@" >/dev/null); }
