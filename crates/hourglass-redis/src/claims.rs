@@ -376,6 +376,10 @@ impl RedisBackend {
             }
             let watched = backend.watched(claim).await?;
             let mut wake_on: Vec<Arc<Notify>> = watched.iter().map(|of| of.watch.notify.clone()).collect();
+            if delivery == Delivery::Push && waiting.lock().is_none() {
+                // What this node's fires handed the last push claim's taker since.
+                *waiting.lock() = backend.adopt_hand_over(claim);
+            }
             let taker = waiting.lock().as_ref().map(|waiting| waiting.taker.clone());
             if let Some(taker) = &taker {
                 wake_on.push(taker.notify());

@@ -28,6 +28,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hourglass_queue::limits::{ANSWER_PAYLOAD_BYTES_MAX, PUSH_LEASE_MARGIN_MS, PUSH_TIMEOUT_MS_DEFAULT};
 use hourglass_queue::{Claim, Claimed, Delivery, PushTarget, QueueError};
@@ -35,7 +36,7 @@ use hourglass_queue::{Claim, Claimed, Delivery, PushTarget, QueueError};
 use crate::flow::Grant;
 use crate::options::CLAIM_SCAN_MAX;
 use crate::reply::Reply;
-use crate::takers::{Offer, Taker, Wants};
+use crate::takers::{Offer, Taker, Wants, LINGER_MS};
 use crate::{record, RedisBackend};
 
 /// No flow control on a queue: the script may hand over as many as a taker takes.
@@ -78,7 +79,7 @@ pub(crate) struct Waiting<'a> {
 /// when their leases end.
 impl Drop for Plan {
     fn drop(&mut self) {
-        for taker in std::mem::take(&mut self.offer.takers) {
+        for (taker, _) in std::mem::take(&mut self.offer.takers) {
             taker.fill(Vec::new());
         }
     }
@@ -86,7 +87,7 @@ impl Drop for Plan {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        let left = self.backend.takers.remove(&self.taker);
+        let left = self.backend.takers.release(&self.taker, self.backend.closed.is_closed());
         self.backend.give_back(left);
     }
 }
@@ -101,8 +102,8 @@ impl Plan {
     /// most, then each queue's name and sides.
     pub(crate) fn args(&self, invocation: &mut redis::ScriptInvocation<'_>, queues: &[&str]) {
         invocation.arg(ANSWER_PAYLOAD_BYTES_MAX).arg(CLAIM_SCAN_MAX).arg(self.offer.takers.len());
-        for taker in &self.offer.takers {
-            invocation.arg(taker.max());
+        for (_, room) in &self.offer.takers {
+            invocation.arg(room);
         }
         for (queue, (pull, push, _)) in queues.iter().zip(&self.sides) {
             invocation.arg(*queue);
@@ -114,6 +115,13 @@ impl Plan {
 }
 
 impl RedisBackend {
+    /// A push claim takes over the push taker the last one left lingering,
+    /// with what the fires put in it since.
+    pub(crate) fn adopt_hand_over(&self, claim: &Claim<'_>) -> Option<Waiting<'_>> {
+        let taker = self.takers.adopt(claim.max())?;
+        Some(Waiting { backend: self, taker })
+    }
+
     /// Registers `claim` as waiting, so that this node's fires hand it tasks.
     pub(crate) fn wait_for_hand_over(&self, claim: &Claim<'_>) -> Waiting<'_> {
         let wants = match claim.delivery() {
@@ -141,7 +149,7 @@ impl RedisBackend {
                 return plan;
             }
         };
-        plan.offer = self.takers.offer(queues, |queue| pushing.iter().any(|name| name == queue));
+        plan.offer = self.takers.offer(queues, |queue| pushing.iter().any(|name| name == queue), Instant::now());
         if plan.offer.is_empty() {
             return plan;
         }
@@ -165,7 +173,7 @@ impl RedisBackend {
             let settings = self.settings_of(queue).await?;
             for (taker, delivery) in [(pull, Delivery::Pull), (push, Delivery::Push)] {
                 let Some(taker) = taker else { continue };
-                let of = &plan.offer.takers[taker];
+                let (of, room) = &plan.offer.takers[taker];
                 let lease_ms = match of.wants() {
                     Wants::Pull { lease_ms, .. } => *lease_ms,
                     Wants::Push => {
@@ -175,7 +183,7 @@ impl RedisBackend {
                 };
                 let mut side = Side { taker: taker + 1, lease_ms, allowed: UNLIMITED };
                 if settings.flow.is_limited() {
-                    let grant = self.flow_acquire(queue, of.max(), lease_ms).await?;
+                    let grant = self.flow_acquire(queue, *room, lease_ms).await?;
                     side.allowed = grant.granted as i64;
                     plan.grants.push((at, queue.to_owned(), delivery, grant));
                 }
@@ -205,7 +213,7 @@ impl RedisBackend {
                 let taker = reply.u64()? as usize;
                 let at = reply.u64()? as usize;
                 let count = reply.u64()?;
-                let (Some(of), Some(&queue)) =
+                let (Some((of, _)), Some(&queue)) =
                     (plan.offer.takers.get(taker.wrapping_sub(1)), queues.get(at.wrapping_sub(1)))
                 else {
                     return Err(crate::error::unexpected(format!("a hand-over to taker {taker} of queue {at}")));
@@ -232,7 +240,7 @@ impl RedisBackend {
         for (at, queue, delivery, grant) in &plan.grants {
             let bound: Vec<Claimed> = handed
                 .iter()
-                .filter(|(taker, of, _)| of == at && plan.offer.takers[*taker].wants().delivery() == *delivery)
+                .filter(|(taker, of, _)| of == at && plan.offer.takers[*taker].0.wants().delivery() == *delivery)
                 .map(|(_, _, task)| task.clone())
                 .collect();
             if let Err(error) = self.flow_bind(queue, grant, &bound).await {
@@ -245,9 +253,26 @@ impl RedisBackend {
         for (taker, _, task) in handed {
             by_taker[taker].push(task);
         }
-        for (taker, tasks) in takers.iter().zip(by_taker) {
+        for ((taker, _), tasks) in takers.iter().zip(by_taker) {
             let left = taker.fill(tasks);
             self.give_back(left);
+        }
+    }
+
+    /// Gives back, every [`LINGER_MS`] / 2, what the push takers that
+    /// lingered [`LINGER_MS`] hold, until the node closes.
+    pub(crate) async fn expire_lingering(
+        backend: std::sync::Weak<RedisBackend>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let every = Duration::from_millis(LINGER_MS / 2);
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = stop.wait_for(|&stop| stop) => return,
+            }
+            let Some(node) = backend.upgrade() else { return };
+            node.give_back(node.takers.expire(Instant::now()));
         }
     }
 

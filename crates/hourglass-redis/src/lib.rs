@@ -266,7 +266,7 @@ impl RedisBackend {
     /// tests that need a claim to be waiting.
     #[doc(hidden)]
     pub fn waiting_claims(&self) -> usize {
-        self.takers.len()
+        self.takers.waiting()
     }
 
     /// The shards this node holds, with their holders (`node:epoch`).

@@ -104,11 +104,13 @@ impl Owned {
     }
 }
 
-/// Starts the membership and the channel's listener.
+/// Starts the membership, the channel's listener, and the expiry of
+/// lingering push takers (`takers.rs`).
 pub(crate) fn start(backend: &Arc<RedisBackend>) {
     let weak = Arc::downgrade(backend);
     let stop = backend.stop.subscribe();
     tokio::spawn(membership(weak.clone(), stop.clone()));
+    tokio::spawn(RedisBackend::expire_lingering(weak.clone(), stop.clone()));
     tokio::spawn(listen(weak, stop));
 }
 
