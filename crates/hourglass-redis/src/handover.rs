@@ -18,7 +18,8 @@
 //! **Never lost, never twice at once.** A task handed to a claim that ended
 //! meanwhile (it found tasks elsewhere, timed out, or its caller went away:
 //! a delivery loop stopping, a node shutting down) is given back at once
-//! under its lease token (`task.lua return`): due again in its place, the
+//! (a push taker's once it lingered [`LINGER_MS`] unadopted, or at once if
+//! the node is closing) under its lease token (`task.lua return`): due again in its place, the
 //! attempt not counted, its slot freed. Not left to its lease, which would
 //! make it late by a whole lease (a push target's timeout and a margin) for
 //! a delivery never tried. If the give-back fails (Redis out of reach, the
