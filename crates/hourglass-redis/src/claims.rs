@@ -9,7 +9,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use hourglass_queue::limits::{ANSWER_PAYLOAD_BYTES_MAX, PUSH_LEASE_MARGIN_MS, PUSH_TIMEOUT_MS_DEFAULT};
+use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
 use hourglass_queue::long_poll::{long_poll, Look};
 use hourglass_queue::{Claim, Claimed, Delivery, Flow, Pause, PushTarget, QueueError};
 
@@ -301,10 +301,7 @@ impl RedisBackend {
             let settings = self.settings_of(&name).await?;
             let (watch, lease_ms) = match claim.delivery() {
                 Delivery::Pull => (self.watch.of(&name), claim.lease_ms()),
-                Delivery::Push => {
-                    let timeout_ms = settings.push.as_ref().map_or(PUSH_TIMEOUT_MS_DEFAULT, |push| push.timeout_ms);
-                    (self.watch.of_push(&name), u64::from(timeout_ms) + PUSH_LEASE_MARGIN_MS)
-                }
+                Delivery::Push => (self.watch.of_push(&name), crate::push::push_lease_ms(&settings)),
             };
             let push = settings.push.filter(|_| claim.delivery() == Delivery::Push);
             watched.push(Watched { queue: name.into(), watch, lease_ms, push, flow: settings.flow });

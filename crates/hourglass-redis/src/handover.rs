@@ -31,7 +31,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hourglass_queue::limits::{ANSWER_PAYLOAD_BYTES_MAX, PUSH_LEASE_MARGIN_MS, PUSH_TIMEOUT_MS_DEFAULT};
+use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
 use hourglass_queue::{Claim, Claimed, Delivery, PushTarget, QueueError};
 
 use crate::flow::Grant;
@@ -177,10 +177,7 @@ impl RedisBackend {
                 let (of, room) = &plan.offer.takers[taker];
                 let lease_ms = match of.wants() {
                     Wants::Pull { lease_ms, .. } => *lease_ms,
-                    Wants::Push => {
-                        let timeout_ms = settings.push.as_ref().map_or(PUSH_TIMEOUT_MS_DEFAULT, |push| push.timeout_ms);
-                        u64::from(timeout_ms) + PUSH_LEASE_MARGIN_MS
-                    }
+                    Wants::Push => crate::push::push_lease_ms(&settings),
                 };
                 let mut side = Side { taker: taker + 1, lease_ms, allowed: UNLIMITED };
                 if settings.flow.is_limited() {
