@@ -408,7 +408,9 @@ impl RedisBackend {
                     (pause_ends, token_in_ms)
                 }
             };
-            if taker.is_none() {
+            if let Some(taker) = &taker {
+                taker.looked();
+            } else {
                 let registered = backend.wait_for_hand_over(claim);
                 wake_on.push(registered.taker.notify());
                 *waiting.lock() = Some(registered);

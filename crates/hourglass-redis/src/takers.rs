@@ -72,6 +72,9 @@ struct State {
     offered: bool,
     /// Its claim looked while it was offered: woken when the fire answers.
     looked: bool,
+    /// Its (pull) claim is looking in Redis: not offered meanwhile, as what
+    /// a fire handed it then would be given back if the look finds tasks.
+    looking: bool,
     /// No claim holds it (a push taker), since then.
     lingering: Option<Instant>,
     /// Removed: what reaches it is left over.
@@ -82,7 +85,8 @@ impl State {
     /// Room it has for a fire, if it may be offered now.
     fn room(&self, now: Instant) -> Option<usize> {
         let fresh = self.lingering.is_none_or(|since| now - since < Duration::from_millis(LINGER_OFFERED_MS));
-        (!self.offered && !self.closed && fresh && self.tasks.len() < self.max).then(|| self.max - self.tasks.len())
+        let free = !self.offered && !self.looking && !self.closed;
+        (free && fresh && self.tasks.len() < self.max).then(|| self.max - self.tasks.len())
     }
 }
 
@@ -119,7 +123,8 @@ impl Taker {
 
     /// What its claim finds when it looks. A push claim takes what is there
     /// even while a fire is under way (what the fire hands over waits for
-    /// the next claim); a pull claim waits for the fire's answer.
+    /// the next claim); a pull claim waits for the fire's answer, and when
+    /// it finds nothing is not offered until [`looked`](Taker::looked).
     pub(crate) fn take(&self) -> Taken {
         let mut state = self.state.lock();
         if !state.tasks.is_empty() && (!state.offered || self.wants == Wants::Push) {
@@ -130,7 +135,13 @@ impl Taker {
             state.looked = true;
             return Taken::Offered;
         }
+        state.looking = self.wants != Wants::Push;
         Taken::Nothing
+    }
+
+    /// Its claim's look in Redis ended: it may be offered again.
+    pub(crate) fn looked(&self) {
+        self.state.lock().looking = false;
     }
 
     /// A fire that offered it answered with `tasks` (perhaps none): they wait
@@ -183,7 +194,15 @@ pub(crate) struct Takers(Mutex<Vec<Arc<Taker>>>);
 impl Takers {
     /// A claim that waits for up to `max` tasks.
     pub(crate) fn register(&self, wants: Wants, max: usize) -> Arc<Taker> {
-        let state = State { max, tasks: Vec::new(), offered: false, looked: false, lingering: None, closed: false };
+        let state = State {
+            max,
+            tasks: Vec::new(),
+            offered: false,
+            looked: false,
+            looking: false,
+            lingering: None,
+            closed: false,
+        };
         let taker = Arc::new(Taker { wants, state: Mutex::new(state), notify: Arc::new(Notify::new()) });
         self.0.lock().push(taker.clone());
         taker
@@ -366,6 +385,21 @@ mod tests {
         offer.takers[0].0.fill(Vec::new());
         assert!(taker.notify().notified_owned().now_or_never().is_some(), "it looks again");
         assert!(matches!(taker.take(), Taken::Nothing));
+    }
+
+    #[test]
+    fn a_pull_taker_is_not_offered_while_its_claim_looks_in_redis() {
+        let takers = Takers::default();
+        let taker = takers.register(pull(&["q"]), 3);
+        assert!(matches!(taker.take(), Taken::Nothing), "the claim looks in Redis");
+        assert!(takers.offer(&["q"], |_| false, Instant::now()).is_empty(), "not while it looks");
+        taker.looked();
+        assert_eq!(takers.offer(&["q"], |_| false, Instant::now()).takers.len(), 1);
+        // A push taker is offered while its claim looks: what a fire hands
+        // it then waits for the delivery loop's next claim.
+        let pushing = takers.register(Wants::Push, 3);
+        assert!(matches!(pushing.take(), Taken::Nothing));
+        assert_eq!(takers.offer(&["p"], |_| true, Instant::now()).takers.len(), 1);
     }
 
     #[test]
