@@ -79,8 +79,15 @@ nodes() {
 }
 # Whether row $1 runs (every row unless ONLY names one).
 row() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
-# With STATS, Redis's commands so far (calls, usec per call), for commands per task.
-stats() { [ -z "$STATS" ] || redis-cli -p "$PORT" info commandstats | tr -d '\r' | grep '^cmdstat' | sed "s/^/  $1 /"; }
+# With STATS, Redis's commands so far (calls, usec per call), for commands per task,
+# and what the nodes' fires handed straight to their waiting claims (logged as they stop).
+stats() {
+  [ -z "$STATS" ] && return
+  redis-cli -p "$PORT" info commandstats | tr -d '\r' | grep '^cmdstat' | sed "s/^/  $1 /"
+  stop_pids
+  grep -h 'handed_over' "$work/servers.log" | sed 's/.*Fired { //; s/ }.*//' | sed "s/^/  $1 node: /"
+  : >"$work/servers.log"
+}
 bull() { (cd bench/bullmq && REDIS_PORT=$PORT PUSH_URL="http://$RECEIVER/hook" node bench.mjs "$@" >/dev/null); }
 
 echo "Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), appendfsync always; BullMQ $(node -p "require('./bench/bullmq/node_modules/bullmq/package.json').version"), $WORKERS workers x 64"

@@ -7,13 +7,16 @@
 #
 #   bench/queue-vs-bullmq.sh          # every workload, ROUNDS rounds (3)
 #   FSYNC=everysec bench/queue-vs-bullmq.sh
+#   ONLY=lateness-5000-nodes bench/queue-vs-bullmq.sh  # that row of hourglass alone, ROUNDS times
+#   HG=/tmp/old/hourglass LOAD=... bench/queue-vs-bullmq.sh  # another build (not rebuilt)
 #
 # Lines start with the system's name; BENCHMARKS.md quotes the medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HG=target/release/hourglass
-LOAD=target/release/hourglass-load
+HG=${HG:-target/release/hourglass}
+LOAD=${LOAD:-target/release/hourglass-load}
+ONLY=${ONLY:-}
 PORT=${PORT:-6479}
 FSYNC=${FSYNC:-always}
 ROUNDS=${ROUNDS:-3}
@@ -22,7 +25,8 @@ work=$(mktemp -d)
 pids=()
 source bench/common.sh
 needs redis-server redis-cli node npm
-prepare
+# A build named by HG or LOAD is measured as it is; the defaults are built.
+if [ "$HG" = target/release/hourglass ] && [ "$LOAD" = target/release/hourglass-load ]; then prepare; fi
 
 start_nodes() {
   stop_pids
@@ -49,6 +53,22 @@ per_task() {
   echo "  redis commands a task (whole life, every node's background work included): $(( (after - before) / tasks ))"
 }
 
+# ONLY=lateness-RATE-nodes: hourglass's pull lateness row alone, then what each
+# node's fires handed straight to its waiting claims (logged as it stops).
+if [ -n "$ONLY" ]; then
+  rate=${ONLY#lateness-}
+  rate=${rate%-nodes}
+  for round in $(seq "$ROUNDS"); do
+    echo "== round $round (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    fresh_redis; start_nodes
+    echo "hourglass, 3 nodes:"
+    per_task $((rate * 10)) hg --workload lateness --rate "$rate" --seconds 10 --delay 1s --consumers 6 | sed 's/^/  /'
+    stop_pids
+    grep -h 'handed_over' "$work/nodes.log" | sed 's/.*Fired { //; s/ }.*//; s/^/  node: /' || true
+    : >"$work/nodes.log"
+  done
+  exit 0
+fi
 echo "Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), appendfsync $FSYNC; BullMQ $(node -p "require('./bench/bullmq/node_modules/bullmq/package.json').version")"
 for round in $(seq "$ROUNDS"); do
   echo "== round $round"

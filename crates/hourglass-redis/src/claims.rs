@@ -9,14 +9,16 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use hourglass_queue::limits::{ANSWER_PAYLOAD_BYTES_MAX, PUSH_LEASE_MARGIN_MS, PUSH_TIMEOUT_MS_DEFAULT};
+use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
 use hourglass_queue::long_poll::{long_poll, Look};
 use hourglass_queue::{Claim, Claimed, Delivery, Flow, Pause, PushTarget, QueueError};
 
 use crate::error::{storage, unexpected};
+use crate::handover::Waiting;
 use crate::options::{CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
 use crate::reply::Reply;
 use crate::scripts::{ClaimStop, SCRIPTS};
+use crate::takers::Taken;
 use crate::watch::QueueWatch;
 use crate::{keys, record, RedisBackend};
 
@@ -127,45 +129,56 @@ impl RedisBackend {
             0 => Err(Pause::Indefinitely),
             until => Err(Pause::Until(until as u64)),
         };
-        let queue = of.queue.clone();
         let mut claimed = Vec::new();
-        let now_us = self.redis_us();
         while !reply.is_empty() {
-            let seq = reply.u64()?;
-            let payload = reply.payload()?;
-            let attempt = u32::try_from(reply.u64()?).unwrap_or(u32::MAX);
-            let lease = record::lease(&reply.bytes()?)?;
-            let lease_until_ms = reply.u64()?;
-            let run_at_ms = reply.u64()?;
-            let own = reply.bytes()?;
-            let target = match delivery {
-                Delivery::Pull => None,
-                Delivery::Push if own.is_empty() => of.push.clone(),
-                Delivery::Push => {
-                    let value = rmpv::decode::read_value(&mut &own[..]).map_err(|_| unexpected("a task's target"))?;
-                    PushTarget::resolve(Some(&Arc::new(crate::push::target_of(&value)?)), of.push.as_ref())
-                }
-            };
-            let id = keys::id(shard, seq);
-            self.remember(id, &queue);
-            let lateness_us = (now_us - run_at_ms as i64 * 1_000).max(0) as u64;
-            self.count(&queue, |c| {
+            claimed.push(self.read_claimed(&mut reply, shard, &of.queue, delivery, of.push.as_ref())?);
+        }
+        self.count_delivered(&claimed);
+        Ok((claimed, stop))
+    }
+
+    /// One task as the prelude's `hand_out` writes it (seq, payload, attempt,
+    /// lease token, lease end, due time, its own target), of `queue` in
+    /// `shard`; a push task gets its own target or else the queue's `push`.
+    pub(crate) fn read_claimed(
+        &self,
+        reply: &mut Reply,
+        shard: u16,
+        queue: &Arc<str>,
+        delivery: Delivery,
+        push: Option<&Arc<PushTarget>>,
+    ) -> Result<Claimed, QueueError> {
+        let seq = reply.u64()?;
+        let payload = reply.payload()?;
+        let attempt = u32::try_from(reply.u64()?).unwrap_or(u32::MAX);
+        let lease = record::lease(&reply.bytes()?)?;
+        let lease_until_ms = reply.u64()?;
+        let run_at_ms = reply.u64()?;
+        let own = reply.bytes()?;
+        let target = match delivery {
+            Delivery::Pull => None,
+            Delivery::Push if own.is_empty() => push.cloned(),
+            Delivery::Push => {
+                let value = rmpv::decode::read_value(&mut &own[..]).map_err(|_| unexpected("a task's target"))?;
+                PushTarget::resolve(Some(&Arc::new(crate::push::target_of(&value)?)), push)
+            }
+        };
+        let id = keys::id(shard, seq);
+        self.remember(id, queue);
+        Ok(Claimed { id, queue: queue.clone(), payload, attempt, lease, lease_until_ms, run_at_ms, target })
+    }
+
+    /// Counts `claimed` as delivered now (by this node), with their lateness.
+    pub(crate) fn count_delivered(&self, claimed: &[Claimed]) {
+        let now_us = self.redis_us();
+        for task in claimed {
+            let lateness_us = (now_us - task.run_at_ms as i64 * 1_000).max(0) as u64;
+            self.count(&task.queue, |c| {
                 c.delivered += 1;
                 c.lateness.record(lateness_us);
             });
-            claimed.push(Claimed {
-                id,
-                queue: queue.clone(),
-                payload,
-                attempt,
-                lease,
-                lease_until_ms,
-                run_at_ms,
-                target,
-            });
         }
         self.totals.lock().delivered += claimed.len() as u64;
-        Ok((claimed, stop))
     }
 
     /// Claims up to `max` due tasks of `queues` without waiting, from the
@@ -288,10 +301,7 @@ impl RedisBackend {
             let settings = self.settings_of(&name).await?;
             let (watch, lease_ms) = match claim.delivery() {
                 Delivery::Pull => (self.watch.of(&name), claim.lease_ms()),
-                Delivery::Push => {
-                    let timeout_ms = settings.push.as_ref().map_or(PUSH_TIMEOUT_MS_DEFAULT, |push| push.timeout_ms);
-                    (self.watch.of_push(&name), u64::from(timeout_ms) + PUSH_LEASE_MARGIN_MS)
-                }
+                Delivery::Push => (self.watch.of_push(&name), crate::push::push_lease_ms(&settings)),
             };
             let push = settings.push.filter(|_| claim.delivery() == Delivery::Push);
             watched.push(Watched { queue: name.into(), watch, lease_ms, push, flow: settings.flow });
@@ -353,13 +363,36 @@ impl RedisBackend {
     pub(crate) async fn claim_tasks(&self, claim: Claim<'_>) -> Result<Vec<Claimed>, QueueError> {
         let (max, delivery) = (claim.max(), claim.delivery());
         let found_nothing: Mutex<Option<FoundNothing>> = Mutex::new(None);
-        let (backend, claim, found_nothing) = (self, &claim, &found_nothing);
+        // Registered once a look found nothing: a fire on this node may hand
+        // tasks to it; removed when the claim ends (`handover.rs`).
+        let waiting: Mutex<Option<Waiting<'_>>> = Mutex::new(None);
+        let (backend, claim, found_nothing, waiting) = (self, &claim, &found_nothing, &waiting);
         long_poll(Duration::from_millis(claim.wait_ms()), move || async move {
             if backend.closed.is_closed() {
                 return Ok(Look::Closed);
             }
             let watched = backend.watched(claim).await?;
-            let wake_on: Vec<Arc<Notify>> = watched.iter().map(|of| of.watch.notify.clone()).collect();
+            let mut wake_on: Vec<Arc<Notify>> = watched.iter().map(|of| of.watch.notify.clone()).collect();
+            if delivery == Delivery::Push && waiting.lock().is_none() {
+                // What this node's fires handed the last push claim's taker since.
+                *waiting.lock() = backend.adopt_hand_over(claim);
+            }
+            let taker = waiting.lock().as_ref().map(|waiting| waiting.taker.clone());
+            if let Some(taker) = &taker {
+                wake_on.push(taker.notify());
+                match taker.take() {
+                    Taken::Tasks(tasks) => {
+                        backend.count_delivered(&tasks);
+                        return Ok(Look::Found(tasks));
+                    }
+                    // Not racing the fire for its tasks: it wakes us when it answers.
+                    Taken::Offered => {
+                        let look_again_in = Some(Duration::from_millis(CLAIM_RECHECK_MS));
+                        return Ok(Look::Nothing { wake_on, look_again_in });
+                    }
+                    Taken::Nothing => {}
+                }
+            }
             let woken = watched.iter().fold(0u64, |sum, of| sum.wrapping_add(of.watch.woken()));
             let first = found_nothing.lock().take();
             let (pause_ends, token_in_ms) = match first {
@@ -375,6 +408,13 @@ impl RedisBackend {
                     (pause_ends, token_in_ms)
                 }
             };
+            if let Some(taker) = &taker {
+                taker.looked();
+            } else {
+                let registered = backend.wait_for_hand_over(claim);
+                wake_on.push(registered.taker.notify());
+                *waiting.lock() = Some(registered);
+            }
             let mut look_again_in = Duration::from_millis(CLAIM_RECHECK_MS);
             if let Some(end) = pause_ends {
                 look_again_in = look_again_in.min(Duration::from_millis(end.saturating_sub(backend.redis_ms())));

@@ -313,5 +313,7 @@ impl Backend for RedisBackend {
         self.alarms.close();
         let _ = self.stop.send(true);
         self.watch.wake_all();
+        // Tasks handed over that no claim will take now.
+        self.give_back(self.takers.close_all());
     }
 }

@@ -24,6 +24,10 @@
 //!   (queue and shard) on one channel; every node's waiting claims wake on it
 //!   and look only at the shards hinted (`watch.rs`), with a bounded fallback
 //!   ([`CLAIM_RECHECK_MS`]).
+//! - **The owner hands over what it fires.** Where a claim waits on the
+//!   owner's node, the fire script leases the tasks it made due for it in the
+//!   same script, and the node hands them to the claim: no hint, no claim
+//!   script (`handover.rs`, `takers.rs`).
 //!
 //! What a 2xx means depends on Redis's persistence: `docs/DESIGN.md`,
 //! "Redis: what a 2xx means".
@@ -35,6 +39,7 @@ mod contract;
 mod counts;
 mod error;
 mod flow;
+mod handover;
 mod health;
 mod keys;
 mod listing;
@@ -46,12 +51,13 @@ mod registry;
 mod reply;
 mod scripts;
 mod shards;
+mod takers;
 mod tasks;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -75,13 +81,19 @@ use offset::Offset;
 use watch::Watch;
 
 /// Tasks the owners' timers filed as due, or gave back when their lease ran
-/// out: by a timer at the deadline, or by the sweep (a hint was lost).
+/// out: by a timer at the deadline, or by the sweep (a hint was lost); and
+/// of those, the ones handed straight to a claim waiting on this node.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Fired {
     /// Moved by a timer set for their deadline.
     pub by_timer: u64,
     /// Moved by the periodic sweep.
     pub by_sweep: u64,
+    /// Leased by the fire script for a claim waiting on this node.
+    pub handed_over: u64,
+    /// Of those, given back to their queue because the claim had ended
+    /// before it took them.
+    pub given_back: u64,
 }
 
 /// While Redis cannot be reached, [`RedisBackend::connect_within`] tries
@@ -124,6 +136,13 @@ pub struct RedisBackend {
     alarms: alarms::Alarms,
     by_timer: AtomicU64,
     by_sweep: AtomicU64,
+    /// This node's waiting claims, which its fires hand tasks to.
+    takers: takers::Takers,
+    handed: AtomicU64,
+    given_back: AtomicU64,
+    /// Itself, for the work a method leaves running when it returns (giving
+    /// back tasks handed over to a claim that ended).
+    me: Weak<RedisBackend>,
     closed: Closed,
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -151,9 +170,10 @@ impl RedisBackend {
         }
         let (stop, _) = tokio::sync::watch::channel(false);
         let alarms = alarms::Alarms::start().map_err(ConnectError::TimerThread)?;
-        let backend = Arc::new(RedisBackend {
+        let health = Health::new(target.clone());
+        let backend = Arc::new_cyclic(|me| RedisBackend {
             conn,
-            health: Health::new(target.clone()),
+            health,
             channel: keys.channel(),
             keys,
             shards,
@@ -173,6 +193,10 @@ impl RedisBackend {
             alarms,
             by_timer: AtomicU64::new(0),
             by_sweep: AtomicU64::new(0),
+            takers: takers::Takers::default(),
+            handed: AtomicU64::new(0),
+            given_back: AtomicU64::new(0),
+            me: me.clone(),
             closed: Closed::default(),
             stop,
             options,
@@ -227,9 +251,22 @@ impl RedisBackend {
         self.owned.holders().into_iter().map(|(shard, _)| shard).collect()
     }
 
-    /// What this node's timers moved since it started, by timer or by sweep.
+    /// What this node's timers moved since it started, by timer or by sweep,
+    /// and handed over to its waiting claims.
     pub fn fired(&self) -> Fired {
-        Fired { by_timer: self.by_timer.load(Ordering::Relaxed), by_sweep: self.by_sweep.load(Ordering::Relaxed) }
+        Fired {
+            by_timer: self.by_timer.load(Ordering::Relaxed),
+            by_sweep: self.by_sweep.load(Ordering::Relaxed),
+            handed_over: self.handed.load(Ordering::Relaxed),
+            given_back: self.given_back.load(Ordering::Relaxed),
+        }
+    }
+
+    /// How many claims wait on this node for a fire to hand them tasks. For
+    /// tests that need a claim to be waiting.
+    #[doc(hidden)]
+    pub fn waiting_claims(&self) -> usize {
+        self.takers.waiting()
     }
 
     /// The shards this node holds, with their holders (`node:epoch`).
@@ -256,6 +293,7 @@ impl RedisBackend {
     pub async fn shutdown(&self) {
         self.close();
         self.leave().await;
+        tracing::info!(fired = ?self.fired(), "what this node's timers moved, and handed straight to claims waiting here");
     }
 
     /// Stops at once, as `kill -9` would: lets go of nothing, leaves the

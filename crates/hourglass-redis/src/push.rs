@@ -11,6 +11,7 @@ use std::sync::Arc;
 use redis::AsyncCommands;
 use rmpv::Value;
 
+use hourglass_queue::limits::{PUSH_LEASE_MARGIN_MS, PUSH_TIMEOUT_MS_DEFAULT};
 use hourglass_queue::{validate, Failure, Flow, HttpMethod, HttpTarget, PushTarget, QueueError, QueueSettings};
 
 use crate::error::storage;
@@ -117,6 +118,14 @@ fn unpack_settings(raw: &[u8]) -> Result<QueueSettings, QueueError> {
     };
     let rate_per_s = field(&map, "r").map(|v| v.as_f64().ok_or_else(|| corrupt("r"))).transpose()?;
     Ok(QueueSettings { push, flow: Flow { rate_per_s, burst: small("b")?, max_in_flight: small("c")? } })
+}
+
+/// The lease of a push task of a queue with `settings` (a task with a target
+/// of its own, in a queue without one, gets the default timeout's): its
+/// target's timeout and a margin.
+pub(crate) fn push_lease_ms(settings: &QueueSettings) -> u64 {
+    let timeout_ms = settings.push.as_ref().map_or(PUSH_TIMEOUT_MS_DEFAULT, |push| push.timeout_ms);
+    u64::from(timeout_ms) + PUSH_LEASE_MARGIN_MS
 }
 
 impl RedisBackend {

@@ -27,6 +27,7 @@ use crate::conn::{client, redact, subscribe_urls};
 use crate::error::{storage, unexpected};
 use crate::health::is_unreachable;
 use crate::options::{FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
+use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::RedisBackend;
@@ -103,11 +104,13 @@ impl Owned {
     }
 }
 
-/// Starts the membership and the channel's listener.
+/// Starts the membership, the channel's listener, and the expiry of
+/// lingering push takers (`takers.rs`).
 pub(crate) fn start(backend: &Arc<RedisBackend>) {
     let weak = Arc::downgrade(backend);
     let stop = backend.stop.subscribe();
     tokio::spawn(membership(weak.clone(), stop.clone()));
+    tokio::spawn(RedisBackend::expire_lingering(weak.clone(), stop.clone()));
     tokio::spawn(listen(weak, stop));
 }
 
@@ -337,20 +340,32 @@ impl RedisBackend {
             known.iter().filter(|(_, at)| *at <= now_ms + 1).filter_map(|(name, _)| name.get(2..)).collect();
         queues.sort_unstable();
         queues.dedup();
+        // The claims waiting on this node that the fire may hand tasks to.
+        let plan = self.plan(&queues).await;
         let mut invocation = SCRIPTS.fire.key(self.keys.shard(shard, "owner"));
-        invocation.key(self.keys.shard(shard, "t")).key(self.keys.shard(shard, "h"));
+        for name in ["t", "h", "p", "lseq", "paused"] {
+            invocation.key(self.keys.shard(shard, name));
+        }
         for queue in &queues {
             for key in self.keys.queue_keys(shard, queue) {
                 invocation.key(key);
             }
         }
         invocation.arg(&self.channel).arg(shard).arg(holder).arg(FIRE_BATCH_MAX).arg(FIRE_QUEUES_MAX);
-        for queue in &queues {
-            invocation.arg(*queue);
-        }
-        let value: redis::Value = invocation.invoke_async(&mut self.conn()).await.map_err(|e| Some(storage(e)))?;
+        invocation.arg(record::lease_secret());
+        plan.args(&mut invocation, &queues);
+        let value = match invocation.invoke_async::<redis::Value>(&mut self.conn()).await {
+            Ok(value) => value,
+            Err(error) => {
+                // What the script did is unknown: leases it may have made
+                // run out, and their tasks come due again.
+                self.settle_plan(plan, Vec::new()).await;
+                return Err(Some(storage(error)));
+            }
+        };
         let mut reply = Reply::new(value).map_err(Some)?;
         if reply.text().map_err(Some)? != "ok" {
+            self.settle_plan(plan, Vec::new()).await;
             return Err(None);
         }
         let now_ms = reply.u64().map_err(Some)?;
@@ -359,12 +374,13 @@ impl RedisBackend {
         let counter = if by_sweep { &self.by_sweep } else { &self.by_timer };
         counter.fetch_add(moved, Ordering::Relaxed);
         let mut known = Vec::new();
-        while !reply.is_empty() {
+        for _ in 0..reply.u64().map_err(Some)? / 2 {
             let name = reply.text().map_err(Some)?;
             let at = reply.text().map_err(Some)?;
             let at = at.parse::<u64>().map_err(|_| Some(unexpected(format!("a head at {at}"))))?;
             known.push((name, at));
         }
+        self.handed_over(shard, &queues, plan, &mut reply).await.map_err(Some)?;
         let next = known.first().map(|&(_, at)| at);
         *heads = Some(known);
         Ok(next)

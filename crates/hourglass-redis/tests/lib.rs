@@ -3,6 +3,7 @@
 
 mod claims;
 mod flow;
+mod handover;
 mod leases;
 mod outage;
 

@@ -1,21 +1,40 @@
 -- The shard owner's timer: files the tasks of the named queues that came due,
--- and gives back those whose lease ran out. Refused unless the caller holds
--- the shard's lease (fencing: a stale holder changes nothing).
--- KEYS: owner t h, then six keys per queue. ARGV: channel shard holder max
--- heads_max, then the queues' names.
--- Returns {'fenced'} or {'ok', now, due, expired, then the shard's first
--- heads_max heads as name and time}: the owner fires from those next, without
--- reading them, unless a hint says an earlier one came.
-local owner, t, h = KEYS[1], KEYS[2], KEYS[3]
-local channel, shard, holder, max, heads_max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+-- gives back those whose lease ran out, and hands due tasks at once to the
+-- claims waiting on the owner's node (its takers), in this one script: a
+-- task so handed over costs no claim script, no hint and no second fsync.
+-- Refused unless the caller holds the shard's lease (fencing: a stale holder
+-- changes nothing). A queue paused here hands nothing over; what is handed
+-- over follows the prelude's hand_out, as a claim does.
+-- KEYS: owner t h p lseq paused, then QUEUE_KEY_COUNT keys per queue.
+-- ARGV: channel shard holder max heads_max secret bytes_max scan_max takers,
+-- then each taker's most tasks, then per queue its name and, for a pull then
+-- a push taker, the taker (1-based; 0 for none), its lease_ms and the most
+-- its queue's flow control allows now (-1: no limit). Each taker may take
+-- bytes_max bytes of payloads.
+-- Returns {'fenced'} or {'ok', now, due, expired, n, then the shard's first
+-- heads_max heads as name and time (n values): the owner fires from those
+-- next, without reading them, unless a hint says an earlier one came; then
+-- per hand-over: taker, queue (1-based, as named), count, and count tasks as
+-- hand_out writes them}. A queue whose due tasks were all handed over is
+-- not hinted: no other claim needs to look.
+local owner, t, h, p, lseq, paused = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local channel, shard, holder = ARGV[1], ARGV[2], ARGV[3]
+local max, heads_max, secret = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local bytes_max, scan_max, takers = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local PER_QUEUE = 7
 if redis.call('GET', owner) ~= holder then return { 'fenced' } end
 local now = now_ms()
 local upto = '(' .. hex(now + 1, MS_DIGITS)
 local before = head_min(h)
 local due, expired = 0, 0
-for i = 6, #ARGV do
+local budgets = {}
+for i = 1, takers do budgets[i] = { n = tonumber(ARGV[9 + i]), bytes = bytes_max, got = 0 } end
+local handed = {}
+local first = 10 + takers
+for i = first, #ARGV, PER_QUEUE do
+  local at = (i - first) / PER_QUEUE
   local q = ARGV[i]
-  local Q = queue_keys(4 + (i - 6) * QUEUE_KEY_COUNT)
+  local Q = queue_keys(7 + at * QUEUE_KEY_COUNT)
   local ready = false
   for _, m in ipairs(redis.call('ZRANGE', Q.s, '-', upto, 'BYLEX', 'LIMIT', 0, max)) do
     local seq = member_seq(m)
@@ -41,9 +60,35 @@ for i = 6, #ARGV do
     expired = expired + 1
   end
   set_head(h, 'l:' .. q, Q.l)
-  if ready then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
+  local handed_here = 0
+  if ready and not pause_of(paused, q, now) then
+    for _, push in ipairs({ false, true }) do
+      local arg = i + (push and 4 or 1)
+      local taker, lease_ms, allowed = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
+      local budget = budgets[taker]
+      if budget then
+        local most = budget.n
+        if allowed >= 0 then most = math.min(most, allowed) end
+        if most > 0 then
+          local tasks = {}
+          local taken = hand_out(Q, t, p, h, lseq, q, push, most, lease_ms, budget, scan_max, secret, now, tasks)
+          if taken > 0 then
+            budget.n = budget.n - taken
+            handed_here = handed_here + taken
+            for _, v in ipairs({ taker, at + 1, taken }) do table.insert(handed, v) end
+            for _, v in ipairs(tasks) do table.insert(handed, v) end
+          end
+        end
+      end
+    end
+  end
+  if ready and (handed_here == 0 or redis.call('EXISTS', Q.r, Q.R) > 0) then
+    redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q)
+  end
 end
 hint_head(channel, shard, h, before)
-local out = { 'ok', now, due, expired }
-for _, v in ipairs(redis.call('ZRANGE', h, 0, heads_max - 1, 'WITHSCORES')) do table.insert(out, v) end
+local heads = redis.call('ZRANGE', h, 0, heads_max - 1, 'WITHSCORES')
+local out = { 'ok', now, due, expired, #heads }
+for _, v in ipairs(heads) do table.insert(out, v) end
+for _, v in ipairs(handed) do table.insert(out, v) end
 return out

@@ -158,6 +158,81 @@ local function lease(Q, h, t, lseq, q, seq, rec, now, lease_ms, secret)
   file(Q, h, q, seq, rec, now)
 end
 
+-- The pause of queue `q` in the shard's copy (`paused`) if it holds at
+-- `now`: '0' (until resumed) or when it ends; nil if the queue runs.
+local function pause_of(paused, q, now)
+  local pause = redis.call('HGET', paused, q)
+  if pause and (pause == '0' or tonumber(pause) > now) then return pause end
+  return nil
+end
+
+-- Hands out up to `max` due tasks of queue `q` (from Q.R for push claims,
+-- else Q.r), in claim order, each under a new lease (one more attempt): the
+-- claim script's work, and the fire script's when it hands tasks to a
+-- waiting claim, so that both keep the same rules. A pull task gets its own
+-- lease or `lease_ms`, a push task exactly `lease_ms` (its target's timeout
+-- and a margin). A task met past its expiry is made dead, never handed out
+-- late. `budget.bytes` bounds the payloads of the claim the tasks are for,
+-- `budget.got` counts its tasks so far: the first always goes, a later one
+-- only if its payload fits. Looks at `scan_max` due tasks at most. Appends
+-- seq payload attempt token lease_end due target (packed; '' if none) per
+-- task to `out`. Returns how many it handed out and why no more: STOP_DRAINED
+-- (nothing more is due, or it handed out `max`), STOP_BYTES or STOP_SCANNED.
+local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_max, secret, now, out)
+  local R = push and Q.R or Q.r
+  local taken, looked = 0, 0
+  local gone_r, gone_o, leased = {}, {}, {}
+  local first_end = nil
+  local stop = STOP_DRAINED
+  while taken < max and looked < scan_max and stop == STOP_DRAINED do
+    local members = redis.call('ZRANGE', R, looked, looked + (max - taken) - 1)
+    if #members == 0 then break end
+    for _, m in ipairs(members) do
+      local seq = member_seq(m)
+      local rec = load(t, seq)
+      if rec.x and rec.x <= now then
+        -- Not delivered by its expiry: dead, never late.
+        rec.s = 'd'
+        rec.X = 1
+        save(t, seq, rec)
+        redis.call('ZADD', Q.d, 0, field(seq))
+      else
+        local payload = redis.call('HGET', p, field(seq))
+        if budget.got > 0 and #payload > budget.bytes then
+          stop = STOP_BYTES
+          break
+        end
+        budget.bytes = budget.bytes - #payload
+        budget.got = budget.got + 1
+        rec.a = rec.a + 1
+        rec.s = 'l'
+        rec.L = new_lease(lseq, secret)
+        rec.u = now + ((not push and rec.l) or lease_ms)
+        save(t, seq, rec)
+        table.insert(leased, 0)
+        table.insert(leased, at_member(rec.u, seq))
+        if not first_end or rec.u < first_end then first_end = rec.u end
+        taken = taken + 1
+        local target = rec.h and cmsgpack.pack(rec.h) or ''
+        for _, v in ipairs({ seq, payload, rec.a, rec.L, rec.u, rec.r, target }) do table.insert(out, v) end
+      end
+      looked = looked + 1
+      table.insert(gone_r, m)
+      table.insert(gone_o, ready_at(m))
+    end
+  end
+  if stop == STOP_DRAINED and taken < max and looked >= scan_max then stop = STOP_SCANNED end
+  if #gone_r > 0 then
+    redis.call('ZREM', R, unpack(gone_r))
+    redis.call('ZREM', Q.o, unpack(gone_o))
+  end
+  if #leased > 0 then
+    redis.call('ZADD', Q.l, unpack(leased))
+    head_by(h, 'l:' .. q, first_end)
+  end
+  return taken, stop
+end
+
 -- A delivery failed at `now` (and `past` µs): due again `delay` or a
 -- backoff after it, never early, or dead if out of attempts or past its
 -- expiry (the engine's fail_attempt).

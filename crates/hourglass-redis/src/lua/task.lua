@@ -1,5 +1,5 @@
 -- One task's change: OP is cancel, cancel_unleased, reschedule, retry, take,
--- ack, nack or extend.
+-- ack, nack, extend or return.
 -- KEYS: t p h lseq, the queue's six keys. ARGV: channel shard op seq queue,
 -- then the op's own arguments.
 -- Returns {code, now, record, payload} where code is 'ok', 'not_found',
@@ -80,6 +80,14 @@ elseif op == 'extend' then
   if not holds(ARGV[6]) then return { 'stale', now } end
   unfile(Q, q, seq, rec, now)
   rec.u = now + tonumber(ARGV[7])
+  return done('ok')
+elseif op == 'return' then
+  -- Handed over by a fire to a claim that ended before it took the task:
+  -- due again at once, in its place, and the attempt is not counted, as it
+  -- was never delivered. ARGV: token.
+  if not holds(ARGV[6]) then return { 'stale', now } end
+  unfile(Q, q, seq, rec, now)
+  rec.a, rec.s, rec.L, rec.u = rec.a - 1, 's', nil, nil
   return done('ok')
 end
 return redis.error_reply('unknown op ' .. op)

@@ -1,0 +1,301 @@
+//! The hand-over: the owner of a shard that fires it leases due tasks for
+//! this node's waiting claims in the same fire script (`lua/fire.lua`), and
+//! puts them in the claims' takers (`takers.rs`). A task that comes due
+//! while a claim waits on the owner's node then costs one script and one
+//! fsync from its timer to its claim, where it cost a fire, a hint through
+//! pub/sub that woke the waiting claims of every node, and a claim script
+//! of each, racing for it, with an fsync of its own (`BENCHMARKS.md`, "The
+//! owner hands over what it fires").
+//!
+//! What a claim script enforces holds for the tasks handed over: both lease
+//! through the prelude's `hand_out` (claim order, attempts, expiry, lease
+//! tokens, payload bytes), the script hands nothing of a paused queue over,
+//! and a queue with flow control is handed at most what `flow.lua acquire`
+//! granted just before the fire, each task then bound to its slot as a
+//! claim's are. What is handed over is counted as delivered when the claim
+//! takes it, as a claim counts what its scripts hand out.
+//!
+//! **Never lost, never twice at once.** A task handed to a claim that ended
+//! meanwhile (it found tasks elsewhere, timed out, or its caller went away:
+//! a delivery loop stopping, a node shutting down) is given back at once
+//! (a push taker's once it lingered [`LINGER_MS`] unadopted, or at once if
+//! the node is closing) under its lease token (`task.lua return`): due again in its place, the
+//! attempt not counted, its slot freed. Not left to its lease, which would
+//! make it late by a whole lease (a push target's timeout and a margin) for
+//! a delivery never tried. If the give-back fails (Redis out of reach, the
+//! runtime gone), the lease runs out and the owner's fire makes it due again,
+//! as for any lease: at least once. A lease token is the task's only while
+//! no other node holds it, so a give-back that comes late changes nothing.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
+use hourglass_queue::{Claim, Claimed, Delivery, PushTarget, QueueError};
+
+use crate::flow::Grant;
+use crate::options::CLAIM_SCAN_MAX;
+use crate::reply::Reply;
+use crate::takers::{Offer, Taker, Wants, LINGER_MS};
+use crate::{record, RedisBackend};
+
+/// No flow control on a queue: the script may hand over as many as a taker takes.
+const UNLIMITED: i64 = -1;
+
+/// One side (pull or push) of a queue in a fire: its taker, as the script
+/// numbers them (from 1; 0 for none), the lease of what it is handed, and
+/// the most the queue's flow control allows.
+#[derive(Debug, Clone, Copy)]
+struct Side {
+    taker: usize,
+    lease_ms: u64,
+    allowed: i64,
+}
+
+const NO_SIDE: Side = Side { taker: 0, lease_ms: 0, allowed: 0 };
+
+/// What a fire offers its script, and what it must do with the answer.
+pub(crate) struct Plan {
+    offer: Offer,
+    /// Per queue fired, in order: its pull and push sides, and its push
+    /// target (for the tasks without one of their own).
+    sides: Vec<(Side, Side, Option<Arc<PushTarget>>)>,
+    /// Flow control reserved before the fire: the queue's place and name,
+    /// the side, and the grant, bound to what the script hands over.
+    grants: Vec<(usize, String, Delivery, Grant)>,
+}
+
+/// A claim's taker while the claim waits: removed when the claim ends, and
+/// what it left there given back.
+pub(crate) struct Waiting<'a> {
+    backend: &'a RedisBackend,
+    pub(crate) taker: Arc<Taker>,
+}
+
+/// A plan dropped before it was settled (the fire failed to read its reply,
+/// or its task was aborted as the shard was let go): its takers are
+/// answered without tasks, so that their claims look in Redis again. Its
+/// reservations lapse; tasks the script may have leased come due again
+/// when their leases end.
+impl Drop for Plan {
+    fn drop(&mut self) {
+        for (taker, _) in std::mem::take(&mut self.offer.takers) {
+            taker.fill(Vec::new());
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let left = self.backend.takers.release(&self.taker, self.backend.closed.is_closed());
+        self.backend.give_back(left);
+    }
+}
+
+impl Plan {
+    /// A plan that offers `queues` nothing.
+    fn none(queues: usize) -> Plan {
+        Plan { offer: Offer::default(), sides: vec![(NO_SIDE, NO_SIDE, None); queues], grants: Vec::new() }
+    }
+
+    /// The script's arguments past its fixed ones: the takers and their
+    /// most, then each queue's name and sides.
+    pub(crate) fn args(&self, invocation: &mut redis::ScriptInvocation<'_>, queues: &[&str]) {
+        invocation.arg(ANSWER_PAYLOAD_BYTES_MAX).arg(CLAIM_SCAN_MAX).arg(self.offer.takers.len());
+        for (_, room) in &self.offer.takers {
+            invocation.arg(room);
+        }
+        for (queue, (pull, push, _)) in queues.iter().zip(&self.sides) {
+            invocation.arg(*queue);
+            for side in [pull, push] {
+                invocation.arg(side.taker).arg(side.lease_ms).arg(side.allowed);
+            }
+        }
+    }
+}
+
+impl RedisBackend {
+    /// A push claim takes over the push taker the last one left lingering,
+    /// with what the fires put in it since.
+    pub(crate) fn adopt_hand_over(&self, claim: &Claim<'_>) -> Option<Waiting<'_>> {
+        let taker = self.takers.adopt(claim.max())?;
+        Some(Waiting { backend: self, taker })
+    }
+
+    /// Registers `claim` as waiting, so that this node's fires hand it tasks.
+    pub(crate) fn wait_for_hand_over(&self, claim: &Claim<'_>) -> Waiting<'_> {
+        let wants = match claim.delivery() {
+            Delivery::Pull => {
+                Wants::Pull { queues: claim.queues().iter().map(|&q| q.into()).collect(), lease_ms: claim.lease_ms() }
+            }
+            Delivery::Push => Wants::Push,
+        };
+        Waiting { backend: self, taker: self.takers.register(wants, claim.max()) }
+    }
+
+    /// What a fire of `queues` offers: the waiting claims that want them,
+    /// each queue's leases, and its flow control reserved. A plan that
+    /// cannot be made (a read failed) offers nothing: the fire files and
+    /// hints as without waiting claims.
+    pub(crate) async fn plan(&self, queues: &[&str]) -> Plan {
+        let mut plan = Plan::none(queues.len());
+        if self.takers.is_empty() {
+            return plan;
+        }
+        let pushing = match self.pushing_queues().await {
+            Ok(pushing) => pushing,
+            Err(error) => {
+                tracing::debug!(%error, "no hand-over: cannot read the queues that push");
+                return plan;
+            }
+        };
+        plan.offer = self.takers.offer(queues, |queue| pushing.iter().any(|name| name == queue), Instant::now());
+        if plan.offer.is_empty() {
+            return plan;
+        }
+        if let Err(error) = self.plan_sides(queues, &mut plan).await {
+            tracing::debug!(%error, "no hand-over: cannot read a queue's settings or flow control");
+            self.settle_plan(plan, Vec::new()).await;
+            return Plan::none(queues.len());
+        }
+        plan
+    }
+
+    /// Each queue's sides: the leases of its takers, and what its flow
+    /// control grants them (reserved now, as a claim reserves before its
+    /// scripts).
+    async fn plan_sides(&self, queues: &[&str], plan: &mut Plan) -> Result<(), QueueError> {
+        for (at, &queue) in queues.iter().enumerate() {
+            let (pull, push) = plan.offer.by_queue[at];
+            if pull.is_none() && push.is_none() {
+                continue;
+            }
+            let settings = self.settings_of(queue).await?;
+            for (taker, delivery) in [(pull, Delivery::Pull), (push, Delivery::Push)] {
+                let Some(taker) = taker else { continue };
+                let (of, room) = &plan.offer.takers[taker];
+                let lease_ms = match of.wants() {
+                    Wants::Pull { lease_ms, .. } => *lease_ms,
+                    Wants::Push => crate::push::push_lease_ms(&settings),
+                };
+                let mut side = Side { taker: taker + 1, lease_ms, allowed: UNLIMITED };
+                if settings.flow.is_limited() {
+                    let grant = self.flow_acquire(queue, *room, lease_ms).await?;
+                    side.allowed = grant.granted as i64;
+                    plan.grants.push((at, queue.to_owned(), delivery, grant));
+                }
+                match delivery {
+                    Delivery::Pull => plan.sides[at].0 = side,
+                    Delivery::Push => plan.sides[at].1 = side,
+                }
+            }
+            plan.sides[at].2 = settings.push.clone();
+        }
+        Ok(())
+    }
+
+    /// Reads the hand-overs that end a fire script's reply: per hand-over
+    /// its taker, queue and tasks, then binds the flow control reserved and
+    /// puts the tasks in the takers.
+    pub(crate) async fn handed_over(
+        &self,
+        shard: u16,
+        queues: &[&str],
+        plan: Plan,
+        reply: &mut Reply,
+    ) -> Result<(), QueueError> {
+        let mut handed: Vec<(usize, usize, Claimed)> = Vec::new();
+        let read = (|| {
+            while !reply.is_empty() {
+                let taker = reply.u64()? as usize;
+                let at = reply.u64()? as usize;
+                let count = reply.u64()?;
+                let (Some((of, _)), Some(&queue)) =
+                    (plan.offer.takers.get(taker.wrapping_sub(1)), queues.get(at.wrapping_sub(1)))
+                else {
+                    return Err(crate::error::unexpected(format!("a hand-over to taker {taker} of queue {at}")));
+                };
+                let delivery = of.wants().delivery();
+                let push = plan.sides[at - 1].2.as_ref().filter(|_| delivery == Delivery::Push);
+                let queue: Arc<str> = queue.into();
+                for _ in 0..count {
+                    handed.push((taker - 1, at - 1, self.read_claimed(reply, shard, &queue, delivery, push)?));
+                }
+            }
+            Ok(())
+        })();
+        self.handed.fetch_add(handed.len() as u64, Ordering::Relaxed);
+        self.settle_plan(plan, handed).await;
+        read
+    }
+
+    /// Binds the plan's flow control to the tasks `handed` (taker, queue,
+    /// task), giving back what it did not use, then puts the tasks in their
+    /// takers: every taker offered is answered, with tasks or without, and
+    /// tasks whose claim ended meanwhile are given back.
+    pub(crate) async fn settle_plan(&self, mut plan: Plan, handed: Vec<(usize, usize, Claimed)>) {
+        for (at, queue, delivery, grant) in &plan.grants {
+            let bound: Vec<Claimed> = handed
+                .iter()
+                .filter(|(taker, of, _)| of == at && plan.offer.takers[*taker].0.wants().delivery() == *delivery)
+                .map(|(_, _, task)| task.clone())
+                .collect();
+            if let Err(error) = self.flow_bind(queue, grant, &bound).await {
+                // As a claim's: the slots lapse with their reservation.
+                tracing::debug!(%error, queue, "a hand-over's slots are freed when its reservation lapses");
+            }
+        }
+        let takers = std::mem::take(&mut plan.offer.takers);
+        let mut by_taker: Vec<Vec<Claimed>> = vec![Vec::new(); takers.len()];
+        for (taker, _, task) in handed {
+            by_taker[taker].push(task);
+        }
+        for ((taker, _), tasks) in takers.iter().zip(by_taker) {
+            let left = taker.fill(tasks);
+            self.give_back(left);
+        }
+    }
+
+    /// Gives back, every [`LINGER_MS`] / 2, what the push takers that
+    /// lingered [`LINGER_MS`] hold, until the node closes.
+    pub(crate) async fn expire_lingering(
+        backend: std::sync::Weak<RedisBackend>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let every = Duration::from_millis(LINGER_MS / 2);
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = stop.wait_for(|&stop| stop) => return,
+            }
+            let Some(node) = backend.upgrade() else { return };
+            node.give_back(node.takers.expire(Instant::now()));
+        }
+    }
+
+    /// Gives `tasks` back to their queues, at once, in the background (see
+    /// the [module](self) documentation).
+    pub(crate) fn give_back(&self, tasks: Vec<Claimed>) {
+        if tasks.is_empty() {
+            return;
+        }
+        let (Some(backend), Ok(runtime)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) else {
+            tracing::debug!(tasks = tasks.len(), "tasks handed over to no claim come back when their leases end");
+            return;
+        };
+        runtime.spawn(async move {
+            for task in tasks {
+                match backend.task(task.id, "return", &[record::token(task.lease)]).await {
+                    Ok(_) => {
+                        backend.given_back.fetch_add(1, Ordering::Relaxed);
+                        backend.settled(&task.queue, &[task.id]).await;
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, task = task.id, "a task handed over to no claim comes back when its lease ends")
+                    }
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,444 @@
+//! This node's waiting claims, as its shards' fire scripts may serve them
+//! (`handover.rs`): a claim that found nothing due registers a [`Taker`]
+//! while it waits; a fire on this node offers the script the takers of the
+//! queues it fires, the script leases due tasks for them, and the fire puts
+//! them in the takers, whose claims return them.
+//!
+//! A taker holds the tasks handed to it until its claim takes them (at most
+//! the claim's `max` at a time). While a fire's script is under way with it
+//! it is **offered**, to one fire at a time, for what it has room for, so
+//! that no claim is handed more than it asked for; a claim that looks then
+//! waits for the fire rather than asking Redis itself (it would race the
+//! fire for the same tasks), and the fire wakes it when it answers.
+//!
+//! **A push taker lingers** after its claim ends: the delivery loop claims
+//! again as soon as it has started the requests, and the next push claim
+//! adopts the taker with what the fires put in it meanwhile, so that under
+//! a steady flow a node's pushes go from its fires to its loop without a
+//! claim script even when no claim is waiting at the instant of the fire.
+//! A lingering taker is offered to fires for [`LINGER_OFFERED_MS`] only (a
+//! loop that does not claim again by then has no free slot), and what it
+//! holds after [`LINGER_MS`] is left over, as are the tasks of a taker whose
+//! pull claim ended: the caller gives them back to their queue. Both bounds
+//! are far below the shortest push lease, so nothing waits in a taker past
+//! its lease.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use hourglass_queue::limits::{PUSH_LEASE_MARGIN_MS, PUSH_TIMEOUT_MS_MIN};
+use hourglass_queue::{Claimed, Delivery};
+
+/// A push taker whose claim ended is offered to fires this long, for the
+/// delivery loop's next claim to adopt.
+pub(crate) const LINGER_OFFERED_MS: u64 = 5;
+/// A push taker not adopted this long after its claim ended gives back what
+/// it holds (checked every [`LINGER_MS`] / 2).
+pub(crate) const LINGER_MS: u64 = 100;
+const _: () = assert!(LINGER_OFFERED_MS < LINGER_MS);
+// Push tasks wait in a lingering taker (at most 1.5 × LINGER_MS) far less
+// than the shortest push lease. Pull takers do not linger.
+const _: () = assert!(10 * LINGER_MS < PUSH_TIMEOUT_MS_MIN as u64 + PUSH_LEASE_MARGIN_MS);
+
+/// What a waiting claim takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wants {
+    /// Pull tasks of these queues, each under a lease of `lease_ms` (unless
+    /// the task has its own).
+    Pull { queues: Vec<Arc<str>>, lease_ms: u64 },
+    /// Push tasks of any queue, each under its target's lease.
+    Push,
+}
+
+impl Wants {
+    pub(crate) fn delivery(&self) -> Delivery {
+        match self {
+            Wants::Pull { .. } => Delivery::Pull,
+            Wants::Push => Delivery::Push,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    /// Most tasks its claim takes.
+    max: usize,
+    /// Handed over, waiting for a claim to take them.
+    tasks: Vec<Claimed>,
+    /// A fire's script is under way with it.
+    offered: bool,
+    /// Its claim looked while it was offered: woken when the fire answers.
+    looked: bool,
+    /// Its (pull) claim is looking in Redis: not offered meanwhile, as what
+    /// a fire handed it then would be given back if the look finds tasks.
+    looking: bool,
+    /// No claim holds it (a push taker), since then.
+    lingering: Option<Instant>,
+    /// Removed: what reaches it is left over.
+    closed: bool,
+}
+
+impl State {
+    /// Room it has for a fire, if it may be offered now.
+    fn room(&self, now: Instant) -> Option<usize> {
+        let fresh = self.lingering.is_none_or(|since| now - since < Duration::from_millis(LINGER_OFFERED_MS));
+        let free = !self.offered && !self.looking && !self.closed;
+        (free && fresh && self.tasks.len() < self.max).then(|| self.max - self.tasks.len())
+    }
+}
+
+/// One waiting claim: see the [module](self) documentation.
+#[derive(Debug)]
+pub(crate) struct Taker {
+    wants: Wants,
+    state: Mutex<State>,
+    /// Woken when tasks are put in it, or a fire that held it answers.
+    notify: Arc<Notify>,
+}
+
+/// What a claim found in its taker when it looked.
+#[derive(Debug)]
+pub(crate) enum Taken {
+    /// Tasks a fire handed over (at most the claim's `max`): the claim
+    /// returns them.
+    Tasks(Vec<Claimed>),
+    /// A fire is under way with it: wait for its answer.
+    Offered,
+    /// Nothing: look in Redis.
+    Nothing,
+}
+
+impl Taker {
+    pub(crate) fn wants(&self) -> &Wants {
+        &self.wants
+    }
+
+    /// Notified when the claim should look again.
+    pub(crate) fn notify(&self) -> Arc<Notify> {
+        self.notify.clone()
+    }
+
+    /// What its claim finds when it looks. A push claim takes what is there
+    /// even while a fire is under way (what the fire hands over waits for
+    /// the next claim); a pull claim waits for the fire's answer, and when
+    /// it finds nothing is not offered until [`looked`](Taker::looked).
+    pub(crate) fn take(&self) -> Taken {
+        let mut state = self.state.lock();
+        if !state.tasks.is_empty() && (!state.offered || self.wants == Wants::Push) {
+            let max = state.max.min(state.tasks.len());
+            return Taken::Tasks(state.tasks.drain(..max).collect());
+        }
+        if state.offered {
+            state.looked = true;
+            return Taken::Offered;
+        }
+        state.looking = self.wants != Wants::Push;
+        Taken::Nothing
+    }
+
+    /// Its claim's look in Redis ended: it may be offered again.
+    pub(crate) fn looked(&self) {
+        self.state.lock().looking = false;
+    }
+
+    /// A fire that offered it answered with `tasks` (perhaps none): they wait
+    /// for the claim, which is woken. Returns them if the taker was removed.
+    pub(crate) fn fill(&self, tasks: Vec<Claimed>) -> Vec<Claimed> {
+        let mut state = self.state.lock();
+        debug_assert!(state.offered || state.closed, "filled while not offered: {state:?}");
+        if state.closed {
+            return tasks;
+        }
+        state.offered = false;
+        state.tasks.extend(tasks);
+        let wake = std::mem::take(&mut state.looked) || !state.tasks.is_empty();
+        drop(state);
+        if wake {
+            self.notify.notify_one();
+        }
+        Vec::new()
+    }
+
+    /// Removed: what it held.
+    fn close(&self) -> Vec<Claimed> {
+        let mut state = self.state.lock();
+        state.closed = true;
+        std::mem::take(&mut state.tasks)
+    }
+}
+
+/// The takers a fire offers its script: each with the room it has, and the
+/// queues it serves there.
+#[derive(Debug, Default)]
+pub(crate) struct Offer {
+    pub(crate) takers: Vec<(Arc<Taker>, usize)>,
+    /// Per queue fired, in order: the index in `takers` of its pull taker,
+    /// and of its push taker.
+    pub(crate) by_queue: Vec<(Option<usize>, Option<usize>)>,
+}
+
+impl Offer {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.takers.is_empty()
+    }
+}
+
+/// Every taker of this node: the claims waiting, in the order they began to
+/// wait, and the push takers lingering.
+#[derive(Debug, Default)]
+pub(crate) struct Takers(Mutex<Vec<Arc<Taker>>>);
+
+impl Takers {
+    /// A claim that waits for up to `max` tasks.
+    pub(crate) fn register(&self, wants: Wants, max: usize) -> Arc<Taker> {
+        let state = State {
+            max,
+            tasks: Vec::new(),
+            offered: false,
+            looked: false,
+            looking: false,
+            lingering: None,
+            closed: false,
+        };
+        let taker = Arc::new(Taker { wants, state: Mutex::new(state), notify: Arc::new(Notify::new()) });
+        self.0.lock().push(taker.clone());
+        taker
+    }
+
+    /// A push claim adopts a lingering push taker, if there is one.
+    pub(crate) fn adopt(&self, max: usize) -> Option<Arc<Taker>> {
+        let takers = self.0.lock();
+        let lingering = takers.iter().find(|taker| {
+            let mut state = taker.state.lock();
+            let adopted = taker.wants == Wants::Push && state.lingering.take().is_some();
+            if adopted {
+                state.max = max;
+            }
+            adopted
+        });
+        lingering.cloned()
+    }
+
+    /// Claims waiting (lingering push takers are not).
+    pub(crate) fn waiting(&self) -> usize {
+        self.0.lock().iter().filter(|taker| taker.state.lock().lingering.is_none()).count()
+    }
+
+    /// Whether there is no taker at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.lock().is_empty()
+    }
+
+    /// `taker`'s claim ended: a push taker lingers for the next push claim
+    /// unless `closing`; any other is removed, and what it held is returned.
+    pub(crate) fn release(&self, taker: &Arc<Taker>, closing: bool) -> Vec<Claimed> {
+        if taker.wants == Wants::Push && !closing {
+            taker.state.lock().lingering = Some(Instant::now());
+            return Vec::new();
+        }
+        self.0.lock().retain(|other| !Arc::ptr_eq(other, taker));
+        taker.close()
+    }
+
+    /// Removes the push takers that lingered [`LINGER_MS`] (and no fire
+    /// holds): what they held.
+    pub(crate) fn expire(&self, now: Instant) -> Vec<Claimed> {
+        let mut left = Vec::new();
+        self.0.lock().retain(|taker| {
+            let state = taker.state.lock();
+            let expired =
+                !state.offered && state.lingering.is_some_and(|since| now - since >= Duration::from_millis(LINGER_MS));
+            drop(state);
+            if expired {
+                left.extend(taker.close());
+            }
+            !expired
+        });
+        left
+    }
+
+    /// Removes every taker (the node is closing): what they held.
+    pub(crate) fn close_all(&self) -> Vec<Claimed> {
+        self.0.lock().drain(..).flat_map(|taker| taker.close()).collect()
+    }
+
+    /// Offers a fire of `queues` the takers that want them and have room,
+    /// the longest waiting first: for each queue, a pull taker waiting on it
+    /// (one taker may serve several), and one push taker for those of them
+    /// that `pushes` says may hold push tasks; `now` for how long a push
+    /// taker lingered. Each taker offered is held until [`Taker::fill`].
+    pub(crate) fn offer(&self, queues: &[&str], pushes: impl Fn(&str) -> bool, now: Instant) -> Offer {
+        let waiting = self.0.lock();
+        let mut offer = Offer::default();
+        let mut push = None;
+        for &queue in queues {
+            let pull = Self::find(&waiting, &mut offer.takers, now, |wants| match wants {
+                Wants::Pull { queues, .. } => queues.iter().any(|name| &**name == queue),
+                Wants::Push => false,
+            });
+            if push.is_none() && pushes(queue) {
+                push = Self::find(&waiting, &mut offer.takers, now, |wants| *wants == Wants::Push);
+            }
+            offer.by_queue.push((pull, push.filter(|_| pushes(queue))));
+        }
+        offer
+    }
+
+    /// The first taker `serves` accepts: one already in `offered`, else one
+    /// of `waiting` with room, then held and added. Its index in `offered`.
+    fn find(
+        waiting: &[Arc<Taker>],
+        offered: &mut Vec<(Arc<Taker>, usize)>,
+        now: Instant,
+        serves: impl Fn(&Wants) -> bool,
+    ) -> Option<usize> {
+        if let Some(at) = offered.iter().position(|(taker, _)| serves(&taker.wants)) {
+            return Some(at);
+        }
+        for taker in waiting.iter().filter(|taker| serves(&taker.wants)) {
+            let mut state = taker.state.lock();
+            if let Some(room) = state.room(now) {
+                state.offered = true;
+                offered.push((taker.clone(), room));
+                return Some(offered.len() - 1);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+
+    use super::*;
+
+    fn task(id: u64) -> Claimed {
+        Claimed {
+            id,
+            queue: "q".into(),
+            payload: Vec::new().into(),
+            attempt: 1,
+            lease: hourglass_queue::Lease(id),
+            lease_until_ms: 0,
+            run_at_ms: 0,
+            target: None,
+        }
+    }
+
+    fn pull(queues: &[&str]) -> Wants {
+        Wants::Pull { queues: queues.iter().map(|&q| q.into()).collect(), lease_ms: 1_000 }
+    }
+
+    fn ids(tasks: &[Claimed]) -> Vec<u64> {
+        tasks.iter().map(|task| task.id).collect()
+    }
+
+    #[test]
+    fn a_fire_offers_each_taker_once_for_its_room_and_one_push_taker() {
+        let takers = Takers::default();
+        let (a, b, pushing) =
+            (takers.register(pull(&["x", "y"]), 5), takers.register(pull(&["y"]), 5), takers.register(Wants::Push, 9));
+        let offer = takers.offer(&["x", "y", "z"], |queue| queue != "x", Instant::now());
+        assert_eq!(offer.takers.len(), 2, "a serves x and y; the push taker y and z");
+        assert!(Arc::ptr_eq(&offer.takers[0].0, &a) && Arc::ptr_eq(&offer.takers[1].0, &pushing));
+        assert_eq!((offer.takers[0].1, offer.takers[1].1), (5, 9));
+        assert_eq!(offer.by_queue, [(Some(0), None), (Some(0), Some(1)), (None, Some(1))]);
+        // Held: a second fire meanwhile gets b only.
+        let second = takers.offer(&["y"], |_| true, Instant::now());
+        assert_eq!(second.takers.len(), 1);
+        assert!(Arc::ptr_eq(&second.takers[0].0, &b));
+        assert!(second.by_queue == [(Some(0), None)], "the push taker is held by the first fire");
+        // Answered with three tasks: offered again for the two it has room for.
+        assert!(offer.takers[0].0.fill(vec![task(1), task(2), task(3)]).is_empty());
+        offer.takers[1].0.fill(Vec::new());
+        let third = takers.offer(&["x"], |_| false, Instant::now());
+        assert_eq!(third.takers[0].1, 2);
+    }
+
+    #[test]
+    fn tasks_handed_over_wait_for_the_claim_and_wake_it() {
+        let takers = Takers::default();
+        let taker = takers.register(Wants::Push, 4);
+        let woken = taker.notify().notified_owned();
+        let offer = takers.offer(&["q"], |_| true, Instant::now());
+        assert!(matches!(taker.take(), Taken::Offered), "a fire is under way");
+        assert!(offer.takers[0].0.fill(vec![task(1), task(2)]).is_empty());
+        assert!(woken.now_or_never().is_some(), "the claim is woken");
+        let Taken::Tasks(tasks) = taker.take() else { panic!("the tasks wait for it") };
+        assert_eq!(ids(&tasks), [1, 2]);
+        assert!(matches!(taker.take(), Taken::Nothing), "taken once");
+    }
+
+    #[test]
+    fn a_fire_without_tasks_wakes_only_a_claim_that_looked_meanwhile() {
+        let takers = Takers::default();
+        let taker = takers.register(pull(&["q"]), 1);
+        let offer = takers.offer(&["q"], |_| false, Instant::now());
+        assert!(offer.takers[0].0.fill(Vec::new()).is_empty());
+        assert!(taker.notify().notified_owned().now_or_never().is_none(), "not woken for nothing");
+        let offer = takers.offer(&["q"], |_| false, Instant::now());
+        assert!(matches!(taker.take(), Taken::Offered));
+        offer.takers[0].0.fill(Vec::new());
+        assert!(taker.notify().notified_owned().now_or_never().is_some(), "it looks again");
+        assert!(matches!(taker.take(), Taken::Nothing));
+    }
+
+    #[test]
+    fn a_pull_taker_is_not_offered_while_its_claim_looks_in_redis() {
+        let takers = Takers::default();
+        let taker = takers.register(pull(&["q"]), 3);
+        assert!(matches!(taker.take(), Taken::Nothing), "the claim looks in Redis");
+        assert!(takers.offer(&["q"], |_| false, Instant::now()).is_empty(), "not while it looks");
+        taker.looked();
+        assert_eq!(takers.offer(&["q"], |_| false, Instant::now()).takers.len(), 1);
+        // A push taker is offered while its claim looks: what a fire hands
+        // it then waits for the delivery loop's next claim.
+        let pushing = takers.register(Wants::Push, 3);
+        assert!(matches!(pushing.take(), Taken::Nothing));
+        assert_eq!(takers.offer(&["p"], |_| true, Instant::now()).takers.len(), 1);
+    }
+
+    #[test]
+    fn tasks_for_a_pull_claim_that_ended_are_left_over() {
+        let takers = Takers::default();
+        let taker = takers.register(pull(&["q"]), 4);
+        let offer = takers.offer(&["q"], |_| false, Instant::now());
+        assert!(takers.release(&taker, false).is_empty());
+        assert_eq!(offer.takers[0].0.fill(vec![task(7)]).len(), 1, "handed to nobody");
+        assert!(takers.offer(&["q"], |_| false, Instant::now()).is_empty(), "no longer offered");
+        // Filled, then the claim ends before it looks.
+        let taker = takers.register(pull(&["q"]), 4);
+        let offer = takers.offer(&["q"], |_| false, Instant::now());
+        assert!(offer.takers[0].0.fill(vec![task(8)]).is_empty());
+        assert_eq!(ids(&takers.release(&taker, false)), [8]);
+    }
+
+    #[test]
+    fn a_push_taker_lingers_for_the_next_push_claim_then_gives_back() {
+        let takers = Takers::default();
+        let first = takers.register(Wants::Push, 4);
+        assert!(takers.release(&first, false).is_empty(), "it lingers");
+        assert_eq!(takers.waiting(), 0);
+        let offer = takers.offer(&["q"], |_| true, Instant::now());
+        assert_eq!(offer.takers.len(), 1, "offered while it lingers");
+        offer.takers[0].0.fill(vec![task(1), task(2), task(3)]);
+        // The next push claim adopts it, and takes at most its own max.
+        let next = takers.adopt(2).expect("a lingering taker");
+        assert!(Arc::ptr_eq(&next, &first));
+        let Taken::Tasks(tasks) = next.take() else { panic!("what the fire put in it") };
+        assert_eq!(ids(&tasks), [1, 2]);
+        takers.release(&next, false);
+        assert!(takers.expire(Instant::now()).is_empty(), "not yet");
+        let late = Instant::now() + Duration::from_millis(LINGER_OFFERED_MS);
+        assert!(takers.offer(&["q"], |_| true, late).is_empty(), "offered a short while only");
+        assert_eq!(ids(&takers.expire(Instant::now() + Duration::from_millis(LINGER_MS))), [3], "left over");
+        assert!(takers.is_empty() && takers.adopt(1).is_none());
+        // A node closing leaves nothing lingering.
+        let last = takers.register(Wants::Push, 1);
+        assert!(takers.release(&last, true).is_empty() && takers.is_empty());
+    }
+}

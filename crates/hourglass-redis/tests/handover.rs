@@ -1,0 +1,276 @@
+//! The owner hands over what it fires: tasks that come due while a claim
+//! waits on the owner's node reach it from the fire script, with no claim
+//! script and no look at the shards, for pull and push claims, on one Redis
+//! and on a Cluster; a paused queue is not handed over; flow control holds;
+//! and tasks handed to a claim that went away are given back, not lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hourglass_queue::prelude::*;
+use hourglass_queue::{Claim, Claimed, Flow, HttpTarget, NewTask, Pause, PushTarget, QueueSettings, RunAt};
+use hourglass_redis::RedisBackend;
+use hourglass_test_support::redis::{Cluster, Server};
+
+use crate::{node, sole_node, until};
+
+const LEASE_MS: u64 = 60_000;
+const WAIT_MS: u64 = 30_000;
+/// Long enough after an enqueue that the claim is waiting when it fires.
+const DUE_IN_MS: u64 = 300;
+const WITHIN: Duration = Duration::from_secs(20);
+
+/// Calls of `command` on `masters` since their stats were reset.
+fn calls(masters: &[&Server], command: &str) -> u64 {
+    masters.iter().map(|master| crate::calls(master, command)).sum()
+}
+
+/// Keys a claim script names: t p h lseq paused, then a queue's eight
+/// (`lua/claim.lua`); no other script names as many.
+const CLAIM_SCRIPT_KEYS: &str = "13";
+
+/// Resets `masters`' counts of commands, and logs every command from now.
+fn reset_stats(masters: &[&Server]) {
+    for master in masters {
+        master.cli(&["CONFIG", "RESETSTAT"]);
+        master.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        master.cli(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
+        master.cli(&["SLOWLOG", "RESET"]);
+    }
+}
+
+/// Claim scripts `masters` ran since [`reset_stats`]: `EVALSHA sha 13 ...`
+/// in their logs of commands.
+fn claim_scripts(masters: &[&Server]) -> usize {
+    masters
+        .iter()
+        .map(|master| {
+            let log = master.cli(&["SLOWLOG", "GET", "-1"]);
+            let lines: Vec<&str> = log.lines().map(str::trim).collect();
+            lines.windows(3).filter(|w| w[0].eq_ignore_ascii_case("evalsha") && w[2] == CLAIM_SCRIPT_KEYS).count()
+        })
+        .sum()
+}
+
+/// Waits until `count` claims wait on `backend`, driving `claims` meanwhile.
+async fn waiting<F: std::future::Future + Unpin>(backend: &RedisBackend, count: usize, claims: &mut F) {
+    tokio::select! {
+        _ = claims => panic!("a claim returned before anything was due"),
+        _ = until("the claims wait", WITHIN, || backend.waiting_claims() == count) => {}
+    }
+}
+
+/// `n` tasks of `queue` due in [`DUE_IN_MS`], one enqueue each (spread over
+/// the shards), or as one batch (one shard).
+async fn due_soon(backend: &RedisBackend, queue: &str, n: usize, spread: bool) -> Vec<u64> {
+    let task = || NewTask::new("{}", RunAt::Delay(DUE_IN_MS));
+    if spread {
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            ids.push(backend.enqueue(queue, task()).await.unwrap().id);
+        }
+        return ids;
+    }
+    backend.enqueue_batch(queue, (0..n).map(|_| task()).collect()).await.unwrap().into_iter().map(|e| e.id).collect()
+}
+
+/// A claim waiting when `n` tasks come due gets them from the fire: every
+/// one handed over, no look at the shards (`ZCARD`) and no claim script,
+/// attempts counted, leases that ack.
+async fn handed_over_whole(backend: Arc<RedisBackend>, masters: &[&Server], push: bool) {
+    let queue = if push { "handed-push" } else { "handed-pull" };
+    if push {
+        let target = Arc::new(PushTarget::new(HttpTarget::post("https://example.com/hook")));
+        backend.put_settings(queue, QueueSettings { push: Some(target), flow: Flow::default() }).await.unwrap();
+    }
+    let before = backend.fired();
+    let queues = [queue];
+    let claim =
+        if push { Claim::push(5, WAIT_MS).unwrap() } else { Claim::new(&queues, 5, LEASE_MS, WAIT_MS).unwrap() };
+    let mut claimed = Box::pin(backend.claim_from(claim));
+    waiting(&backend, 1, &mut claimed).await;
+    reset_stats(masters);
+    let mut ids = due_soon(&backend, queue, 5, false).await;
+    let got = tokio::time::timeout(WITHIN, claimed).await.expect("the tasks are handed over").unwrap();
+    let mut got_ids: Vec<u64> = got.iter().map(|task| task.id).collect();
+    got_ids.sort();
+    ids.sort();
+    assert_eq!(got_ids, ids);
+    let after = backend.fired();
+    assert_eq!(after.handed_over - before.handed_over, 5, "{after:?}");
+    let (looks, claims) = (calls(masters, "zcard"), claim_scripts(masters));
+    println!(
+        "push {push}: 5 tasks handed over by the fire; scripts run {}, claim scripts {claims}, looks {looks}, publish {}",
+        calls(masters, "evalsha"),
+        calls(masters, "publish")
+    );
+    assert_eq!((looks, claims), (0, 0), "no look at the shards, no claim script");
+    for task in &got {
+        assert_eq!(task.attempt, 1);
+        assert_eq!(task.target.is_some(), push);
+        backend.ack(task.id, task.lease).await.unwrap();
+    }
+    assert_eq!(backend.waiting_claims(), 0, "the claim no longer waits");
+    // The count sees a claim script when one runs: a task due at once, with
+    // no claim waiting, is claimed by one.
+    backend.enqueue(queue, NewTask::new("{}", RunAt::Delay(0))).await.unwrap();
+    let now_due = backend.claim_from(claim).await.unwrap();
+    assert!(now_due.len() == 1 && claim_scripts(masters) >= 1);
+    backend.ack(now_due[0].id, now_due[0].lease).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fired_tasks_are_handed_to_a_waiting_claim_on_one_redis() {
+    let Some(server) = Server::start() else { return };
+    let backend = sole_node(&server.url()).await;
+    handed_over_whole(backend.clone(), &[&server], false).await;
+    handed_over_whole(backend.clone(), &[&server], true).await;
+    backend.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fired_tasks_are_handed_to_a_waiting_claim_on_a_cluster() {
+    let Some(cluster) = Cluster::start() else { return };
+    let backend = sole_node(&cluster.url()).await;
+    let masters: Vec<&Server> = cluster.masters.iter().collect();
+    handed_over_whole(backend.clone(), &masters, false).await;
+    handed_over_whole(backend.clone(), &masters, true).await;
+    backend.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_queue_is_not_handed_over() {
+    let Some(server) = Server::start() else { return };
+    let backend = sole_node(&server.url()).await;
+    backend.pause_queue("held", Pause::Indefinitely).await.unwrap();
+    let mut claimed = Box::pin(backend.claim("held", 5, LEASE_MS, WAIT_MS));
+    waiting(&backend, 1, &mut claimed).await;
+    let before = backend.fired();
+    due_soon(&backend, "held", 5, false).await;
+    tokio::select! {
+        _ = &mut claimed => panic!("a paused queue hands nothing out"),
+        _ = until("the tasks are filed as due", WITHIN, || backend.fired().by_timer - before.by_timer >= 5) => {}
+    }
+    assert_eq!(backend.fired().handed_over, before.handed_over, "nothing handed over");
+    assert_eq!(backend.queue("held").await.unwrap().due, 5);
+    backend.pause_queue("held", Pause::Resume).await.unwrap();
+    let got = tokio::time::timeout(WITHIN, claimed).await.expect("resumed").unwrap();
+    assert_eq!(got.len(), 5, "claimed once resumed");
+    backend.close();
+}
+
+/// Claims waiting on one node, every shard's fire handing over: the cap and
+/// the rate hold for what the fires hand out, as for what claims take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cap_and_a_rate_hold_for_tasks_handed_over() {
+    let Some(server) = Server::start() else { return };
+    let backend = sole_node(&server.url()).await;
+    for (queue, flow, push, allowed) in [
+        ("capped-pull", Flow { max_in_flight: Some(3), ..Flow::default() }, false, 3),
+        ("rated-push", Flow { rate_per_s: Some(0.01), burst: Some(4), max_in_flight: None }, true, 4),
+    ] {
+        let target = push.then(|| Arc::new(PushTarget::new(HttpTarget::post("https://example.com/hook"))));
+        backend.put_settings(queue, QueueSettings { push: target, flow }).await.unwrap();
+        let claim = || {
+            if push {
+                Claim::push(10, WAIT_MS).unwrap()
+            } else {
+                Claim::new(std::slice::from_ref(&queue), 10, LEASE_MS, WAIT_MS).unwrap()
+            }
+        };
+        let before = backend.fired();
+        // Two claimers, each claiming again as soon as it got tasks, and
+        // counting what it got.
+        let counted = std::sync::atomic::AtomicUsize::new(0);
+        let claimer = || async {
+            loop {
+                let got = backend.claim_from(claim()).await.unwrap();
+                counted.fetch_add(got.len(), std::sync::atomic::Ordering::SeqCst);
+            }
+        };
+        let mut claimers = Box::pin(futures_util::future::join(claimer(), claimer()));
+        waiting(&backend, 2, &mut claimers).await;
+        due_soon(&backend, queue, 10, true).await;
+        let got = || counted.load(std::sync::atomic::Ordering::SeqCst);
+        tokio::select! {
+            _ = &mut claimers => unreachable!("the claimers claim until dropped"),
+            _ = async {
+                until("every task fired", WITHIN, || backend.fired().by_timer - before.by_timer >= 10).await;
+                until("the claimers got what is allowed", WITHIN, || got() >= allowed).await;
+            } => {}
+        }
+        let handed = backend.fired().handed_over - before.handed_over;
+        let stats = backend.queue(queue).await.unwrap();
+        println!("{queue}: {handed} handed over, {} claimed, {} leased, {} due", got(), stats.leased, stats.due);
+        assert!(handed > 0, "the fires handed tasks over");
+        assert_eq!((got(), stats.leased, stats.due), (allowed, allowed, 10 - allowed), "no more than allowed");
+        drop(claimers);
+    }
+    backend.close();
+}
+
+/// A claim that goes away after the fire handed it tasks, before it took
+/// them: they are given back at once (not left to their leases), the
+/// attempt not counted, and another node delivers them.
+#[tokio::test]
+async fn tasks_handed_to_a_claim_that_went_away_are_given_back() {
+    let Some(server) = Server::start() else { return };
+    let a = sole_node(&server.url()).await;
+    let b = node(&server.url(), 2_000).await;
+    // Shared out, and staying so: a task enqueued on a's shard is fired by a.
+    until("the shards are shared out", WITHIN, || a.held_shards().len() == 8 && b.held_shards().len() == 8).await;
+    for push in [false, true] {
+        let queue = if push { "gone-push" } else { "gone-pull" };
+        if push {
+            let target = Arc::new(PushTarget::new(HttpTarget::post("https://example.com/hook")));
+            a.put_settings(queue, QueueSettings { push: Some(target), flow: Flow::default() }).await.unwrap();
+        }
+        let queues = [queue];
+        let claim = || {
+            if push {
+                Claim::push(5, WAIT_MS).unwrap()
+            } else {
+                Claim::new(&queues, 5, LEASE_MS, WAIT_MS).unwrap()
+            }
+        };
+        let before = a.fired();
+        let mut claimed = Box::pin(a.claim_from(claim()));
+        waiting(&a, 1, &mut claimed).await;
+        // b's shards (it may hold some by now) would not hand over to a's claim.
+        let mut ids = Vec::new();
+        while ids.len() < 5 {
+            let id = a.enqueue(queue, NewTask::new("{}", RunAt::Delay(DUE_IN_MS))).await.unwrap().id;
+            if a.held_shards().contains(&((id % 1_024) as u16)) {
+                ids.push(id);
+            } else {
+                a.cancel(id).await.unwrap();
+            }
+        }
+        // The claim is not polled while a fire hands it tasks (the first of
+        // the five shards' fires; the others file theirs as due, for any
+        // claim): on this one-thread runtime, it has not taken them when it
+        // is dropped.
+        until("a's fires fire every task", WITHIN, || a.fired().by_timer - before.by_timer >= 5).await;
+        let handed = a.fired().handed_over - before.handed_over;
+        assert!(handed >= 1, "a fire handed tasks to the waiting claim");
+        drop(claimed);
+        until("they are given back", WITHIN, || a.fired().given_back - before.given_back == handed).await;
+        println!("push {push}: {handed} tasks handed to a claim that went away, given back");
+        let mut got: Vec<Claimed> = Vec::new();
+        while got.len() < 5 {
+            let more = b.claim_from(claim()).await.unwrap();
+            assert!(!more.is_empty(), "every task is delivered");
+            got.extend(more);
+        }
+        let mut got_ids: Vec<u64> = got.iter().map(|task| task.id).collect();
+        got_ids.sort();
+        ids.sort();
+        assert_eq!(got_ids, ids, "delivered by the other node, none lost");
+        assert!(got.iter().all(|task| task.attempt == 1), "the attempt given back is not counted");
+        for task in got {
+            b.ack(task.id, task.lease).await.unwrap();
+        }
+    }
+    a.close();
+    b.close();
+}
