@@ -317,7 +317,9 @@ impl<S, T: Settler<S>> Writer<S, T> {
                     deferred_since = None;
                     since_compact_check += 1;
                     let idle = self.queued.mutations.load(Ordering::Acquire) == 0;
-                    if idle || since_compact_check >= COMPACT_CHECK_COMMITS || self.store.compacting() {
+                    // `compacting` as this turn began: a stale `true` (the commit
+                    // gave the compaction up) costs one ask.
+                    if idle || since_compact_check >= COMPACT_CHECK_COMMITS || compacting {
                         since_compact_check = 0;
                         // A compaction makes every earlier commit durable.
                         unsynced &= !self.compact_if_due();

@@ -103,8 +103,6 @@ pub struct RedbStore {
     /// A compaction's copy became the store's file, but not yet durably:
     /// no write may be made durable before it is ([`Promotion::Unsynced`]).
     promotion_owed: AtomicBool,
-    /// A compaction puts its copy in place of `db`: a snapshot waits for it.
-    swapping: AtomicBool,
     /// The live bytes, estimated ([`LIVE_UNKNOWN`] until the load): written
     /// by the writer (and the load) only.
     live: AtomicU64,
@@ -244,7 +242,6 @@ impl RedbStore {
             db: RwLock::new(Some(Arc::new(db))),
             failed_io: AtomicBool::new(false),
             promotion_owed: AtomicBool::new(false),
-            swapping: AtomicBool::new(false),
             live: AtomicU64::new(LIVE_UNKNOWN),
             last_compaction: Mutex::new(None),
             retry_at: Mutex::new(None),
@@ -307,9 +304,7 @@ impl RedbStore {
     /// still there, its copy removed.
     pub fn compact(&self) -> Result<Compacted, StoreError> {
         let mut job = self.job.lock();
-        if job.is_none() {
-            *job = Some(self.start_job()?);
-        }
+        self.begin_under(&mut job)?;
         let ready = job.as_ref().map_or(Ok(()), Job::wait_ready);
         if let Err(error) = ready {
             self.give_up(job.take(), "it failed");
@@ -326,7 +321,11 @@ impl RedbStore {
     /// # Errors
     /// [`StoreError::Database`] if its copy cannot be made.
     pub fn begin_compaction(&self) -> Result<(), StoreError> {
-        let mut job = self.job.lock();
+        self.begin_under(&mut self.job.lock())
+    }
+
+    /// Begins a compaction in `job` (the job's lock held) unless one is there.
+    fn begin_under(&self, job: &mut Option<Job>) -> Result<(), StoreError> {
         if job.is_none() {
             *job = Some(self.start_job()?);
         }
@@ -366,8 +365,10 @@ impl RedbStore {
     }
 
     /// Runs `what` off the writer, after what `slot` ran before: closing a
-    /// database (redb's close commits and syncs), removing a copy. Inline
-    /// if no thread can be started.
+    /// database (redb's close commits and syncs), removing a copy. If no
+    /// thread can be started, what `what` holds is dropped here (a database
+    /// closed on the writer) and a copy it would have removed is removed by
+    /// the next compaction's begin, or the next start.
     fn retire(
         &self,
         slot: &Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -376,23 +377,15 @@ impl RedbStore {
         let mut slot = slot.lock();
         let before = slot.take();
         let files = self.files.clone();
-        let work = move || {
+        let spawned = std::thread::Builder::new().name("hourglass-retire".into()).spawn(move || {
             if let Some(before) = before {
                 let _ = before.join();
             }
             what(&*files);
-        };
-        let (sender, receiver) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
-        match std::thread::Builder::new().name("hourglass-retire".into()).spawn(move || {
-            if let Ok(work) = receiver.recv() {
-                work();
-            }
-        }) {
-            Ok(thread) => {
-                let _ = sender.send(Box::new(work));
-                *slot = Some(thread);
-            }
-            Err(_) => work(),
+        });
+        match spawned {
+            Ok(thread) => *slot = Some(thread),
+            Err(error) => tracing::warn!(%error, "no thread to retire a compaction's leftovers: dropped on the writer"),
         }
     }
 
@@ -433,9 +426,7 @@ impl RedbStore {
             self.promotion_owed.store(true, Ordering::Release);
         }
         // The copy is the store's file now: every write goes to it.
-        self.swapping.store(true, Ordering::Release);
         let old = self.db.write().replace(copy);
-        self.swapping.store(false, Ordering::Release);
         // The job's thread is stopped and its copy is the store's: dropping
         // it drops only references. The old database is closed off the
         // writer, once no snapshot reads it.
@@ -749,16 +740,7 @@ impl Store for RedbStore {
         // Taken under the engine's lock: never wait for a reopen, which may
         // take a while (redb verifies the file). A compaction's copy taking
         // the store's place is waited for: it swaps one pointer.
-        let db = match self.db.try_read() {
-            Some(db) => db,
-            None if self.swapping.load(Ordering::Acquire) => self.db.read(),
-            // A swap may have ended between the two looks: look once more,
-            // briefly. A reopen holds the lock far longer than this.
-            None => match self.db.try_read_for(SWAP_WAIT_MAX) {
-                Some(db) => db,
-                None => return Err(self.reopening()),
-            },
-        };
+        let Some(db) = self.db.try_read_for(SWAP_WAIT_MAX) else { return Err(self.reopening()) };
         let db = db.as_ref().ok_or_else(|| self.reopening())?.clone();
         let txn = db.begin_read().map_err(db_error)?;
         Ok(Box::new(RedbSnapshot { tables: None, txn, _db: db }))

@@ -86,9 +86,12 @@ pub(crate) struct State {
 
 impl State {
     /// Whether the writer may finish now: all copied, and few enough keys
-    /// dirty that syncing them is bounded.
-    fn finishable(&self) -> bool {
-        self.copied && self.dirty.len() <= FINISH_DIRTY_MAX && self.dirty.bytes() <= FINISH_DIRTY_BYTES
+    /// dirty that syncing them is bounded; the worker's error if it failed.
+    fn ready(&self) -> Result<bool, StoreError> {
+        match &self.failed {
+            Some(error) => Err(error.clone()),
+            None => Ok(self.copied && self.dirty.len() <= FINISH_DIRTY_MAX && self.dirty.bytes() <= FINISH_DIRTY_BYTES),
+        }
     }
 }
 
@@ -154,11 +157,7 @@ impl Job {
 
     /// Whether the job can be finished now; its error if its worker failed.
     pub(crate) fn ready(&self) -> Result<bool, StoreError> {
-        let state = self.shared.state.lock();
-        match &state.failed {
-            Some(error) => Err(error.clone()),
-            None => Ok(state.finishable()),
-        }
+        self.shared.state.lock().ready()
     }
 
     /// Works (or waits for the worker) until the job can be finished.
@@ -170,21 +169,16 @@ impl Job {
             return Ok(());
         }
         let mut state = self.shared.state.lock();
-        loop {
-            if let Some(error) = &state.failed {
-                return Err(error.clone());
-            }
-            if state.finishable() {
-                return Ok(());
-            }
+        while !state.ready()? {
             self.shared.changed.wait(&mut state);
         }
+        Ok(())
     }
 
     /// Stops the worker, syncs the keys still dirty, and makes the copy
     /// durable: it then holds what the store holds. Called by the writer,
-    /// between commits. Returns the copy, and the keys synced here; the job
-    /// is left to be dropped (off the writer: it closes its databases).
+    /// between commits. Returns the copy, and the keys synced here. The job
+    /// then holds only references to databases the store holds too.
     pub(crate) fn finish(&mut self) -> Result<(Arc<Database>, usize), StoreError> {
         if !self.stop() {
             return Err(StoreError::Database(Failure::msg("the compaction's thread ended in a panic")));
@@ -195,8 +189,7 @@ impl Job {
             if let Some(error) = state.failed.take() {
                 return Err(error);
             }
-            let dirty = &mut state.dirty;
-            std::mem::take(dirty)
+            std::mem::take(&mut state.dirty)
         };
         let from = worker.main.begin_read().map_err(db_error)?;
         let mut txn = worker.copy.begin_write().map_err(db_error)?;
