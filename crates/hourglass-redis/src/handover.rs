@@ -80,8 +80,8 @@ pub(crate) struct Waiting<'a> {
 /// when their leases end.
 impl Drop for Plan {
     fn drop(&mut self) {
-        for (taker, _) in std::mem::take(&mut self.offer.takers) {
-            taker.fill(Vec::new());
+        for (taker, room) in std::mem::take(&mut self.offer.takers) {
+            taker.fill(room, Vec::new());
         }
     }
 }
@@ -150,7 +150,8 @@ impl RedisBackend {
                 return plan;
             }
         };
-        plan.offer = self.takers.offer(queues, |queue| pushing.iter().any(|name| name == queue), Instant::now());
+        let pushes = |queue: &str| pushing.iter().any(|name| name == queue);
+        plan.offer = self.takers.offer(queues, pushes, self.owned.count(), Instant::now());
         if plan.offer.is_empty() {
             return plan;
         }
@@ -251,8 +252,8 @@ impl RedisBackend {
         for (taker, _, task) in handed {
             by_taker[taker].push(task);
         }
-        for ((taker, _), tasks) in takers.iter().zip(by_taker) {
-            let left = taker.fill(tasks);
+        for ((taker, room), tasks) in takers.iter().zip(by_taker) {
+            let left = taker.fill(*room, tasks);
             self.give_back(left);
         }
     }

@@ -71,6 +71,11 @@ impl Owned {
         held
     }
 
+    /// How many shards this node holds.
+    pub(crate) fn count(&self) -> usize {
+        self.0.lock().len()
+    }
+
     pub(crate) fn abort_all(&self) {
         for (_, held) in self.0.lock().drain() {
             held.task.abort();

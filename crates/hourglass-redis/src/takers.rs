@@ -5,11 +5,18 @@
 //! them in the takers, whose claims return them.
 //!
 //! A taker holds the tasks handed to it until its claim takes them (at most
-//! the claim's `max` at a time). While a fire's script is under way with it
-//! it is **offered**, to one fire at a time, for what it has room for, so
-//! that no claim is handed more than it asked for; a claim that looks then
-//! waits for the fire rather than asking Redis itself (it would race the
-//! fire for the same tasks), and the fire wakes it when it answers.
+//! the claim's `max` at a time). While fires' scripts are under way with it
+//! it is **offered**, to several fires at once: each is promised a share of
+//! the room no other fire was promised (divided by the shards the node
+//! holds, each of which fires one script at a time), so that no claim is
+//! handed more than it asked for and a node's shards that fire together
+//! share its claims. Offered to one fire at a time, a push taker was held by
+//! some fire most of the time, and nine fires in ten found none
+//! (`BENCHMARKS.md`, "A claim offered to several fires at once"). A pull
+//! claim that looks while fires are under way waits for them rather than
+//! asking Redis itself (it would race the fires for the same tasks), and
+//! each fire wakes it when it answers; a pull taker that holds tasks is not
+//! offered again, so that its claim waits for the fires under way only.
 //!
 //! **A push taker lingers** after its claim ends: the delivery loop claims
 //! again as soon as it has started the requests, and the next push claim
@@ -32,6 +39,12 @@ use tokio::sync::Notify;
 use hourglass_queue::limits::{PUSH_LEASE_MARGIN_MS, PUSH_TIMEOUT_MS_MIN};
 use hourglass_queue::{Claimed, Delivery};
 
+/// A fire is promised at least this much of a taker's room (or all that is
+/// left): enough for the few tasks a shard's fire finds due under a steady
+/// flow, and for a small batch due at once, while a push taker's room (the
+/// delivery loop's free slots, 64 when idle by default) still serves the
+/// fires of eight shards under way together.
+pub(crate) const FIRE_ROOM_MIN: usize = 8;
 /// A push taker whose claim ended is offered to fires this long, for the
 /// delivery loop's next claim to adopt.
 pub(crate) const LINGER_OFFERED_MS: u64 = 5;
@@ -68,9 +81,11 @@ struct State {
     max: usize,
     /// Handed over, waiting for a claim to take them.
     tasks: Vec<Claimed>,
-    /// A fire's script is under way with it.
-    offered: bool,
-    /// Its claim looked while it was offered: woken when the fire answers.
+    /// Fires whose scripts are under way with it.
+    offers: usize,
+    /// The room promised to those fires, together.
+    promised: usize,
+    /// Its claim looked while it was offered: woken when a fire answers.
     looked: bool,
     /// Its (pull) claim is looking in Redis: not offered meanwhile, as what
     /// a fire handed it then would be given back if the look finds tasks.
@@ -82,11 +97,17 @@ struct State {
 }
 
 impl State {
-    /// Room it has for a fire, if it may be offered now.
-    fn room(&self, now: Instant) -> Option<usize> {
+    /// The room a fire is promised, if it may be offered now: a `shares`th
+    /// of what is neither filled nor promised to another fire (rounded up),
+    /// so that the fires of a node's shards under way together each get
+    /// some, but at least [`FIRE_ROOM_MIN`] of it. A pull taker holding
+    /// tasks is not offered: its claim takes them once the fires under way
+    /// answer.
+    fn room(&self, wants: &Wants, shares: usize, now: Instant) -> Option<usize> {
         let fresh = self.lingering.is_none_or(|since| now - since < Duration::from_millis(LINGER_OFFERED_MS));
-        let free = !self.offered && !self.looking && !self.closed;
-        (free && fresh && self.tasks.len() < self.max).then(|| self.max - self.tasks.len())
+        let free = !self.looking && !self.closed && (*wants == Wants::Push || self.tasks.is_empty());
+        let left = self.max.saturating_sub(self.tasks.len() + self.promised);
+        (free && fresh && left > 0).then(|| left.div_ceil(shares.max(1)).max(left.min(FIRE_ROOM_MIN)))
     }
 }
 
@@ -122,16 +143,16 @@ impl Taker {
     }
 
     /// What its claim finds when it looks. A push claim takes what is there
-    /// even while a fire is under way (what the fire hands over waits for
-    /// the next claim); a pull claim waits for the fire's answer, and when
-    /// it finds nothing is not offered until [`looked`](Taker::looked).
+    /// even while fires are under way (what they hand over waits for the
+    /// next claim); a pull claim waits for their answers, and when it finds
+    /// nothing is not offered until [`looked`](Taker::looked).
     pub(crate) fn take(&self) -> Taken {
         let mut state = self.state.lock();
-        if !state.tasks.is_empty() && (!state.offered || self.wants == Wants::Push) {
+        if !state.tasks.is_empty() && (state.offers == 0 || self.wants == Wants::Push) {
             let max = state.max.min(state.tasks.len());
             return Taken::Tasks(state.tasks.drain(..max).collect());
         }
-        if state.offered {
+        if state.offers > 0 {
             state.looked = true;
             return Taken::Offered;
         }
@@ -144,15 +165,18 @@ impl Taker {
         self.state.lock().looking = false;
     }
 
-    /// A fire that offered it answered with `tasks` (perhaps none): they wait
-    /// for the claim, which is woken. Returns them if the taker was removed.
-    pub(crate) fn fill(&self, tasks: Vec<Claimed>) -> Vec<Claimed> {
+    /// A fire that was promised `room` answered with `tasks` (at most that
+    /// many, perhaps none): they wait for the claim, which is woken. Returns
+    /// them if the taker was removed.
+    pub(crate) fn fill(&self, room: usize, tasks: Vec<Claimed>) -> Vec<Claimed> {
         let mut state = self.state.lock();
-        debug_assert!(state.offered || state.closed, "filled while not offered: {state:?}");
+        debug_assert!(state.offers > 0 && state.promised >= room || state.closed, "filled unoffered: {state:?}");
+        debug_assert!(tasks.len() <= room, "a fire handed {} tasks for room for {room}", tasks.len());
         if state.closed {
             return tasks;
         }
-        state.offered = false;
+        state.offers -= 1;
+        state.promised -= room;
         state.tasks.extend(tasks);
         let wake = std::mem::take(&mut state.looked) || !state.tasks.is_empty();
         drop(state);
@@ -197,7 +221,8 @@ impl Takers {
         let state = State {
             max,
             tasks: Vec::new(),
-            offered: false,
+            offers: 0,
+            promised: 0,
             looked: false,
             looking: false,
             lingering: None,
@@ -249,8 +274,8 @@ impl Takers {
         let mut left = Vec::new();
         self.0.lock().retain(|taker| {
             let state = taker.state.lock();
-            let expired =
-                !state.offered && state.lingering.is_some_and(|since| now - since >= Duration::from_millis(LINGER_MS));
+            let expired = state.offers == 0
+                && state.lingering.is_some_and(|since| now - since >= Duration::from_millis(LINGER_MS));
             drop(state);
             if expired {
                 left.extend(taker.close());
@@ -269,18 +294,20 @@ impl Takers {
     /// the longest waiting first: for each queue, a pull taker waiting on it
     /// (one taker may serve several), and one push taker for those of them
     /// that `pushes` says may hold push tasks; `now` for how long a push
-    /// taker lingered. Each taker offered is held until [`Taker::fill`].
-    pub(crate) fn offer(&self, queues: &[&str], pushes: impl Fn(&str) -> bool, now: Instant) -> Offer {
+    /// taker lingered. Each taker is offered a `shares`th of its room left
+    /// (the shards this node fires, one script each at a time; see
+    /// `State::room`), promised to this fire until [`Taker::fill`].
+    pub(crate) fn offer(&self, queues: &[&str], pushes: impl Fn(&str) -> bool, shares: usize, now: Instant) -> Offer {
         let waiting = self.0.lock();
         let mut offer = Offer::default();
         let mut push = None;
         for &queue in queues {
-            let pull = Self::find(&waiting, &mut offer.takers, now, |wants| match wants {
+            let pull = Self::find(&waiting, &mut offer.takers, shares, now, |wants| match wants {
                 Wants::Pull { queues, .. } => queues.iter().any(|name| &**name == queue),
                 Wants::Push => false,
             });
             if push.is_none() && pushes(queue) {
-                push = Self::find(&waiting, &mut offer.takers, now, |wants| *wants == Wants::Push);
+                push = Self::find(&waiting, &mut offer.takers, shares, now, |wants| *wants == Wants::Push);
             }
             offer.by_queue.push((pull, push.filter(|_| pushes(queue))));
         }
@@ -292,6 +319,7 @@ impl Takers {
     fn find(
         waiting: &[Arc<Taker>],
         offered: &mut Vec<(Arc<Taker>, usize)>,
+        shares: usize,
         now: Instant,
         serves: impl Fn(&Wants) -> bool,
     ) -> Option<usize> {
@@ -300,8 +328,9 @@ impl Takers {
         }
         for taker in waiting.iter().filter(|taker| serves(&taker.wants)) {
             let mut state = taker.state.lock();
-            if let Some(room) = state.room(now) {
-                state.offered = true;
+            if let Some(room) = state.room(&taker.wants, shares, now) {
+                state.offers += 1;
+                state.promised += room;
                 offered.push((taker.clone(), room));
                 return Some(offered.len() - 1);
             }
@@ -342,21 +371,64 @@ mod tests {
         let takers = Takers::default();
         let (a, b, pushing) =
             (takers.register(pull(&["x", "y"]), 5), takers.register(pull(&["y"]), 5), takers.register(Wants::Push, 9));
-        let offer = takers.offer(&["x", "y", "z"], |queue| queue != "x", Instant::now());
+        let offer = takers.offer(&["x", "y", "z"], |queue| queue != "x", 1, Instant::now());
         assert_eq!(offer.takers.len(), 2, "a serves x and y; the push taker y and z");
         assert!(Arc::ptr_eq(&offer.takers[0].0, &a) && Arc::ptr_eq(&offer.takers[1].0, &pushing));
         assert_eq!((offer.takers[0].1, offer.takers[1].1), (5, 9));
         assert_eq!(offer.by_queue, [(Some(0), None), (Some(0), Some(1)), (None, Some(1))]);
-        // Held: a second fire meanwhile gets b only.
-        let second = takers.offer(&["y"], |_| true, Instant::now());
+        // In one share, the first fire was promised all their room: a second
+        // fire meanwhile gets b only.
+        let second = takers.offer(&["y"], |_| true, 1, Instant::now());
         assert_eq!(second.takers.len(), 1);
         assert!(Arc::ptr_eq(&second.takers[0].0, &b));
-        assert!(second.by_queue == [(Some(0), None)], "the push taker is held by the first fire");
-        // Answered with three tasks: offered again for the two it has room for.
-        assert!(offer.takers[0].0.fill(vec![task(1), task(2), task(3)]).is_empty());
-        offer.takers[1].0.fill(Vec::new());
-        let third = takers.offer(&["x"], |_| false, Instant::now());
-        assert_eq!(third.takers[0].1, 2);
+        assert!(second.by_queue == [(Some(0), None)], "the push taker's room is promised to the first fire");
+        // Answered with three tasks: a pull taker holding tasks is not
+        // offered until its claim takes them; then for all its room again.
+        assert!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(1), task(2), task(3)]).is_empty());
+        offer.takers[1].0.fill(offer.takers[1].1, Vec::new());
+        assert!(takers.offer(&["x"], |_| false, 1, Instant::now()).is_empty());
+        assert!(matches!(a.take(), Taken::Tasks(tasks) if ids(&tasks) == [1, 2, 3]));
+        let third = takers.offer(&["x"], |_| false, 1, Instant::now());
+        assert_eq!(third.takers[0].1, 5);
+    }
+
+    #[test]
+    fn fires_under_way_together_share_a_taker_s_room() {
+        let takers = Takers::default();
+        let pushing = takers.register(Wants::Push, 64);
+        // Two shards held: each fire is promised half of the room left, or
+        // FIRE_ROOM_MIN of it.
+        let offers: Vec<Offer> = (0..6).map(|_| takers.offer(&["q"], |_| true, 2, Instant::now())).collect();
+        let rooms: Vec<usize> = offers.iter().map(|offer| offer.takers.first().map_or(0, |(_, room)| *room)).collect();
+        assert_eq!(rooms, [32, 16, FIRE_ROOM_MIN, FIRE_ROOM_MIN, 0, 0], "never more than its room in all");
+        // The first fire hands over three: the room it did not use, and the
+        // tasks it handed, count again once it answers.
+        assert!(offers[0].takers[0].0.fill(32, vec![task(1), task(2), task(3)]).is_empty());
+        let next = takers.offer(&["q"], |_| true, 2, Instant::now());
+        assert_eq!(next.takers[0].1, 29 / 2 + 1, "64 - 3 held - 32 promised to three fires, halved");
+        // A push claim takes what is there while fires are under way.
+        assert!(matches!(pushing.take(), Taken::Tasks(tasks) if ids(&tasks) == [1, 2, 3]));
+        for (offer, room) in offers[1..4].iter().zip(&rooms[1..4]) {
+            assert!(offer.takers[0].0.fill(*room, Vec::new()).is_empty());
+        }
+        next.takers[0].0.fill(15, Vec::new());
+        assert_eq!(takers.offer(&["q"], |_| true, 1, Instant::now()).takers[0].1, 64, "all its room again");
+    }
+
+    #[test]
+    fn a_pull_claim_waits_for_every_fire_under_way_then_takes_what_they_handed() {
+        let takers = Takers::default();
+        let taker = takers.register(pull(&["q"]), 2 * FIRE_ROOM_MIN + 1);
+        let (first, second) =
+            (takers.offer(&["q"], |_| false, 4, Instant::now()), takers.offer(&["q"], |_| false, 4, Instant::now()));
+        assert_eq!((first.takers[0].1, second.takers[0].1), (FIRE_ROOM_MIN, FIRE_ROOM_MIN));
+        assert!(first.takers[0].0.fill(FIRE_ROOM_MIN, vec![task(1)]).is_empty());
+        assert!(matches!(taker.take(), Taken::Offered), "the second fire is under way");
+        assert!(takers.offer(&["q"], |_| false, 4, Instant::now()).is_empty(), "holding tasks: not offered again");
+        let woken = taker.notify().notified_owned();
+        assert!(second.takers[0].0.fill(FIRE_ROOM_MIN, vec![task(2)]).is_empty());
+        assert!(woken.now_or_never().is_some(), "woken by the last answer");
+        assert!(matches!(taker.take(), Taken::Tasks(tasks) if ids(&tasks) == [1, 2]));
     }
 
     #[test]
@@ -364,9 +436,9 @@ mod tests {
         let takers = Takers::default();
         let taker = takers.register(Wants::Push, 4);
         let woken = taker.notify().notified_owned();
-        let offer = takers.offer(&["q"], |_| true, Instant::now());
+        let offer = takers.offer(&["q"], |_| true, 1, Instant::now());
         assert!(matches!(taker.take(), Taken::Offered), "a fire is under way");
-        assert!(offer.takers[0].0.fill(vec![task(1), task(2)]).is_empty());
+        assert!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(1), task(2)]).is_empty());
         assert!(woken.now_or_never().is_some(), "the claim is woken");
         let Taken::Tasks(tasks) = taker.take() else { panic!("the tasks wait for it") };
         assert_eq!(ids(&tasks), [1, 2]);
@@ -377,12 +449,12 @@ mod tests {
     fn a_fire_without_tasks_wakes_only_a_claim_that_looked_meanwhile() {
         let takers = Takers::default();
         let taker = takers.register(pull(&["q"]), 1);
-        let offer = takers.offer(&["q"], |_| false, Instant::now());
-        assert!(offer.takers[0].0.fill(Vec::new()).is_empty());
+        let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
+        assert!(offer.takers[0].0.fill(offer.takers[0].1, Vec::new()).is_empty());
         assert!(taker.notify().notified_owned().now_or_never().is_none(), "not woken for nothing");
-        let offer = takers.offer(&["q"], |_| false, Instant::now());
+        let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
         assert!(matches!(taker.take(), Taken::Offered));
-        offer.takers[0].0.fill(Vec::new());
+        offer.takers[0].0.fill(offer.takers[0].1, Vec::new());
         assert!(taker.notify().notified_owned().now_or_never().is_some(), "it looks again");
         assert!(matches!(taker.take(), Taken::Nothing));
     }
@@ -392,28 +464,28 @@ mod tests {
         let takers = Takers::default();
         let taker = takers.register(pull(&["q"]), 3);
         assert!(matches!(taker.take(), Taken::Nothing), "the claim looks in Redis");
-        assert!(takers.offer(&["q"], |_| false, Instant::now()).is_empty(), "not while it looks");
+        assert!(takers.offer(&["q"], |_| false, 1, Instant::now()).is_empty(), "not while it looks");
         taker.looked();
-        assert_eq!(takers.offer(&["q"], |_| false, Instant::now()).takers.len(), 1);
+        assert_eq!(takers.offer(&["q"], |_| false, 1, Instant::now()).takers.len(), 1);
         // A push taker is offered while its claim looks: what a fire hands
         // it then waits for the delivery loop's next claim.
         let pushing = takers.register(Wants::Push, 3);
         assert!(matches!(pushing.take(), Taken::Nothing));
-        assert_eq!(takers.offer(&["p"], |_| true, Instant::now()).takers.len(), 1);
+        assert_eq!(takers.offer(&["p"], |_| true, 1, Instant::now()).takers.len(), 1);
     }
 
     #[test]
     fn tasks_for_a_pull_claim_that_ended_are_left_over() {
         let takers = Takers::default();
         let taker = takers.register(pull(&["q"]), 4);
-        let offer = takers.offer(&["q"], |_| false, Instant::now());
+        let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
         assert!(takers.release(&taker, false).is_empty());
-        assert_eq!(offer.takers[0].0.fill(vec![task(7)]).len(), 1, "handed to nobody");
-        assert!(takers.offer(&["q"], |_| false, Instant::now()).is_empty(), "no longer offered");
+        assert_eq!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(7)]).len(), 1, "handed to nobody");
+        assert!(takers.offer(&["q"], |_| false, 1, Instant::now()).is_empty(), "no longer offered");
         // Filled, then the claim ends before it looks.
         let taker = takers.register(pull(&["q"]), 4);
-        let offer = takers.offer(&["q"], |_| false, Instant::now());
-        assert!(offer.takers[0].0.fill(vec![task(8)]).is_empty());
+        let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
+        assert!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(8)]).is_empty());
         assert_eq!(ids(&takers.release(&taker, false)), [8]);
     }
 
@@ -423,9 +495,9 @@ mod tests {
         let first = takers.register(Wants::Push, 4);
         assert!(takers.release(&first, false).is_empty(), "it lingers");
         assert_eq!(takers.waiting(), 0);
-        let offer = takers.offer(&["q"], |_| true, Instant::now());
+        let offer = takers.offer(&["q"], |_| true, 1, Instant::now());
         assert_eq!(offer.takers.len(), 1, "offered while it lingers");
-        offer.takers[0].0.fill(vec![task(1), task(2), task(3)]);
+        offer.takers[0].0.fill(offer.takers[0].1, vec![task(1), task(2), task(3)]);
         // The next push claim adopts it, and takes at most its own max.
         let next = takers.adopt(2).expect("a lingering taker");
         assert!(Arc::ptr_eq(&next, &first));
@@ -434,7 +506,7 @@ mod tests {
         takers.release(&next, false);
         assert!(takers.expire(Instant::now()).is_empty(), "not yet");
         let late = Instant::now() + Duration::from_millis(LINGER_OFFERED_MS);
-        assert!(takers.offer(&["q"], |_| true, late).is_empty(), "offered a short while only");
+        assert!(takers.offer(&["q"], |_| true, 1, late).is_empty(), "offered a short while only");
         assert_eq!(ids(&takers.expire(Instant::now() + Duration::from_millis(LINGER_MS))), [3], "left over");
         assert!(takers.is_empty() && takers.adopt(1).is_none());
         // A node closing leaves nothing lingering.
