@@ -22,8 +22,8 @@ use tokio::sync::Notify;
 #[derive(Default)]
 struct State {
     wheel: Wheel<u16>,
-    /// Each shard's timer in the wheel, and what to wake.
-    armed: HashMap<u16, (Key, Arc<Notify>)>,
+    /// Each shard's timer in the wheel, its time, and what to wake.
+    armed: HashMap<u16, (Key, u64, Arc<Notify>)>,
 }
 
 impl State {
@@ -32,7 +32,7 @@ impl State {
         let mut woken = Vec::new();
         self.wheel.advance(now_ms);
         while let Some(expired) = self.wheel.pop_expired() {
-            if let Some((_, wake)) = self.armed.remove(&expired.value) {
+            if let Some((_, _, wake)) = self.armed.remove(&expired.value) {
                 woken.push(wake);
             }
         }
@@ -41,7 +41,7 @@ impl State {
 
     /// Forgets `shard`'s timer.
     fn unset(&mut self, shard: u16) {
-        if let Some((key, _)) = self.armed.remove(&shard) {
+        if let Some((key, _, _)) = self.armed.remove(&shard) {
             self.wheel.remove(key);
         }
     }
@@ -93,9 +93,15 @@ impl Alarms {
             let mut state = self.state.lock();
             state.unset(shard);
             let Ok(key) = state.wheel.insert(at_ms, shard) else { return };
-            state.armed.insert(shard, (key, wake));
+            state.armed.insert(shard, (key, at_ms, wake));
         }
         self.handle.wake_if_earlier(at_ms.saturating_mul(1_000));
+    }
+
+    /// How many shards' timers ring after `at_ms` (local Unix ms): the
+    /// shards held and not counted here are firing now, or ring by then.
+    pub(crate) fn later_than(&self, at_ms: u64) -> usize {
+        self.state.lock().armed.values().filter(|(_, ring_ms, _)| *ring_ms > at_ms).count()
     }
 
     /// Forgets `shard`'s timer.
@@ -124,7 +130,7 @@ mod tests {
         for (shard, at_ms, wake) in [(1, 1_000, &a), (2, 2_000, &b), (1, 1_500, &a)] {
             state.unset(shard);
             let key = state.wheel.insert(at_ms, shard).unwrap();
-            state.armed.insert(shard, (key, wake.clone()));
+            state.armed.insert(shard, (key, at_ms, wake.clone()));
         }
         assert!(state.ring(1_200).is_empty(), "moved, not doubled");
         assert_eq!(state.ring(1_500).len(), 1);
@@ -144,10 +150,12 @@ mod tests {
         alarms.set(2, 5_000, late.clone());
         // Earlier than the thread sleeps until: it is woken to sleep less.
         alarms.set(1, 1_500, early.clone());
+        assert_eq!((alarms.later_than(1_000), alarms.later_than(1_500), alarms.later_than(5_000)), (2, 1, 0));
         let within = Duration::from_secs(10);
         clock.advance_ms(500);
         tokio::time::timeout(within, early.notified()).await.expect("shard 1 woken at 1 500 ms");
         assert!(late.notified().now_or_never().is_none(), "shard 2 not before 5 000 ms");
+        assert_eq!(alarms.later_than(0), 1, "shard 1 rang: it fires, and is counted as firing");
         clock.advance_ms(3_500);
         tokio::time::timeout(within, late.notified()).await.expect("shard 2 woken at 5 000 ms");
         alarms.close();

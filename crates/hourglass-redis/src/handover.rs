@@ -32,13 +32,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
-use hourglass_queue::{Claim, Claimed, Delivery, PushTarget, QueueError};
+use hourglass_queue::{Claim, Claimed, Delivery, PushTarget, QueueError, SystemWallClock, WallClock};
 
 use crate::flow::Grant;
 use crate::options::CLAIM_SCAN_MAX;
 use crate::reply::Reply;
 use crate::takers::{Offer, Taker, Wants, LINGER_MS};
 use crate::{record, RedisBackend};
+
+/// A fire that begins shares its takers with the fires of the shards whose
+/// timers ring within this long: about a fire's round trip, which was 2 to
+/// 4 ms at the median under `appendfsync always` with three nodes at 5 k
+/// tasks/s (`BENCHMARKS.md`, "A claim offered to several fires at once").
+pub(crate) const FIRE_OVERLAP_MS: u64 = 5;
 
 /// No flow control on a queue: the script may hand over as many as a taker takes.
 const UNLIMITED: i64 = -1;
@@ -151,7 +157,7 @@ impl RedisBackend {
             }
         };
         let pushes = |queue: &str| pushing.iter().any(|name| name == queue);
-        plan.offer = self.takers.offer(queues, pushes, self.owned.count(), Instant::now());
+        plan.offer = self.takers.offer(queues, pushes, self.fires_together(), Instant::now());
         if plan.offer.is_empty() {
             return plan;
         }
@@ -161,6 +167,17 @@ impl RedisBackend {
             return Plan::none(queues.len());
         }
         plan
+    }
+
+    /// The fires that may be under way with one that begins now, which
+    /// share the room of the takers they are offered (`takers.rs`): this
+    /// node's shards firing now (held, and with no timer set: each fires
+    /// one script at a time) and those whose timer rings within
+    /// [`FIRE_OVERLAP_MS`]. One, for a shard that fires alone, so that it
+    /// may hand a claim all it has room for.
+    fn fires_together(&self) -> usize {
+        let later = self.alarms.later_than(SystemWallClock.now_ms() + FIRE_OVERLAP_MS);
+        self.owned.count().saturating_sub(later).max(1)
     }
 
     /// Each queue's sides: the leases of its takers, and what its flow

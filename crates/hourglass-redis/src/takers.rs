@@ -7,12 +7,12 @@
 //! A taker holds the tasks handed to it until its claim takes them (at most
 //! the claim's `max` at a time). While fires' scripts are under way with it
 //! it is **offered**, to several fires at once: each is promised a share of
-//! the room no other fire was promised (divided by the shards the node
-//! holds, each of which fires one script at a time), so that no claim is
-//! handed more than it asked for and a node's shards that fire together
-//! share its claims. Offered to one fire at a time, a push taker was held by
-//! some fire most of the time, and nine fires in ten found none
-//! (`BENCHMARKS.md`, "A claim offered to several fires at once"). A pull
+//! the room no other fire was promised (divided by the fires that may be
+//! under way with it: `handover.rs`), so that no claim is handed more than
+//! it asked for and a node's shards that fire together share its claims.
+//! Offered to one fire at a time, a push taker was held by some fire most of
+//! the time, and nine fires in ten found none (`BENCHMARKS.md`, "A claim
+//! offered to several fires at once"). A pull
 //! claim that looks while fires are under way waits for them rather than
 //! asking Redis itself (it would race the fires for the same tasks), and
 //! each fire wakes it when it answers; a pull taker that holds tasks is not
@@ -39,12 +39,6 @@ use tokio::sync::Notify;
 use hourglass_queue::limits::{PUSH_LEASE_MARGIN_MS, PUSH_TIMEOUT_MS_MIN};
 use hourglass_queue::{Claimed, Delivery};
 
-/// A fire is promised at least this much of a taker's room (or all that is
-/// left): enough for the few tasks a shard's fire finds due under a steady
-/// flow, and for a small batch due at once, while a push taker's room (the
-/// delivery loop's free slots, 64 when idle by default) still serves the
-/// fires of eight shards under way together.
-pub(crate) const FIRE_ROOM_MIN: usize = 8;
 /// A push taker whose claim ended is offered to fires this long, for the
 /// delivery loop's next claim to adopt.
 pub(crate) const LINGER_OFFERED_MS: u64 = 5;
@@ -99,15 +93,14 @@ struct State {
 impl State {
     /// The room a fire is promised, if it may be offered now: a `shares`th
     /// of what is neither filled nor promised to another fire (rounded up),
-    /// so that the fires of a node's shards under way together each get
-    /// some, but at least [`FIRE_ROOM_MIN`] of it. A pull taker holding
-    /// tasks is not offered: its claim takes them once the fires under way
-    /// answer.
+    /// so that the fires under way together each get some. A pull taker
+    /// holding tasks is not offered: its claim takes them once the fires
+    /// under way answer.
     fn room(&self, wants: &Wants, shares: usize, now: Instant) -> Option<usize> {
         let fresh = self.lingering.is_none_or(|since| now - since < Duration::from_millis(LINGER_OFFERED_MS));
         let free = !self.looking && !self.closed && (*wants == Wants::Push || self.tasks.is_empty());
         let left = self.max.saturating_sub(self.tasks.len() + self.promised);
-        (free && fresh && left > 0).then(|| left.div_ceil(shares.max(1)).max(left.min(FIRE_ROOM_MIN)))
+        (free && fresh && left > 0).then(|| left.div_ceil(shares.max(1)))
     }
 }
 
@@ -295,8 +288,8 @@ impl Takers {
     /// (one taker may serve several), and one push taker for those of them
     /// that `pushes` says may hold push tasks; `now` for how long a push
     /// taker lingered. Each taker is offered a `shares`th of its room left
-    /// (the shards this node fires, one script each at a time; see
-    /// `State::room`), promised to this fire until [`Taker::fill`].
+    /// (`shares`: the fires that may be under way with this one), promised
+    /// to this fire until [`Taker::fill`].
     pub(crate) fn offer(&self, queues: &[&str], pushes: impl Fn(&str) -> bool, shares: usize, now: Instant) -> Offer {
         let waiting = self.0.lock();
         let mut offer = Offer::default();
@@ -396,19 +389,18 @@ mod tests {
     fn fires_under_way_together_share_a_taker_s_room() {
         let takers = Takers::default();
         let pushing = takers.register(Wants::Push, 64);
-        // Two shards held: each fire is promised half of the room left, or
-        // FIRE_ROOM_MIN of it.
-        let offers: Vec<Offer> = (0..6).map(|_| takers.offer(&["q"], |_| true, 2, Instant::now())).collect();
+        // Two fires at once: each is promised half of the room left.
+        let offers: Vec<Offer> = (0..8).map(|_| takers.offer(&["q"], |_| true, 2, Instant::now())).collect();
         let rooms: Vec<usize> = offers.iter().map(|offer| offer.takers.first().map_or(0, |(_, room)| *room)).collect();
-        assert_eq!(rooms, [32, 16, FIRE_ROOM_MIN, FIRE_ROOM_MIN, 0, 0], "never more than its room in all");
+        assert_eq!(rooms, [32, 16, 8, 4, 2, 1, 1, 0], "never more than its room in all");
         // The first fire hands over three: the room it did not use, and the
         // tasks it handed, count again once it answers.
         assert!(offers[0].takers[0].0.fill(32, vec![task(1), task(2), task(3)]).is_empty());
         let next = takers.offer(&["q"], |_| true, 2, Instant::now());
-        assert_eq!(next.takers[0].1, 29 / 2 + 1, "64 - 3 held - 32 promised to three fires, halved");
+        assert_eq!(next.takers[0].1, 29 / 2 + 1, "64 - 3 held - 32 promised to six fires, halved");
         // A push claim takes what is there while fires are under way.
         assert!(matches!(pushing.take(), Taken::Tasks(tasks) if ids(&tasks) == [1, 2, 3]));
-        for (offer, room) in offers[1..4].iter().zip(&rooms[1..4]) {
+        for (offer, room) in offers[1..7].iter().zip(&rooms[1..7]) {
             assert!(offer.takers[0].0.fill(*room, Vec::new()).is_empty());
         }
         next.takers[0].0.fill(15, Vec::new());
@@ -418,15 +410,15 @@ mod tests {
     #[test]
     fn a_pull_claim_waits_for_every_fire_under_way_then_takes_what_they_handed() {
         let takers = Takers::default();
-        let taker = takers.register(pull(&["q"]), 2 * FIRE_ROOM_MIN + 1);
+        let taker = takers.register(pull(&["q"]), 8);
         let (first, second) =
             (takers.offer(&["q"], |_| false, 4, Instant::now()), takers.offer(&["q"], |_| false, 4, Instant::now()));
-        assert_eq!((first.takers[0].1, second.takers[0].1), (FIRE_ROOM_MIN, FIRE_ROOM_MIN));
-        assert!(first.takers[0].0.fill(FIRE_ROOM_MIN, vec![task(1)]).is_empty());
+        assert_eq!((first.takers[0].1, second.takers[0].1), (2, 2));
+        assert!(first.takers[0].0.fill(2, vec![task(1)]).is_empty());
         assert!(matches!(taker.take(), Taken::Offered), "the second fire is under way");
         assert!(takers.offer(&["q"], |_| false, 4, Instant::now()).is_empty(), "holding tasks: not offered again");
         let woken = taker.notify().notified_owned();
-        assert!(second.takers[0].0.fill(FIRE_ROOM_MIN, vec![task(2)]).is_empty());
+        assert!(second.takers[0].0.fill(2, vec![task(2)]).is_empty());
         assert!(woken.now_or_never().is_some(), "woken by the last answer");
         assert!(matches!(taker.take(), Taken::Tasks(tasks) if ids(&tasks) == [1, 2]));
     }
