@@ -15,8 +15,9 @@
 //! offered to several fires at once"). A pull
 //! claim that looks while fires are under way waits for them rather than
 //! asking Redis itself (it would race the fires for the same tasks), and
-//! each fire wakes it when it answers; a pull taker that holds tasks is not
-//! offered again, so that its claim waits for the fires under way only.
+//! each fire wakes it when it answers; a pull taker that holds tasks, or
+//! whose claim looked meanwhile, is not offered again, so that its claim
+//! waits for the fires under way only.
 //!
 //! **A push taker lingers** after its claim ends: the delivery loop claims
 //! again as soon as it has started the requests, and the next push claim
@@ -94,11 +95,12 @@ impl State {
     /// The room a fire is promised, if it may be offered now: a `shares`th
     /// of what is neither filled nor promised to another fire (rounded up),
     /// so that the fires under way together each get some. A pull taker
-    /// holding tasks is not offered: its claim takes them once the fires
-    /// under way answer.
+    /// holding tasks, or whose claim looked while fires were under way, is
+    /// not offered: its claim waits for the fires under way, and no more.
     fn room(&self, wants: &Wants, shares: usize, now: Instant) -> Option<usize> {
         let fresh = self.lingering.is_none_or(|since| now - since < Duration::from_millis(LINGER_OFFERED_MS));
-        let free = !self.looking && !self.closed && (*wants == Wants::Push || self.tasks.is_empty());
+        let waits = *wants != Wants::Push && (!self.tasks.is_empty() || self.looked);
+        let free = !self.looking && !self.closed && !waits;
         let left = self.max.saturating_sub(self.tasks.len() + self.promised);
         (free && fresh && left > 0).then(|| left.div_ceil(shares.max(1)))
     }
@@ -405,6 +407,18 @@ mod tests {
         }
         next.takers[0].0.fill(15, Vec::new());
         assert_eq!(takers.offer(&["q"], |_| true, 1, Instant::now()).takers[0].1, 64, "all its room again");
+    }
+
+    #[test]
+    fn a_pull_claim_that_looked_while_fires_were_under_way_waits_for_those_only() {
+        let takers = Takers::default();
+        let taker = takers.register(pull(&["q"]), 8);
+        let first = takers.offer(&["q"], |_| false, 2, Instant::now());
+        assert!(matches!(taker.take(), Taken::Offered));
+        assert!(takers.offer(&["q"], |_| false, 2, Instant::now()).is_empty(), "its claim waits: no new fire");
+        assert!(first.takers[0].0.fill(4, Vec::new()).is_empty());
+        assert!(taker.notify().notified_owned().now_or_never().is_some(), "woken by the answer");
+        assert!(matches!(taker.take(), Taken::Nothing), "then it looks in Redis");
     }
 
     #[test]
