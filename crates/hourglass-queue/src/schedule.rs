@@ -332,7 +332,15 @@ mod tests {
     #[test]
     fn an_occurrence_key_reads_back_as_its_schedule_and_time() {
         assert_eq!(occurrence_of(&occurrence_key("a:b.c", 1_700_000_000_123)), Some(("a:b.c", 1_700_000_000_123)));
-        for other in ["schedule:", "schedule:a:", "schedule::12", "schedule:a:1x", "sched:a:1", "a:1", "schedule:a:99999999999999999999999"] {
+        for other in [
+            "schedule:",
+            "schedule:a:",
+            "schedule::12",
+            "schedule:a:1x",
+            "sched:a:1",
+            "a:1",
+            "schedule:a:99999999999999999999999",
+        ] {
             assert_eq!(occurrence_of(other), None, "{other}");
         }
     }

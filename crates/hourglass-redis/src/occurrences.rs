@@ -20,7 +20,6 @@
 //! key, on the schedule's shard: a task of the same key already there
 //! stands for the occurrence, as on the embedded store.
 
-
 use hourglass_queue::limits::{PRIORITY_DEFAULT, SCHEDULE_RETRY_MS};
 use hourglass_queue::QueueError;
 
@@ -38,7 +37,12 @@ pub(crate) const HEAD_PREFIX: &str = "c:";
 impl RedisBackend {
     /// Fires schedules `names` of `shard`, whose heads came due, as `holder`.
     /// `Err(None)` if fenced: another node holds the shard now.
-    pub(crate) async fn fire_schedules(&self, shard: u16, holder: &str, names: &[&str]) -> Result<(), Option<QueueError>> {
+    pub(crate) async fn fire_schedules(
+        &self,
+        shard: u16,
+        holder: &str,
+        names: &[&str],
+    ) -> Result<(), Option<QueueError>> {
         for name in names {
             self.fire_schedule(shard, holder, name).await?;
         }
@@ -50,13 +54,17 @@ impl RedisBackend {
             let stored = self.stored_schedule(shard, name).await.map_err(Some)?;
             let now_ms = self.redis_ms();
             let running = stored.as_ref().filter(|stored| !stored.schedule.paused);
-            let Some((stored, first)) = running.and_then(|s| s.schedule.next_ms.filter(|&n| n <= now_ms).map(|n| (s, n)))
+            let Some((stored, first)) =
+                running.and_then(|s| s.schedule.next_ms.filter(|&n| n <= now_ms).map(|n| (s, n)))
             else {
                 // The head is out of step with the record (not yet due by
                 // this node's reading of Redis's clock, or gone): set it
                 // from the record.
-                let _: redis::Value =
-                    self.schedule_script(shard, "arm", name).invoke_async(&mut self.conn()).await.map_err(|e| Some(storage(e)))?;
+                let _: redis::Value = self
+                    .schedule_script(shard, "arm", name)
+                    .invoke_async(&mut self.conn())
+                    .await
+                    .map_err(|e| Some(storage(e)))?;
                 return Ok(());
             };
             let schedule = &stored.schedule;

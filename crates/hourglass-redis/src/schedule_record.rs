@@ -151,7 +151,13 @@ mod tests {
         let cron = Rule::Cron { expression: "0 9 * * MON-FRI".into(), time_zone: "Europe/Berlin".into() };
         for schedule in [
             sample(cron),
-            Schedule { next_ms: None, last: None, paused: false, expires_after_ms: None, ..sample(Rule::Every { every_ms: 250 }) },
+            Schedule {
+                next_ms: None,
+                last: None,
+                paused: false,
+                expires_after_ms: None,
+                ..sample(Rule::Every { every_ms: 250 })
+            },
         ] {
             let raw = with_rev(&encode(&schedule), 9);
             let stored = decode(5, "report", &raw, schedule.payload.as_bytes().to_vec()).unwrap();

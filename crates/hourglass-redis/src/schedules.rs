@@ -51,7 +51,10 @@ const _: () = assert!(SCHEDULE_LIST_MAX >= 1 && LIST_BATCH_MAX >= 2);
 /// and anchor they were read from: reading a cron rule can take
 /// milliseconds, and a schedule is read at every occurrence.
 #[derive(Default)]
-pub(crate) struct Timetables(Mutex<HashMap<Box<str>, (Rule, u64, Arc<Timetable>)>>);
+pub(crate) struct Timetables(Mutex<HashMap<Box<str>, ReadRule>>);
+
+/// A rule and the anchor it was read from, and its timetable.
+type ReadRule = (Rule, u64, Arc<Timetable>);
 
 impl Timetables {
     /// The timetable of `schedule`, read once for its rule and anchor.
@@ -172,7 +175,12 @@ impl RedisBackend {
 
     /// Reads up to `batch` more schedules of `list`'s shard past its cursor,
     /// keeping those of the queues `shown` accepts.
-    async fn list_more(&self, list: &mut ShardList, batch: usize, shown: &(dyn Fn(&str) -> bool + Sync)) -> Result<(), QueueError> {
+    async fn list_more(
+        &self,
+        list: &mut ShardList,
+        batch: usize,
+        shown: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<(), QueueError> {
         let mut invocation = self.schedule_script(list.shard, "list", &list.after);
         invocation.arg(batch);
         let mut reply = self.run_schedule_script(invocation).await?;
@@ -238,7 +246,8 @@ impl Schedules for RedisBackend {
             match reply.text()?.as_str() {
                 "ok" => {
                     let created = reply.int()? == 1;
-                    let stored = schedule_record::decode(shard, name, &reply.bytes()?, schedule.payload.as_bytes().to_vec())?;
+                    let stored =
+                        schedule_record::decode(shard, name, &reply.bytes()?, schedule.payload.as_bytes().to_vec())?;
                     self.timetables.keep(&stored.schedule, timetable);
                     if created {
                         *self.schedules_counted.lock() = None;
@@ -249,7 +258,9 @@ impl Schedules for RedisBackend {
                 other => return Err(unexpected(format!("unexpected answer {other}"))),
             }
         }
-        Err(QueueError::Conflict(format!("schedule {name:?} kept changing while the request was checked: send it again")))
+        Err(QueueError::Conflict(format!(
+            "schedule {name:?} kept changing while the request was checked: send it again"
+        )))
     }
 
     async fn pause_schedule(&self, name: &str, paused: bool, expect: Expect<'_>) -> Result<ScheduleInfo, QueueError> {
