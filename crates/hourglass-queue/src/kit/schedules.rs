@@ -66,6 +66,7 @@ pub async fn run(backend: &dyn Backend, prefix: &str) {
     occurrences(backend, s, &n("fire")).await;
     cron_in_a_zone(backend, s, &n("cron")).await;
     overlap_forbid(backend, s, &n("overlap")).await;
+    deadline(backend, s, &n("deadline")).await;
     for misfire in [Misfire::Once, Misfire::All] {
         misfire_on_resume(backend, s, &n(&format!("misfire-{misfire:?}").to_lowercase()), misfire).await;
     }
@@ -226,6 +227,18 @@ async fn bad_schedules(s: &dyn Schedules, name: &str) {
 /// Claims the tasks of `queue` (acking them) until one is due after
 /// `until_ms`: each task's occurrence (from its key) and id.
 async fn collect(b: &dyn Backend, name: &str, queue: &str, until_ms: u64) -> BTreeMap<u64, u64> {
+    collect_with_deadline(b, name, queue, until_ms, None).await
+}
+
+/// [`collect`], checking that each task expires `deadline_ms` after its
+/// occurrence (never, for `None`).
+async fn collect_with_deadline(
+    b: &dyn Backend,
+    name: &str,
+    queue: &str,
+    until_ms: u64,
+    deadline_ms: Option<u64>,
+) -> BTreeMap<u64, u64> {
     let mut seen = BTreeMap::new();
     while seen.last_key_value().is_none_or(|(&at, _)| at <= until_ms) {
         let claimed = b.claim(queue, 64, LEASE_MS, WAIT_MS).await.unwrap();
@@ -236,6 +249,8 @@ async fn collect(b: &dyn Backend, name: &str, queue: &str, until_ms: u64) -> BTr
             let (of, at) = occurrence_of(key).expect("an occurrence key");
             assert_eq!((of, at), (name, task.run_at_ms), "task {} is the occurrence its key names", task.id);
             assert_eq!(task.payload.as_text(), Some(r#"{"tick":true}"#));
+            let expires = deadline_ms.map(|ms| at + ms);
+            assert_eq!(info.task.expires_at_ms, expires, "task {} expires at its occurrence's deadline", task.id);
             if let Some(other) = seen.insert(at, task.id) {
                 panic!("schedule {name}: occurrence {at} enqueued as tasks {other} and {}", task.id);
             }
@@ -333,4 +348,30 @@ async fn misfire_on_resume(b: &dyn Backend, s: &dyn Schedules, name: &str, misfi
     // After it, the grid goes on, once each.
     let on_grid = after.keys().all(|at| (at - first) % EVERY_MS == 0);
     assert!(on_grid, "{misfire:?}: {after:?}");
+}
+
+/// `expires_after_ms`: each task expires that long after its occurrence, and
+/// an occurrence found already past it (here: missed while paused, under
+/// `all`) is skipped, not enqueued to die.
+async fn deadline(b: &dyn Backend, s: &dyn Schedules, name: &str) {
+    let deadline_ms = 2 * EVERY_MS;
+    let new = NewSchedule { misfire: Misfire::All, expires_after_ms: Some(deadline_ms), ..every(name, EVERY_MS) };
+    let (info, _) = s.put_schedule(name, new, Expect::Any).await.unwrap();
+    let first = info.schedule.next_ms.unwrap();
+    collect_with_deadline(b, name, name, first, Some(deadline_ms)).await;
+    let skipped_before = b.totals().await.occurrences_skipped;
+    let paused = s.pause_schedule(name, true, Expect::Any).await.unwrap();
+    drain_for(b, name, 8 * EVERY_MS).await;
+    let resumed_from = SystemWallClock.now_ms();
+    s.pause_schedule(name, false, Expect::Any).await.unwrap();
+    let after = collect_with_deadline(b, name, name, resumed_from + 2 * EVERY_MS, Some(deadline_ms)).await;
+    s.delete_schedule(name, Expect::Any).await.unwrap();
+    let next = paused.schedule.next_ms.unwrap();
+    // Past their deadline when resumed (with a period's margin): skipped.
+    let too_late: Vec<u64> =
+        after.keys().copied().filter(|&at| at >= next && at + deadline_ms + EVERY_MS < resumed_from).collect();
+    let skipped = b.totals().await.occurrences_skipped - skipped_before;
+    println!("schedule {name}: deadline {deadline_ms} ms, {skipped} occurrences missed while paused skipped for it");
+    assert!(too_late.is_empty(), "enqueued past their deadline: {too_late:?} (resumed at {resumed_from})");
+    assert!(skipped >= 4, "the occurrences past their deadline are counted as skipped: {skipped}");
 }
