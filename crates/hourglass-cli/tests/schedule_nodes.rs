@@ -39,7 +39,7 @@ const TICKS: &str = "ticks";
 const LOAD: &str = "load";
 
 /// `redis-cli` on the store, following a Cluster's redirections.
-type Cli = Arc<dyn Fn(&[&str]) -> String + Send + Sync>;
+type Cli<'a> = &'a (dyn Fn(&[&str]) -> String + Sync);
 
 /// What the tick consumers saw: each occurrence's task ids, and problems.
 #[derive(Default)]
@@ -64,13 +64,13 @@ fn node_name(node: &Hourglass) -> String {
 }
 
 /// The shard the schedule lives in.
-fn schedule_shard(cli: &Cli) -> u16 {
+fn schedule_shard(cli: Cli<'_>) -> u16 {
     let held = |shard: u16| cli(&["-c", "HEXISTS", &format!("{{hg:{shard}}}:sch"), NAME]).trim() == "1";
     (0..SHARDS).find(|&shard| held(shard)).expect("the schedule is stored in a shard")
 }
 
 /// The node that holds `shard` now, if any.
-fn holder(cli: &Cli, shard: u16) -> Option<String> {
+fn holder(cli: Cli<'_>, shard: u16) -> Option<String> {
     let owner = cli(&["-c", "GET", &format!("{{hg:{shard}}}:owner")]);
     owner.trim().split_once(':').map(|(node, _)| node.to_owned())
 }
@@ -173,7 +173,7 @@ async fn mid_period(ticks: &Mutex<Ticks>) {
 }
 
 /// The whole scenario on the store at `url`.
-async fn a_schedule_survives_a_kill_and_a_stop(label: &str, url: &str, cli: Cli) {
+async fn a_schedule_survives_a_kill_and_a_stop(label: &str, url: &str, cli: Cli<'_>) {
     let mut nodes: Vec<Hourglass> = (0..3)
         .map(|_| serve().args(["--store", url, "--shard-lease-ms", &SHARD_LEASE_MS.to_string()]).start())
         .collect();
@@ -200,7 +200,7 @@ async fn a_schedule_survives_a_kill_and_a_stop(label: &str, url: &str, cli: Cli)
     let shown = client(&nodes[0]).schedule(NAME).await.expect("read the schedule through another node");
     assert_eq!((shown.cron.as_deref(), &*shown.time_zone), (Some("* * * * * *"), "Europe/Berlin"));
     let first_ms = shown.next_runs[0].at_ms;
-    let shard = tokio::task::block_in_place(|| schedule_shard(&cli));
+    let shard = tokio::task::block_in_place(|| schedule_shard(cli));
 
     let ticks = Arc::new(Mutex::new(Ticks::default()));
     let acked = Arc::new(AtomicU64::new(0));
@@ -211,7 +211,7 @@ async fn a_schedule_survives_a_kill_and_a_stop(label: &str, url: &str, cli: Cli)
     let mut owner = None;
     tokio::task::block_in_place(|| {
         within(WAIT, "a node holds the schedule's shard", || {
-            owner = holder(&cli, shard).and_then(|node| names.iter().position(|name| *name == node));
+            owner = holder(cli, shard).and_then(|node| names.iter().position(|name| *name == node));
             owner.is_some()
         })
     });
@@ -224,7 +224,7 @@ async fn a_schedule_survives_a_kill_and_a_stop(label: &str, url: &str, cli: Cli)
     let mut second = None;
     tokio::task::block_in_place(|| {
         within(WAIT, "another node takes the schedule's shard", || {
-            let node = holder(&cli, shard);
+            let node = holder(cli, shard);
             second = node.and_then(|node| names.iter().position(|name| *name == node)).filter(|&at| at != killed);
             second.is_some()
         })
@@ -241,7 +241,7 @@ async fn a_schedule_survives_a_kill_and_a_stop(label: &str, url: &str, cli: Cli)
     let third = (0..3).find(|&at| at != killed && at != second).expect("a third node");
     tokio::task::block_in_place(|| {
         within(WAIT, "the third node takes the shard of the stopped one", || {
-            holder(&cli, shard).as_deref() == Some(&names[third])
+            holder(cli, shard).as_deref() == Some(&names[third])
         })
     });
     let moved_again = stopped_at.elapsed();
@@ -313,21 +313,12 @@ async fn a_schedule_survives_a_kill_and_a_stop(label: &str, url: &str, cli: Cli)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_on_three_nodes_loses_and_doubles_no_occurrence_through_kill_9_and_sigstop() {
     let Some(redis) = Server::start() else { return };
-    let redis = Arc::new(redis);
-    let cli: Cli = {
-        let redis = redis.clone();
-        Arc::new(move |args: &[&str]| redis.cli(args))
-    };
-    a_schedule_survives_a_kill_and_a_stop("one redis", &redis.url(), cli).await;
+    a_schedule_survives_a_kill_and_a_stop("one redis", &redis.url(), &|args| redis.cli(args)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_on_three_nodes_and_a_cluster_of_three_masters_loses_and_doubles_no_occurrence() {
     let Some(cluster) = Cluster::start() else { return };
-    let cluster = Arc::new(cluster);
-    let cli: Cli = {
-        let cluster = cluster.clone();
-        Arc::new(move |args: &[&str]| cluster.masters[0].cli(args))
-    };
-    a_schedule_survives_a_kill_and_a_stop("cluster of three masters", &cluster.url(), cli).await;
+    let cli = |args: &[&str]| cluster.masters[0].cli(args);
+    a_schedule_survives_a_kill_and_a_stop("cluster of three masters", &cluster.url(), &cli).await;
 }
