@@ -300,6 +300,27 @@ impl RedisBackend {
         }
     }
 
+    /// Fires schedule `name` as `holder` of its shard, if its occurrence has
+    /// come: whether the holder was accepted (a stale one is fenced). For
+    /// tests of fencing.
+    #[doc(hidden)]
+    pub async fn fire_schedule_as(&self, name: &str, holder: &str) -> Result<bool, QueueError> {
+        let shard = keys::schedule_shard(name, self.shards);
+        match self.fire_schedules(shard, holder, &[name]).await {
+            Ok(()) => Ok(true),
+            Err(None) => Ok(false),
+            Err(Some(error)) => Err(error),
+        }
+    }
+
+    /// The shard schedule `name` lives in, and its holder here, if this node
+    /// holds it. For tests of fencing.
+    #[doc(hidden)]
+    pub fn schedule_holder(&self, name: &str) -> (u16, Option<String>) {
+        let shard = keys::schedule_shard(name, self.shards);
+        (shard, self.owned.holders().into_iter().find(|(s, _)| *s == shard).map(|(_, holder)| holder))
+    }
+
     /// Closes (as [`Backend::close`]) and lets go of this node's shards and
     /// its place in the membership, so that the other nodes take the shards
     /// at their next renewal (a quarter of a lease) rather than when the
