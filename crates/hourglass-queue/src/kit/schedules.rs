@@ -67,6 +67,7 @@ pub async fn run(backend: &dyn Backend, prefix: &str) {
     cron_in_a_zone(backend, s, &n("cron")).await;
     overlap_forbid(backend, s, &n("overlap")).await;
     deadline(backend, s, &n("deadline")).await;
+    replaced_while_firing(backend, s, &n("replace")).await;
     for misfire in [Misfire::Once, Misfire::All] {
         misfire_on_resume(backend, s, &n(&format!("misfire-{misfire:?}").to_lowercase()), misfire).await;
     }
@@ -374,4 +375,36 @@ async fn deadline(b: &dyn Backend, s: &dyn Schedules, name: &str) {
     println!("schedule {name}: deadline {deadline_ms} ms, {skipped} occurrences missed while paused skipped for it");
     assert!(too_late.is_empty(), "enqueued past their deadline: {too_late:?} (resumed at {resumed_from})");
     assert!(skipped >= 4, "the occurrences past their deadline are counted as skipped: {skipped}");
+}
+
+/// Put again and again while it fires every few milliseconds: each version
+/// starts from its put, and none runs again an occurrence a version before
+/// it ran (the put and the firing race on the store).
+async fn replaced_while_firing(b: &dyn Backend, s: &dyn Schedules, name: &str) {
+    const EVERY_MS: u64 = 20;
+    const PUTS: usize = 40;
+    let mut occurrences: Vec<u64> = Vec::new();
+    let mut take = async |wait_ms: u64| {
+        for task in b.claim(name, 64, LEASE_MS, wait_ms).await.unwrap() {
+            occurrences.push(task.run_at_ms);
+            b.ack(task.id, task.lease).await.unwrap();
+        }
+    };
+    for _ in 0..PUTS {
+        s.put_schedule(name, every(name, EVERY_MS), Expect::Any).await.unwrap();
+        // Until an occurrence of this version comes, or the next's time: the
+        // next put then meets a firing on its way, or one just done.
+        take(EVERY_MS + EVERY_MS / 2).await;
+    }
+    let last = s.schedule(name).await.unwrap().schedule.last;
+    s.delete_schedule(name, Expect::Any).await.unwrap();
+    take(3 * EVERY_MS).await;
+    occurrences.sort_unstable();
+    let enqueued = occurrences.len();
+    occurrences.dedup();
+    println!(
+        "schedule {name}: put {PUTS} times while firing every {EVERY_MS} ms: {enqueued} occurrences, the last {last:?}"
+    );
+    assert_eq!(occurrences.len(), enqueued, "an occurrence enqueued twice across versions");
+    assert!(enqueued >= PUTS / 4, "the versions fired too little to mean anything: {enqueued}");
 }
