@@ -15,6 +15,7 @@ mod push_flow;
 mod python_client;
 mod readme;
 mod redis_tls;
+mod schedule_nodes;
 mod schedules;
 mod slow_clients;
 mod store;

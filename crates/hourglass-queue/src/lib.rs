@@ -56,8 +56,8 @@ pub use model::{
 };
 pub use payload::Payload;
 pub use schedule::{
-    check as check_schedule, occurrence_key, Due, Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo,
-    Timetable, UPCOMING,
+    check as check_schedule, check_off_runtime as check_schedule_off_runtime, occurrence_key, occurrence_of, Due,
+    Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo, Timetable, UPCOMING,
 };
 pub use settings::{Flow, QueueSettings};
 pub use stats::{LatenessMs, QueueStats, StorageStats, Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};

@@ -131,6 +131,15 @@ pub fn occurrence_key(name: &str, occurrence_ms: u64) -> String {
     format!("schedule:{name}:{occurrence_ms}")
 }
 
+/// The schedule and occurrence (Unix ms) an idempotency key was made for by
+/// [`occurrence_key`]; `None` for any other key. A backend that places a
+/// task by its key places an occurrence's task with its schedule by it.
+pub fn occurrence_of(key: &str) -> Option<(&str, u64)> {
+    let (name, ms) = key.strip_prefix("schedule:")?.rsplit_once(':')?;
+    let digits = !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit());
+    (digits && !name.is_empty()).then(|| ms.parse().ok().map(|ms| (name, ms))).flatten()
+}
+
 /// What a schedule whose occurrence has come does: see [`Timetable::due`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due {
@@ -294,11 +303,47 @@ pub fn check(
     Ok((schedule, timetable))
 }
 
+/// [`check`], off the runtime's threads: reading a cron rule and finding
+/// that it fires can take milliseconds (an expression that never fires is
+/// searched to the year 5000). Needs a tokio runtime.
+///
+/// # Errors
+/// As [`check`]; [`QueueError::ShuttingDown`] if the runtime is going away.
+pub async fn check_off_runtime(
+    name: &str,
+    new: NewSchedule,
+    payload_bytes_max: usize,
+    now_ms: u64,
+) -> Result<(Schedule, Timetable), QueueError> {
+    let name = name.to_owned();
+    match tokio::task::spawn_blocking(move || check(&name, new, payload_bytes_max, now_ms)).await {
+        Ok(checked) => checked,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(_) => Err(QueueError::ShuttingDown),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MINUTE: u64 = 60_000;
+
+    #[test]
+    fn an_occurrence_key_reads_back_as_its_schedule_and_time() {
+        assert_eq!(occurrence_of(&occurrence_key("a:b.c", 1_700_000_000_123)), Some(("a:b.c", 1_700_000_000_123)));
+        for other in [
+            "schedule:",
+            "schedule:a:",
+            "schedule::12",
+            "schedule:a:1x",
+            "sched:a:1",
+            "a:1",
+            "schedule:a:99999999999999999999999",
+        ] {
+            assert_eq!(occurrence_of(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn a_period_counts_from_when_the_schedule_was_put() {

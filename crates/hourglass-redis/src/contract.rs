@@ -1,9 +1,7 @@
 //! The contract's capability traits: each method checks its arguments (and
 //! that the backend is open), then runs its scripts (`tasks.rs`, `claims.rs`,
-//! `listing.rs`, `counts.rs`) and keeps this node's counters. The Redis
-//! backend does not run schedules: it implements no
-//! [`Schedules`](hourglass_queue::Schedules), and the server answers their
-//! routes itself.
+//! `listing.rs`, `counts.rs`) and keeps this node's counters. Its
+//! [`Schedules`](hourglass_queue::Schedules) are in `schedules.rs`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -282,7 +280,14 @@ impl Stats for RedisBackend {
     }
 
     async fn totals(&self) -> Totals {
-        let totals = *self.totals.lock();
+        let schedules = match self.schedule_count(false).await {
+            Ok(count) => count,
+            Err(error) => {
+                tracing::debug!(%error, "cannot count the schedules");
+                0
+            }
+        };
+        let totals = Totals { schedules, ..*self.totals.lock() };
         // The dashboard reads the queues, then the totals, every second: the
         // tasks held are those the queues' counts just summed.
         let counted = self.counted.lock().filter(|(at, _)| at.elapsed() < COUNTED_FRESH_FOR);
@@ -304,6 +309,10 @@ impl Stats for RedisBackend {
 }
 
 impl Backend for RedisBackend {
+    fn as_schedules(&self) -> Option<&dyn hourglass_queue::Schedules> {
+        Some(self)
+    }
+
     fn store_unavailable(&self) -> Option<String> {
         self.health.why()
     }

@@ -102,12 +102,28 @@ pub(crate) fn field(seq: u64) -> String {
 
 /// The shard of a task with an idempotency key: a stable hash of the queue
 /// and the key, the same on every node and every version, so that the key is
-/// unique with one script.
+/// unique with one script. A schedule's occurrence key
+/// ([`occurrence_key`](hourglass_queue::occurrence_key)) is on its
+/// schedule's shard, whatever the queue: the script that moves the schedule
+/// on writes the occurrence's task, and finds the key there.
 pub(crate) fn key_shard(queue: &str, key: &str, shards: u16) -> u16 {
+    if let Some((schedule, _)) = hourglass_queue::occurrence_of(key) {
+        return schedule_shard(schedule, shards);
+    }
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(queue.as_bytes());
     hasher.update(&[0]);
     hasher.update(key.as_bytes());
+    (hasher.finalize() % u32::from(shards)) as u16
+}
+
+/// The shard of schedule `name`: its record, its next occurrence among the
+/// shard's deadlines, and the tasks of its occurrences. A stable hash of the
+/// name alone, so that a schedule put again in another queue stays where it is.
+pub(crate) fn schedule_shard(name: &str, shards: u16) -> u16 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(b"schedule\0");
+    hasher.update(name.as_bytes());
     (hasher.finalize() % u32::from(shards)) as u16
 }
 
@@ -161,6 +177,19 @@ mod tests {
         assert_eq!(key_shard("orders", "a", 16), 13);
         assert_eq!(key_shard("orders", "b", 16), 7);
         assert_eq!(key_shard("orders", "a", 1_024), 733);
+        assert_eq!(schedule_shard("report", 16), schedule_shard("report", 16));
+    }
+
+    #[test]
+    fn an_occurrence_s_task_is_on_its_schedule_s_shard_whatever_the_queue() {
+        for name in ["report", "a:b", "tick-1"] {
+            let key = hourglass_queue::occurrence_key(name, 1_764_547_200_000);
+            for queue in ["orders", "reports", "x"] {
+                assert_eq!(key_shard(queue, &key, 16), schedule_shard(name, 16), "{key} in {queue}");
+            }
+        }
+        // Any other key is placed by the queue and the key.
+        assert_eq!(key_shard("orders", "schedule:report", 16), key_shard("orders", "schedule:report", 16));
     }
 
     #[test]

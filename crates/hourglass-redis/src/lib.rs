@@ -24,6 +24,11 @@
 //!   (queue and shard) on one channel; every node's waiting claims wake on it
 //!   and look only at the shards hinted (`watch.rs`), with a bounded fallback
 //!   ([`CLAIM_RECHECK_MS`]).
+//! - **Schedules** live in the shard of their name's hash, with the tasks of
+//!   their occurrences, and are fired by the shard's owner from its wheel:
+//!   an occurrence's task and the schedule's move to its next occurrence are
+//!   one script, fenced by the shard lease (`schedules.rs`,
+//!   `occurrences.rs`).
 //! - **The owner hands over what it fires.** Where a claim waits on the
 //!   owner's node, the fire script leases the tasks it made due for it in the
 //!   same script, and the node hands them to the claim: no hint, no claim
@@ -43,12 +48,15 @@ mod handover;
 mod health;
 mod keys;
 mod listing;
+mod occurrences;
 mod offset;
 mod options;
 mod push;
 mod record;
 mod registry;
 mod reply;
+mod schedule_record;
+mod schedules;
 mod scripts;
 mod shards;
 mod takers;
@@ -127,6 +135,10 @@ pub struct RedisBackend {
     pushing_read: Mutex<Option<(Instant, Arc<[String]>)>>,
     /// When every queue was last counted, and the tasks they held.
     counted: Mutex<Option<(Instant, usize)>>,
+    /// When the schedules were last counted, and how many there were.
+    schedules_counted: Mutex<Option<(Instant, usize)>>,
+    /// The schedules' timetables, read once for each rule (`schedules.rs`).
+    timetables: schedules::Timetables,
     totals: Mutex<Totals>,
     next_shard: AtomicU64,
     /// Redis's clock minus this node's: see [`Offset`].
@@ -187,6 +199,8 @@ impl RedisBackend {
             pushing: Mutex::default(),
             pushing_read: Mutex::default(),
             counted: Mutex::default(),
+            schedules_counted: Mutex::default(),
+            timetables: schedules::Timetables::default(),
             totals: Mutex::default(),
             next_shard: AtomicU64::new(rand::random::<u64>() % u64::from(shards)),
             offset: Mutex::new(Offset::default()),
@@ -284,6 +298,27 @@ impl RedisBackend {
             Err(None) => Ok(false),
             Err(Some(error)) => Err(error),
         }
+    }
+
+    /// Fires schedule `name` as `holder` of its shard, if its occurrence has
+    /// come: whether the holder was accepted (a stale one is fenced). For
+    /// tests of fencing.
+    #[doc(hidden)]
+    pub async fn fire_schedule_as(&self, name: &str, holder: &str) -> Result<bool, QueueError> {
+        let shard = keys::schedule_shard(name, self.shards);
+        match self.fire_schedules(shard, holder, &[name]).await {
+            Ok(()) => Ok(true),
+            Err(None) => Ok(false),
+            Err(Some(error)) => Err(error),
+        }
+    }
+
+    /// The shard schedule `name` lives in, and its holder here, if this node
+    /// holds it. For tests of fencing.
+    #[doc(hidden)]
+    pub fn schedule_holder(&self, name: &str) -> (u16, Option<String>) {
+        let shard = keys::schedule_shard(name, self.shards);
+        (shard, self.owned.holders().into_iter().find(|(s, _)| *s == shard).map(|(_, holder)| holder))
     }
 
     /// Closes (as [`Backend::close`]) and lets go of this node's shards and

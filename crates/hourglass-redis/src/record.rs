@@ -62,7 +62,7 @@ pub(crate) fn decode(shard: u16, seq: u64, raw: &[u8], now_ms: u64) -> Result<Re
 }
 
 /// cmsgpack writes integral numbers as integers, and others as doubles.
-fn number(value: &Value) -> Option<u64> {
+pub(crate) fn number(value: &Value) -> Option<u64> {
     match value {
         Value::Integer(n) => n.as_u64(),
         Value::F64(f) if *f >= 0.0 && f.fract() == 0.0 => Some(*f as u64),

@@ -59,6 +59,7 @@ pub(crate) struct Scripts {
     pub(crate) queues: Script,
     pub(crate) settings: Script,
     pub(crate) flow: Script,
+    pub(crate) schedule: Script,
 }
 
 /// [`backoff_ms`] of attempts 1, 2, ... until it stops growing: the last is
@@ -125,6 +126,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     queues: script(include_str!("lua/queues.lua")),
     settings: script(include_str!("lua/settings.lua")),
     flow: script(include_str!("lua/flow.lua")),
+    schedule: script(include_str!("lua/schedule.lua")),
 });
 
 #[cfg(test)]

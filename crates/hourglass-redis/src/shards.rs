@@ -341,8 +341,21 @@ impl RedisBackend {
             }
             _ => {}
         }
-        let mut queues: Vec<&str> =
-            known.iter().filter(|(_, at)| *at <= now_ms + 1).filter_map(|(name, _)| name.get(2..)).collect();
+        // Schedules whose occurrence came (never early: by Redis's clock as
+        // estimated, which lags it) first: their tasks are due at once.
+        let schedules: Vec<&str> = known
+            .iter()
+            .filter(|(_, at)| *at <= now_ms)
+            .filter_map(|(name, _)| name.strip_prefix(crate::occurrences::HEAD_PREFIX))
+            .collect();
+        if !schedules.is_empty() {
+            self.fire_schedules(shard, holder, &schedules).await?;
+        }
+        let mut queues: Vec<&str> = known
+            .iter()
+            .filter(|(name, at)| *at <= now_ms + 1 && !name.starts_with(crate::occurrences::HEAD_PREFIX))
+            .filter_map(|(name, _)| name.get(2..))
+            .collect();
         queues.sort_unstable();
         queues.dedup();
         // The claims waiting on this node that the fire may hand tasks to.

@@ -6,6 +6,7 @@ mod flow;
 mod handover;
 mod leases;
 mod outage;
+mod schedules;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -26,19 +26,8 @@ impl Engine {
     ) -> Result<(ScheduleInfo, bool), QueueError> {
         // A period counts from the arrival rounded up: never early.
         let now_ms = self.clock.now_ms_ceil();
-        // Reading a cron rule and finding that it fires can take milliseconds
-        // (an expression that never fires is searched to the year 5000): off
-        // the runtime's threads.
-        let (name_owned, payload_bytes_max) = (name.to_owned(), self.limits.payload_bytes_max);
-        let checked = tokio::task::spawn_blocking(move || {
-            hourglass_queue::check_schedule(&name_owned, new, payload_bytes_max, now_ms)
-        })
-        .await;
-        let (schedule, timetable) = match checked {
-            Ok(checked) => checked?,
-            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            Err(_) => return Err(QueueError::ShuttingDown),
-        };
+        let (schedule, timetable) =
+            hourglass_queue::check_schedule_off_runtime(name, new, self.limits.payload_bytes_max, now_ms).await?;
         let put = Armed { schedule, timetable };
         let (armed, created) = self
             .when_settled(Access::Write, |state| {

@@ -1,10 +1,12 @@
-//! The conformance kit (feature `kit`): one suite for the seam. Every check
+//! The conformance kit (feature `kit`): one suite for the seam, schedules
+//! included (`schedules.rs`). Every check
 //! runs against any [`Backend`], on the
 //! real clock (Redis's time is real). Each check has queues of its own, so
 //! the checks can share a backend. Waits are claims that long-poll for what
 //! the check expects, never sleeps; the few bounds on time are generous.
 
 pub mod push;
+pub mod schedules;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -52,6 +54,7 @@ pub async fn run(backend: Arc<dyn Backend>, prefix: &str) {
     listing(b, &q("list")).await;
     own_lease_and_expiry(b, &q("terms")).await;
     bad_input(b, &q("bad")).await;
+    schedules::run(b, prefix).await;
 }
 
 /// Payloads are bytes: any bytes come back exactly, from a read, a claim, a

@@ -14,7 +14,8 @@
 -- and sorted set `h` keeps, for the shard's owner, each queue's earliest due
 -- time ('s:' .. queue) and lease end ('l:' .. queue): never later than the
 -- set's first member, perhaps earlier (a removal leaves it be; the owner's
--- fire script sets it right). Time is Redis's (TIME).
+-- fire script sets it right); and each running schedule's next occurrence
+-- ('c:' .. name, kept by schedule.lua). Time is Redis's (TIME).
 -- A record: q queue, r due (ms), a attempt, m max attempts (0: unlimited),
 -- p priority, l own lease, k key, e period, x expiry, X expired, E last error,
 -- c created, s state ('s' scheduled, 'l' leased, 'd' dead), L lease token
