@@ -44,9 +44,37 @@ impl RedisBackend {
         names: &[&str],
     ) -> Result<(), Option<QueueError>> {
         for name in names {
-            self.fire_schedule(shard, holder, name).await?;
+            match self.fire_schedule(shard, holder, name).await {
+                Ok(()) => {}
+                Err(None) => return Err(None),
+                // Redis out of reach: the shard's fire fails as well.
+                Err(Some(error @ QueueError::StoreUnavailable(_))) => return Err(Some(error)),
+                // This schedule only (a record this node cannot read, a
+                // time zone it does not know): the shard's queues and its
+                // other schedules fire on, and it is tried again later.
+                Err(Some(error)) => {
+                    tracing::warn!(schedule = name, %error, "a schedule cannot be fired; trying again in {SCHEDULE_RETRY_MS} ms");
+                    self.defer_schedule(shard, holder, name).await?;
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Moves the head of schedule `name` to [`SCHEDULE_RETRY_MS`] from now.
+    async fn defer_schedule(&self, shard: u16, holder: &str, name: &str) -> Result<(), Option<QueueError>> {
+        let value: redis::Value = self
+            .schedule_script(shard, "defer", name)
+            .arg(holder)
+            .arg(self.redis_ms() + SCHEDULE_RETRY_MS)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| Some(storage(e)))?;
+        match crate::reply::Reply::new(value).map_err(Some)?.text().map_err(Some)?.as_str() {
+            "ok" => Ok(()),
+            "fenced" => Err(None),
+            other => Err(Some(unexpected(format!("unexpected answer {other}")))),
+        }
     }
 
     async fn fire_schedule(&self, shard: u16, holder: &str, name: &str) -> Result<(), Option<QueueError>> {

@@ -95,11 +95,11 @@ impl State {
     /// The room a fire is promised, if it may be offered now: a `shares`th
     /// of what is neither filled nor promised to another fire (rounded up),
     /// so that the fires under way together each get some. A pull taker
-    /// holding tasks, or whose claim looked while fires were under way, is
-    /// not offered: its claim waits for the fires under way, and no more.
+    /// holding tasks is not offered, nor any taker whose claim looked while
+    /// fires were under way: its claim waits for those fires, and no more.
     fn room(&self, wants: &Wants, shares: usize, now: Instant) -> Option<usize> {
         let fresh = self.lingering.is_none_or(|since| now - since < Duration::from_millis(LINGER_OFFERED_MS));
-        let waits = *wants != Wants::Push && (!self.tasks.is_empty() || self.looked);
+        let waits = self.looked || (*wants != Wants::Push && !self.tasks.is_empty());
         let free = !self.looking && !self.closed && !waits;
         let left = self.max.saturating_sub(self.tasks.len() + self.promised);
         (free && fresh && left > 0).then(|| left.div_ceil(shares.max(1)))
@@ -173,7 +173,12 @@ impl Taker {
         state.offers -= 1;
         state.promised -= room;
         state.tasks.extend(tasks);
-        let wake = std::mem::take(&mut state.looked) || !state.tasks.is_empty();
+        // A claim that looked waits for every fire under way then: woken by
+        // the last answer (a pull claim takes nothing before; a push claim
+        // takes what there is, and is woken for it at once).
+        let last = state.offers == 0;
+        let has = !state.tasks.is_empty() && (last || self.wants == Wants::Push);
+        let wake = (last && std::mem::take(&mut state.looked)) || has;
         drop(state);
         if wake {
             self.notify.notify_one();
@@ -419,6 +424,23 @@ mod tests {
         assert!(first.takers[0].0.fill(4, Vec::new()).is_empty());
         assert!(taker.notify().notified_owned().now_or_never().is_some(), "woken by the answer");
         assert!(matches!(taker.take(), Taken::Nothing), "then it looks in Redis");
+    }
+
+    #[test]
+    fn a_claim_that_looked_is_woken_by_the_last_answer_and_offered_to_no_fire_before() {
+        for wants in [pull(&["q"]), Wants::Push] {
+            let takers = Takers::default();
+            let taker = takers.register(wants.clone(), 8);
+            let (first, second) =
+                (takers.offer(&["q"], |_| true, 2, Instant::now()), takers.offer(&["q"], |_| true, 2, Instant::now()));
+            assert!(matches!(taker.take(), Taken::Offered), "{wants:?}");
+            assert!(first.takers[0].0.fill(first.takers[0].1, Vec::new()).is_empty());
+            assert!(taker.notify().notified_owned().now_or_never().is_none(), "{wants:?}: a fire is still under way");
+            assert!(takers.offer(&["q"], |_| true, 2, Instant::now()).is_empty(), "{wants:?}: no new fire meanwhile");
+            assert!(second.takers[0].0.fill(second.takers[0].1, Vec::new()).is_empty());
+            assert!(taker.notify().notified_owned().now_or_never().is_some(), "{wants:?}: woken by the last");
+            assert_eq!(takers.offer(&["q"], |_| true, 1, Instant::now()).takers[0].1, 8, "{wants:?}: offered again");
+        }
     }
 
     #[test]

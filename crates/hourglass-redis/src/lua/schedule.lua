@@ -112,6 +112,15 @@ elseif op == 'arm' then
   if cur and cur.n and not cur.P then redis.call('ZADD', h, cur.n, head) else redis.call('ZREM', h, head) end
   return { 'ok' }
 
+elseif op == 'defer' then
+  -- ARGV: holder retry_at. A schedule its owner cannot fire now (its
+  -- record unreadable by this node): its head moves to retry_at, so that
+  -- the shard's queues and other schedules fire meanwhile.
+  -- Returns {'ok'} or {'fenced'}.
+  if redis.call('GET', owner) ~= ARGV[5] then return { 'fenced' } end
+  redis.call('ZADD', h, 'XX', tonumber(ARGV[6]), head)
+  return { 'ok' }
+
 elseif op == 'fire' then
   -- ARGV: holder revision first next ('' none) skipped retry_at cap
   -- priority, then the occurrences to enqueue, oldest first (the misfire
