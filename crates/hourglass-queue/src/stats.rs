@@ -110,6 +110,25 @@ pub struct Totals {
     pub disk_bytes: u64,
     /// The disk budget, if any.
     pub disk_bytes_max: Option<u64>,
+    /// How fresh the counters are, where several nodes count: every node's
+    /// counts up to this time (Unix ms, the store's clock) are in them, in
+    /// these totals and in each queue's counters and lateness. `None` where
+    /// one process counts everything: then they are exact.
+    pub counters_as_of_ms: Option<u64>,
+}
+
+/// One node of a backend that runs on several (the Redis backend's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Its name, as in its shard leases.
+    pub name: String,
+    /// Whether it is the node that answered.
+    pub this: bool,
+    /// Its latest heartbeat, Unix ms (the store's clock). A node is alive
+    /// while its heartbeat is younger than a shard lease.
+    pub heartbeat_ms: u64,
+    /// The shards it holds, ascending.
+    pub shards: Vec<u16>,
 }
 
 /// The upper bounds of the commit-time histogram's buckets, in microseconds:

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use crate::stats::{QueueStats, StorageStats, Totals};
+use crate::stats::{NodeStats, QueueStats, StorageStats, Totals};
 
 /// Counts, for the dashboard, `/metrics` and the CLI's `stats`.
 #[async_trait]
@@ -19,4 +19,10 @@ pub trait Stats: Send + Sync {
     /// What the backend's store did since start (commits, their time and
     /// size); `None` for a backend that does not count them.
     async fn storage(&self) -> Option<StorageStats>;
+
+    /// The nodes that share the store, by name, with the shards each holds;
+    /// `None` for a backend that runs in one process.
+    async fn nodes(&self) -> Option<Vec<NodeStats>> {
+        None
+    }
 }
