@@ -13,7 +13,7 @@ use hourglass_queue::limits::LIST_MAX;
 use hourglass_queue::validate;
 use hourglass_queue::{Backend, Claim, ListRequest, Page, QueueAdmin, Stats, Tasks};
 use hourglass_queue::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, TaskInfo, TaskState};
-use hourglass_queue::{QueueError, QueueSettings, QueueStats, StorageStats, Totals};
+use hourglass_queue::{NodeStats, QueueError, QueueSettings, QueueStats, StorageStats, Totals};
 
 use crate::error::{storage, unexpected};
 use crate::options::COUNTED_FRESH_FOR;
@@ -51,8 +51,8 @@ impl Tasks for RedisBackend {
         }
         done.sort_by_key(|(at, _)| *at);
         let created = done.iter().filter(|(_, e)| e.created).count() as u64;
-        self.totals.lock().enqueued += created;
-        self.count(queue, |c| c.enqueued += created);
+        self.figures.total(|t| t.enqueued += created);
+        self.figures.count(queue, |c| c.enqueued += created);
         let name: Arc<str> = queue.into();
         for (_, enqueued) in &done {
             self.remember(enqueued.id, &name);
@@ -80,14 +80,14 @@ impl Tasks for RedisBackend {
         self.closed.check()?;
         let done = self.task(id, "cancel", &[]).await?;
         self.settled(&done.record.task.queue, &[id]).await;
-        self.totals.lock().cancelled += 1;
+        self.figures.total(|t| t.cancelled += 1);
         Ok(())
     }
 
     async fn cancel_unleased(&self, id: u64) -> Result<(), QueueError> {
         self.closed.check()?;
         self.task(id, "cancel_unleased", &[]).await?;
-        self.totals.lock().cancelled += 1;
+        self.figures.total(|t| t.cancelled += 1);
         Ok(())
     }
 
@@ -117,8 +117,8 @@ impl Tasks for RedisBackend {
         let TaskState::Leased { lease, until_ms } = info.task.state else {
             return Err(unexpected("a task taken but not leased"));
         };
-        self.totals.lock().delivered += 1;
-        self.count(&info.task.queue, |c| c.delivered += 1);
+        self.figures.total(|t| t.delivered += 1);
+        self.figures.count(&info.task.queue, |c| c.delivered += 1);
         Ok(Claimed {
             id,
             queue: info.task.queue,
@@ -135,8 +135,8 @@ impl Tasks for RedisBackend {
         self.closed.check()?;
         let done = self.task(id, "ack", &[record::token(lease)]).await?;
         self.settled(&done.record.task.queue, &[id]).await;
-        self.totals.lock().acked += 1;
-        self.count(&done.record.task.queue, |c| c.acked += 1);
+        self.figures.total(|t| t.acked += 1);
+        self.figures.count(&done.record.task.queue, |c| c.acked += 1);
         self.queue_of.lock().remove(&id);
         Ok(())
     }
@@ -160,11 +160,12 @@ impl Tasks for RedisBackend {
         ];
         let info = Self::info(self.task(id, "nack", &args).await?);
         self.settled(&info.task.queue, &[id]).await;
-        let mut totals = self.totals.lock();
-        totals.nacked += 1;
-        if info.status == Status::Dead {
-            totals.died += 1;
-        }
+        self.figures.total(|totals| {
+            totals.nacked += 1;
+            if info.status == Status::Dead {
+                totals.died += 1;
+            }
+        });
         Ok(info)
     }
 
@@ -244,7 +245,7 @@ impl QueueAdmin for RedisBackend {
             let seqs: Vec<u64> = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
             deleted.extend(seqs.into_iter().map(|seq| keys::id(shard, seq)));
         }
-        self.totals.lock().cancelled += deleted.len() as u64;
+        self.figures.total(|t| t.cancelled += deleted.len() as u64);
         Ok(deleted)
     }
 }
@@ -287,7 +288,15 @@ impl Stats for RedisBackend {
                 0
             }
         };
-        let totals = Totals { schedules, ..*self.totals.lock() };
+        let counters = match self.figures(&[]).await {
+            Ok(figures) => figures.totals,
+            Err(error) => {
+                tracing::debug!(%error, "cannot read the counters");
+                // Nothing is known of them: as of no time at all.
+                Totals { counters_as_of_ms: Some(0), ..Totals::default() }
+            }
+        };
+        let totals = Totals { schedules, ..counters };
         // The dashboard reads the queues, then the totals, every second: the
         // tasks held are those the queues' counts just summed.
         let counted = self.counted.lock().filter(|(at, _)| at.elapsed() < COUNTED_FRESH_FOR);
@@ -305,6 +314,16 @@ impl Stats for RedisBackend {
 
     async fn storage(&self) -> Option<StorageStats> {
         None
+    }
+
+    async fn nodes(&self) -> Option<Vec<NodeStats>> {
+        match RedisBackend::nodes(self).await {
+            Ok(nodes) => Some(nodes),
+            Err(error) => {
+                tracing::debug!(%error, "cannot read the nodes");
+                Some(Vec::new())
+            }
+        }
     }
 }
 

@@ -1,9 +1,9 @@
-//! Queue counts: each shard's, summed, with this node's counters since start.
+//! Queue counts: each shard's, summed, with the cluster's counters
+//! (`figures.rs`).
 
 use std::sync::Arc;
 
-use hourglass_queue::lateness::{with_lateness, Lateness};
-use hourglass_queue::limits::{PRIORITY_DEFAULT, QUEUES_MAX};
+use hourglass_queue::limits::PRIORITY_DEFAULT;
 use hourglass_queue::paused_at;
 use hourglass_queue::{QueueError, QueueStats};
 
@@ -13,27 +13,7 @@ use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::RedisBackend;
 
-/// This node's counters of one queue, since it started.
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) enqueued: u64,
-    pub(crate) delivered: u64,
-    pub(crate) acked: u64,
-    pub(crate) lateness: Lateness,
-}
-
 impl RedisBackend {
-    /// Changes this node's counters of `queue`; those of at most
-    /// [`QUEUES_MAX`] queues are kept.
-    pub(crate) fn count(&self, queue: &str, change: impl FnOnce(&mut Counters)) {
-        let mut counters = self.counters.lock();
-        if let Some(counters) = counters.get_mut(queue) {
-            change(counters);
-        } else if counters.len() < QUEUES_MAX {
-            change(counters.entry(queue.into()).or_default());
-        }
-    }
-
     /// Counts of `names`, summed over the shards.
     pub(crate) async fn counts(&self, names: &[(Arc<str>, String)]) -> Result<Vec<QueueStats>, QueueError> {
         let mut stats: Vec<QueueStats> = names
@@ -86,21 +66,12 @@ impl RedisBackend {
         for stats in &mut stats {
             stats.settings = settings.remove(&*stats.name).unwrap_or_default();
         }
-        let counters = self.counters.lock();
-        let read: Vec<_> = stats
-            .into_iter()
-            .map(|mut stats| {
-                let lateness = match counters.get(&stats.name) {
-                    Some(c) => {
-                        (stats.enqueued, stats.delivered, stats.acked) = (c.enqueued, c.delivered, c.acked);
-                        c.lateness.clone()
-                    }
-                    None => Lateness::default(),
-                };
-                (stats, lateness)
-            })
-            .collect();
-        drop(counters);
-        Ok(with_lateness(read))
+        let names: Vec<Arc<str>> = stats.iter().map(|s| s.name.clone()).collect();
+        let figures = self.figures(&names).await?;
+        for (stats, tally) in stats.iter_mut().zip(figures.queues) {
+            (stats.enqueued, stats.delivered, stats.acked) = (tally.enqueued, tally.delivered, tally.acked);
+            stats.lateness = tally.lateness();
+        }
+        Ok(stats)
     }
 }

@@ -43,9 +43,11 @@ mod conn;
 mod contract;
 mod counts;
 mod error;
+mod figures;
 mod flow;
 mod handover;
 mod health;
+mod histogram;
 mod keys;
 mod listing;
 mod occurrences;
@@ -71,7 +73,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::AsyncCommands;
 
-use hourglass_queue::{Backend, Closed, QueueError, Totals};
+use hourglass_queue::{Backend, Closed, QueueError};
 
 pub use conn::{RedisCa, Target, REPLY_TIMEOUT};
 pub use error::ConnectError;
@@ -82,7 +84,6 @@ pub use options::{
 };
 
 use conn::Conn;
-use counts::Counters;
 use health::Health;
 use keys::Keys;
 use offset::Offset;
@@ -126,7 +127,8 @@ pub struct RedisBackend {
     known_queues: Mutex<HashSet<Arc<str>>>,
     /// The queue of tasks this node enqueued or handed out (`tasks.rs`).
     queue_of: Mutex<HashMap<u64, Arc<str>>>,
-    counters: Mutex<HashMap<Arc<str>, Counters>>,
+    /// What this node counted and the store's sums do not yet hold.
+    figures: figures::Figures,
     /// Queues' settings as last read, and when (`push.rs`).
     settings: Mutex<HashMap<Arc<str>, (Instant, hourglass_queue::QueueSettings)>>,
     /// Queues this node added to the set of those that may push (`push.rs`).
@@ -139,7 +141,6 @@ pub struct RedisBackend {
     schedules_counted: Mutex<Option<(Instant, usize)>>,
     /// The schedules' timetables, read once for each rule (`schedules.rs`).
     timetables: schedules::Timetables,
-    totals: Mutex<Totals>,
     next_shard: AtomicU64,
     /// Redis's clock minus this node's: see [`Offset`].
     offset: Mutex<Offset>,
@@ -194,14 +195,13 @@ impl RedisBackend {
             owned: shards::Owned::default(),
             known_queues: Mutex::default(),
             queue_of: Mutex::default(),
-            counters: Mutex::default(),
+            figures: figures::Figures::default(),
             settings: Mutex::default(),
             pushing: Mutex::default(),
             pushing_read: Mutex::default(),
             counted: Mutex::default(),
             schedules_counted: Mutex::default(),
             timetables: schedules::Timetables::default(),
-            totals: Mutex::default(),
             next_shard: AtomicU64::new(rand::random::<u64>() % u64::from(shards)),
             offset: Mutex::new(Offset::default()),
             alarms,
@@ -258,6 +258,16 @@ impl RedisBackend {
     /// This node's name, as the shard leases show it.
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// Heartbeats now, and adds what this node counted to the cluster's
+    /// figures, as its membership does every renewal period (a
+    /// [`RENEWALS_PER_LEASE`]th of the shard lease).
+    ///
+    /// # Errors
+    /// [`QueueError::StoreUnavailable`] if Redis does not answer.
+    pub async fn beat(self: &Arc<Self>) -> Result<(), QueueError> {
+        self.tick().await
     }
 
     /// The shards this node holds now.

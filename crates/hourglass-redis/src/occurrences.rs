@@ -150,14 +150,13 @@ impl RedisBackend {
         if skipped > 0 {
             tracing::info!(schedule = name, skipped, enqueued = created, "occurrences missed");
         }
-        {
-            let mut totals = self.totals.lock();
+        self.figures.total(|totals| {
             totals.enqueued += created;
             totals.occurrences_enqueued += created;
             totals.occurrences_skipped += skipped;
-        }
+        });
         if created > 0 {
-            self.count(queue, |c| c.enqueued += created);
+            self.figures.count(queue, |c| c.enqueued += created);
             let queue: std::sync::Arc<str> = queue.into();
             for &(id, _) in enqueued {
                 self.remember(id, &queue);

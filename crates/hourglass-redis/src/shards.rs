@@ -21,10 +21,12 @@ use parking_lot::Mutex;
 use redis::AsyncCommands;
 use tokio::sync::Notify;
 
-use hourglass_queue::QueueError;
+use hourglass_queue::limits::QUEUES_MAX;
+use hourglass_queue::{NodeStats, QueueError};
 
 use crate::conn::{client, redact, subscribe_urls};
 use crate::error::{storage, unexpected};
+use crate::figures::FLUSH_QUEUES_MAX;
 use crate::health::is_unreachable;
 use crate::options::{FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
 use crate::record;
@@ -214,19 +216,8 @@ impl RedisBackend {
 
     /// Heartbeats, reads who is alive, and takes, keeps or lets go of each
     /// shard accordingly.
-    async fn tick(self: &Arc<Self>) -> Result<(), QueueError> {
-        let lease_ms = self.options.shard_lease_ms;
-        let nodes_key = self.keys.global("nodes");
-        let now_ms = self.redis_ms();
-        let mut conn = self.conn();
-        let (_, _, mut nodes): ((), (), Vec<String>) = redis::pipe()
-            .atomic()
-            .zadd(&nodes_key, &self.node, now_ms)
-            .zrembyscore(&nodes_key, "-inf", format!("({}", now_ms.saturating_sub(lease_ms)))
-            .zrange(&nodes_key, 0, -1)
-            .query_async(&mut conn)
-            .await
-            .map_err(storage)?;
+    pub(super) async fn tick(self: &Arc<Self>) -> Result<(), QueueError> {
+        let mut nodes = self.heartbeat(self.redis_ms()).await?;
         // By name: the same order on every node, whatever their heartbeats.
         nodes.sort_unstable();
         let rank = nodes.iter().position(|n| *n == self.node).unwrap_or(0);
@@ -259,6 +250,38 @@ impl RedisBackend {
             done?;
         }
         Ok(())
+    }
+
+    /// The live nodes, by name, with their heartbeats and the shards each
+    /// holds (by its leases, which a node that died holds until they end).
+    pub(crate) async fn nodes(&self) -> Result<Vec<NodeStats>, QueueError> {
+        let mut conn = self.conn();
+        let heartbeats: Vec<(String, u64)> =
+            conn.zrange_withscores(self.keys.global("nodes"), 0, -1).await.map_err(storage)?;
+        let owners = futures_util::future::join_all((0..self.shards).map(|shard| {
+            let mut conn = self.conn();
+            let key = self.keys.shard(shard, "owner");
+            async move { conn.get::<_, Option<String>>(key).await }
+        }))
+        .await;
+        let mut nodes: Vec<NodeStats> = heartbeats
+            .into_iter()
+            .map(|(name, heartbeat_ms)| NodeStats { this: name == self.node, name, heartbeat_ms, shards: Vec::new() })
+            .collect();
+        for (shard, owner) in (0..self.shards).zip(owners) {
+            // `node:epoch`
+            let Some(owner) = owner.map_err(storage)? else { continue };
+            let node = owner.rsplit_once(':').map_or(owner.as_str(), |(node, _)| node);
+            match nodes.iter_mut().find(|n| n.name == node) {
+                Some(holder) => holder.shards.push(shard),
+                // A node past its heartbeats whose leases have yet to end.
+                None => {
+                    nodes.push(NodeStats { name: node.to_owned(), this: false, heartbeat_ms: 0, shards: vec![shard] })
+                }
+            }
+        }
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(nodes)
     }
 
     /// The shard lease script; the holder if it answered `ok`.
@@ -298,6 +321,13 @@ impl RedisBackend {
     /// Leaves the membership and lets go of every shard, so that the others
     /// take them at their next renewal rather than after the leases run out.
     pub(super) async fn leave(&self) {
+        // What this node counted goes into the figures first: a clean stop
+        // loses none of it.
+        for _ in 0..=QUEUES_MAX / FLUSH_QUEUES_MAX {
+            if self.heartbeat(self.redis_ms()).await.is_err() || !self.figures.counting() {
+                break;
+            }
+        }
         for (shard, holder) in self.owned.holders() {
             self.let_go(shard, &holder);
             let _ = self.shard_lease(shard, "release", &holder).await;
@@ -388,7 +418,11 @@ impl RedisBackend {
         }
         let now_ms = reply.u64().map_err(Some)?;
         self.saw_time(now_ms);
-        let moved = reply.u64().map_err(Some)? + reply.u64().map_err(Some)?;
+        let (due, lease_expired) = (reply.u64().map_err(Some)?, reply.u64().map_err(Some)?);
+        if lease_expired > 0 {
+            self.figures.total(|t| t.lease_expired += lease_expired);
+        }
+        let moved = due + lease_expired;
         let counter = if by_sweep { &self.by_sweep } else { &self.by_timer };
         counter.fetch_add(moved, Ordering::Relaxed);
         let mut known = Vec::new();

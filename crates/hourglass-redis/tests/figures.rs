@@ -1,0 +1,127 @@
+//! Every node shows the cluster's figures: the counts and counters read
+//! through each of three nodes agree once the load stops, and each node's
+//! own work shows at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hourglass_queue::prelude::*;
+use hourglass_queue::{Nack, NewTask, QueueStats, RunAt, Totals};
+use hourglass_redis::RedisBackend;
+use hourglass_test_support::redis::{Cluster, Server};
+
+use crate::{node, until};
+
+/// Tasks each node enqueues into each queue.
+const EACH: usize = 40;
+const QUEUES: [&str; 2] = ["figures-a", "figures-b"];
+
+fn by_name(mut queues: Vec<QueueStats>) -> Vec<QueueStats> {
+    queues.retain(|q| QUEUES.contains(&&*q.name));
+    queues.sort_by(|a, b| a.name.cmp(&b.name));
+    queues
+}
+
+async fn figures_agree(url: &str, what: &str) {
+    let nodes: Vec<Arc<RedisBackend>> = vec![node(url, 2_000).await, node(url, 2_000).await, node(url, 2_000).await];
+    until("three nodes share the shards", Duration::from_secs(30), || {
+        nodes.iter().all(|n| !n.held_shards().is_empty())
+            && nodes.iter().map(|n| n.held_shards().len()).sum::<usize>() == 16
+    })
+    .await;
+
+    // Each node enqueues into both queues: half due now, half in an hour.
+    let mut later = Vec::new();
+    for n in &nodes {
+        for queue in QUEUES {
+            let batch = (0..EACH).map(|at| NewTask::new("{}", RunAt::Delay(if at % 2 == 0 { 0 } else { 3_600_000 })));
+            let enqueued = n.enqueue_batch(queue, batch.collect()).await.unwrap();
+            later.push(enqueued[1].id);
+        }
+    }
+    // Its own work shows at once on the node that did it.
+    let first = by_name(nodes[0].queues().await);
+    assert!(first.iter().all(|q| q.enqueued >= EACH as u64), "{first:?}");
+
+    // The next node claims what is due; the one after acks most, nacks one
+    // into the dead, and cancels one scheduled task of each queue.
+    let mut acked = 0;
+    for (at, queue) in QUEUES.iter().enumerate() {
+        let due = nodes.len() * EACH / 2;
+        let mut claimed = Vec::new();
+        while claimed.len() < due {
+            claimed.extend(nodes[1].claim(queue, due - claimed.len(), 60_000, 2_000).await.unwrap());
+        }
+        let (last, rest) = claimed.split_last().unwrap();
+        let acks: Vec<_> = rest.iter().map(|c| (c.id, c.lease)).collect();
+        assert!(nodes[2].ack_batch(&acks).await.unwrap().iter().all(Result::is_ok));
+        acked += acks.len() as u64;
+        nodes[2].nack(last.id, last.lease, Nack { dead: true, ..Nack::default() }).await.unwrap();
+        nodes[0].cancel(later[at]).await.unwrap();
+    }
+
+    // The load stops; each node's next heartbeat carries what it counted.
+    let before_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    for n in &nodes {
+        n.beat().await.unwrap();
+    }
+    let mut readings: Vec<(Vec<QueueStats>, Totals)> = Vec::new();
+    for n in &nodes {
+        readings.push((by_name(n.queues().await), n.totals().await));
+    }
+    let (queues, totals) = &readings[0];
+    println!("{what}: totals through the first node: {totals:?}");
+    for (at, (other_queues, other_totals)) in readings.iter().enumerate().skip(1) {
+        assert_eq!(other_queues, queues, "{what}: node {at} counts the queues as node 0 does");
+        let fresh = |t: &Totals| Totals { counters_as_of_ms: None, ..*t };
+        assert_eq!(fresh(other_totals), fresh(totals), "{what}: node {at} totals as node 0's");
+    }
+    let enqueued = (nodes.len() * EACH) as u64;
+    for q in queues {
+        assert_eq!((q.enqueued, q.delivered, q.acked), (enqueued, enqueued / 2, enqueued / 2 - 1), "{what}: {q:?}");
+        assert_eq!((q.scheduled, q.due, q.leased, q.dead), (enqueued as usize / 2 - 1, 0, 0, 1), "{what}: {q:?}");
+        assert_eq!(q.lateness.samples, enqueued / 2, "{what}: every delivery's lateness is counted");
+    }
+    assert_eq!(totals.enqueued, 2 * enqueued);
+    assert_eq!(totals.delivered, enqueued);
+    assert_eq!(totals.acked, acked);
+    assert_eq!((totals.nacked, totals.died, totals.cancelled), (2, 2, 2));
+    for (_, totals) in &readings {
+        let as_of = totals.counters_as_of_ms.expect("several nodes say how fresh their counters are");
+        assert!(as_of + 1_000 >= before_ms, "{what}: counters as of {as_of}, the heartbeats were after {before_ms}");
+    }
+
+    // Each node shows the three, with every shard held by one of them.
+    for (at, n) in nodes.iter().enumerate() {
+        let view = n.nodes().await.expect("a node of several");
+        assert_eq!(view.len(), 3, "{what}: {view:?}");
+        assert_eq!(view.iter().filter(|v| v.this).count(), 1);
+        assert_eq!(view.iter().find(|v| v.this).unwrap().name, n.node(), "node {at} is the one answering");
+        let mut shards: Vec<u16> = view.iter().flat_map(|v| v.shards.clone()).collect();
+        shards.sort();
+        assert_eq!(shards, (0..16).collect::<Vec<u16>>(), "{what}: {view:?}");
+        assert!(view.iter().all(|v| v.heartbeat_ms + 2_000 >= before_ms));
+    }
+
+    // A clean stop adds what the node counted since its last heartbeat.
+    nodes[0].enqueue(QUEUES[0], NewTask::new("{}", RunAt::Delay(3_600_000))).await.unwrap();
+    nodes[0].shutdown().await;
+    nodes[0].close();
+    let after = by_name(nodes[1].queues().await);
+    assert_eq!(after[0].enqueued, enqueued + 1, "{what}: the stopped node's last enqueue is counted");
+    for n in &nodes[1..] {
+        n.close();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_show_the_same_figures_on_one_redis() {
+    let Some(server) = Server::start() else { return };
+    figures_agree(&server.url(), "one redis").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_show_the_same_figures_on_a_cluster() {
+    let Some(cluster) = Cluster::start() else { return };
+    figures_agree(&cluster.url(), "cluster").await;
+}
