@@ -272,22 +272,13 @@ impl RedisBackend {
         for queue in queues {
             pipe.hgetall(self.keys.global(&format!("figures:q:{queue}")));
         }
-        let (totals, nodes, flushed, sums): (
-            HashMap<String, u64>,
-            Vec<(String, u64)>,
-            Option<u64>,
-            Vec<HashMap<String, u64>>,
-        ) = {
-            let mut conn = self.conn();
-            let values: Vec<redis::Value> = pipe.query_async(&mut conn).await.map_err(storage)?;
-            let mut values = values.into_iter();
-            let mut next = || values.next().unwrap_or(redis::Value::Nil);
-            let totals = parse(next())?;
-            let nodes = parse(next())?;
-            let flushed = parse(next())?;
-            let sums = (0..queues.len()).map(|_| parse(next())).collect::<Result<_, _>>()?;
-            (totals, nodes, flushed, sums)
-        };
+        let values: Vec<redis::Value> = pipe.query_async(&mut self.conn()).await.map_err(storage)?;
+        let mut values = values.into_iter();
+        let mut next = || values.next().unwrap_or(redis::Value::Nil);
+        let totals: HashMap<String, u64> = parse(next())?;
+        let nodes: Vec<(String, u64)> = parse(next())?;
+        let flushed: Option<u64> = parse(next())?;
+        let sums: Vec<HashMap<String, u64>> = (0..queues.len()).map(|_| parse(next())).collect::<Result<_, _>>()?;
         let mut sum = Counted::default();
         for (field, value) in counters(&mut sum.totals) {
             *value = totals.get(field).copied().unwrap_or(0);
