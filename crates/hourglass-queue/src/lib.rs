@@ -61,7 +61,8 @@ pub use schedule::{
 };
 pub use settings::{Flow, QueueSettings};
 pub use stats::{
-    LatenessMs, NodeStats, QueueStats, StorageStats, Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US,
+    LatenessMs, NodeStats, QueueStats, Second, StorageStats, Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, HISTORY_SECONDS,
+    LATENESS_BUCKETS_US,
 };
 pub use target::{Delivery, HttpMethod, HttpTarget, PushTarget};
 pub use token_bucket::TokenBucket;

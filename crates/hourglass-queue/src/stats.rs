@@ -117,6 +117,27 @@ pub struct Totals {
     pub counters_as_of_ms: Option<u64>,
 }
 
+/// Seconds of history a backend that keeps it shows: the dashboard's
+/// fifteen minutes.
+pub const HISTORY_SECONDS: u64 = 15 * 60;
+
+/// One second of every node's work, as a backend that keeps the history
+/// itself counts it (the Redis backend's; the server keeps the embedded
+/// store's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Second {
+    /// Its start, Unix ms (the store's clock).
+    pub at_ms: u64,
+    /// Tasks enqueued in it.
+    pub enqueued: u64,
+    /// Deliveries in it.
+    pub delivered: u64,
+    /// Acks in it.
+    pub acked: u64,
+    /// Its deliveries at most [`LATENESS_BUCKETS_US`]`[i]` late, cumulative.
+    pub lateness: [u64; LATENESS_BUCKETS_US.len()],
+}
+
 /// One node of a backend that runs on several (the Redis backend's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeStats {

@@ -13,7 +13,7 @@ use hourglass_queue::limits::LIST_MAX;
 use hourglass_queue::validate;
 use hourglass_queue::{Backend, Claim, ListRequest, Page, QueueAdmin, Stats, Tasks};
 use hourglass_queue::{Claimed, Enqueued, Lease, Nack, NewTask, Pause, RunAt, Status, TaskInfo, TaskState};
-use hourglass_queue::{NodeStats, QueueError, QueueSettings, QueueStats, StorageStats, Totals};
+use hourglass_queue::{NodeStats, QueueError, QueueSettings, QueueStats, Second, StorageStats, Totals};
 
 use crate::error::{storage, unexpected};
 use crate::options::COUNTED_FRESH_FOR;
@@ -314,6 +314,16 @@ impl Stats for RedisBackend {
 
     async fn storage(&self) -> Option<StorageStats> {
         None
+    }
+
+    async fn history(&self) -> Option<Vec<Second>> {
+        match RedisBackend::history(self).await {
+            Ok(seconds) => Some(seconds),
+            Err(error) => {
+                tracing::debug!(%error, "cannot read the history");
+                Some(Vec::new())
+            }
+        }
     }
 
     async fn nodes(&self) -> Option<Vec<NodeStats>> {

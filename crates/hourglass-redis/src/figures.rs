@@ -35,6 +35,7 @@ use hourglass_queue::{LatenessMs, Totals};
 
 use crate::error::{storage, unexpected};
 use crate::histogram::Histogram;
+use crate::history;
 use crate::RedisBackend;
 
 /// Queues whose counts one heartbeat carries, at most.
@@ -141,27 +142,30 @@ impl Counted {
         }
     }
 
-    /// The keys and arguments of the heartbeat script past its own: for the
-    /// totals, then each queue, a count of fields and the fields with what
-    /// to add to each.
-    fn script_input(&self, backend: &RedisBackend) -> (Vec<String>, Vec<String>) {
-        let mut keys = vec![backend.keys.global("figures")];
+    /// The keys and arguments of the heartbeat script past its own, for a
+    /// flush at `at_ms`: for the totals, each queue, then the second's
+    /// history (`history.rs`), how long the key lives (0: for ever), a
+    /// count of fields, and the fields with what to add to each.
+    fn script_input(&self, backend: &RedisBackend, at_ms: u64) -> (Vec<String>, Vec<String>) {
+        let mut keys = Vec::new();
         let mut args = Vec::new();
-        let mut totals = self.totals;
-        let fields: Vec<(String, u64)> =
-            counters(&mut totals).into_iter().filter(|(_, by)| **by > 0).map(|(f, by)| (f.to_owned(), *by)).collect();
-        let mut push = |fields: Vec<(String, u64)>| {
+        let mut push = |key: String, kept_ms: u64, fields: Vec<(String, u64)>| {
+            keys.push(key);
+            args.push(kept_ms.to_string());
             args.push(fields.len().to_string());
             for (field, by) in fields {
                 args.push(field);
                 args.push(by.to_string());
             }
         };
-        push(fields);
+        let mut totals = self.totals;
+        let fields =
+            counters(&mut totals).into_iter().filter(|(_, by)| **by > 0).map(|(f, by)| (f.to_owned(), *by)).collect();
+        push(backend.keys.global("figures"), 0, fields);
         for (queue, tally) in &self.queues {
-            keys.push(backend.keys.global(&format!("figures:q:{queue}")));
-            push(tally.fields());
+            push(backend.keys.global(&format!("figures:q:{queue}")), 0, tally.fields());
         }
+        push(history::minute_key(backend, at_ms), history::MINUTE_KEPT_MS, history::fields(at_ms, self));
         (keys, args)
     }
 }
@@ -239,7 +243,7 @@ impl RedisBackend {
             }
         }
         let (keys, args) = match &unconfirmed.counted {
-            Some(counted) => counted.script_input(self),
+            Some(counted) => counted.script_input(self, now_ms),
             None => (Vec::new(), Vec::new()),
         };
         let seq = if unconfirmed.counted.is_some() { unconfirmed.seq } else { 0 };

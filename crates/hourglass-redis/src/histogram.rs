@@ -106,10 +106,6 @@ impl Histogram {
             return LatenessMs::default();
         }
         let ms = |us: u64| us as f64 / 1_000.0;
-        let midpoint = |at: u16| {
-            let (low, high) = bounds(at);
-            low + (high - 1 - low) / 2
-        };
         let quantile = |q: f64| {
             let rank = (q * samples as f64).ceil().max(1.0) as u64;
             let mut below = 0;
@@ -121,13 +117,11 @@ impl Histogram {
             }
             self.max_us
         };
-        let mut buckets = [0u64; LATENESS_BUCKETS_US.len()];
-        for (&at, &count) in &self.counts {
-            let first = LATENESS_BUCKETS_US.partition_point(|&bound| bound < midpoint(at));
-            for cumulative in buckets.iter_mut().skip(first) {
-                *cumulative += count;
-            }
-        }
+        let mut total = 0;
+        let buckets = self.dashboard_counts().map(|count| {
+            total += count;
+            total
+        });
         LatenessMs {
             samples,
             p50: ms(quantile(0.5)),
@@ -137,6 +131,28 @@ impl Histogram {
             buckets,
         }
     }
+}
+
+impl Histogram {
+    /// Deliveries under each of [`LATENESS_BUCKETS_US`], not cumulative: a
+    /// bucket is counted under the first bound at or above its midpoint, and
+    /// not at all past the last.
+    pub(crate) fn dashboard_counts(&self) -> [u64; LATENESS_BUCKETS_US.len()] {
+        let mut counts = [0u64; LATENESS_BUCKETS_US.len()];
+        for (&at, &count) in &self.counts {
+            let first = LATENESS_BUCKETS_US.partition_point(|&bound| bound < midpoint(at));
+            if let Some(under) = counts.get_mut(first) {
+                *under += count;
+            }
+        }
+        counts
+    }
+}
+
+/// The value a bucket stands for: its midpoint.
+const fn midpoint(at: u16) -> u64 {
+    let (low, high) = bounds(at);
+    low + (high - 1 - low) / 2
 }
 
 #[cfg(test)]

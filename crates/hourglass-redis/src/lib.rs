@@ -48,6 +48,7 @@ mod flow;
 mod handover;
 mod health;
 mod histogram;
+mod history;
 mod keys;
 mod listing;
 mod occurrences;

@@ -103,6 +103,30 @@ async fn figures_agree(url: &str, what: &str) {
         assert!(view.iter().all(|v| v.heartbeat_ms + 2_000 >= before_ms));
     }
 
+    // Every node draws the same fifteen minutes, from the same seconds. The
+    // second under way is left out until it ends: poll past it.
+    let summed = |seconds: &[hourglass_queue::Second]| {
+        let sum = |of: fn(&hourglass_queue::Second) -> u64| seconds.iter().map(of).sum::<u64>();
+        (sum(|s| s.enqueued), sum(|s| s.delivered), sum(|s| s.acked), sum(|s| s.lateness[17]))
+    };
+    let started = std::time::Instant::now();
+    let history = loop {
+        let history = nodes[0].history().await.expect("a backend that keeps the history");
+        if summed(&history) == (totals.enqueued, totals.delivered, totals.acked, totals.delivered) {
+            break history;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{what}: history sums to {:?}", summed(&history));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(history.len(), 900, "{what}: fifteen minutes");
+    assert!(history.windows(2).all(|w| w[1].at_ms == w[0].at_ms + 1_000), "{what}: a second each");
+    for n in &nodes[1..] {
+        let other = n.history().await.unwrap();
+        let overlap: Vec<_> = other.iter().filter(|s| s.at_ms >= history[0].at_ms).collect();
+        let mine: Vec<_> = history.iter().filter(|s| s.at_ms <= other.last().unwrap().at_ms).collect();
+        assert_eq!(overlap, mine, "{what}: every node draws the same seconds");
+    }
+
     // A clean stop adds what the node counted since its last heartbeat.
     nodes[0].enqueue(QUEUES[0], NewTask::new("{}", RunAt::Delay(3_600_000))).await.unwrap();
     nodes[0].shutdown().await;

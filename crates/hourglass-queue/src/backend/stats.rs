@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use crate::stats::{NodeStats, QueueStats, StorageStats, Totals};
+use crate::stats::{NodeStats, QueueStats, Second, StorageStats, Totals};
 
 /// Counts, for the dashboard, `/metrics` and the CLI's `stats`.
 #[async_trait]
@@ -23,6 +23,14 @@ pub trait Stats: Send + Sync {
     /// The nodes that share the store, by name, with the shards each holds;
     /// `None` for a backend that runs in one process.
     async fn nodes(&self) -> Option<Vec<NodeStats>> {
+        None
+    }
+
+    /// The last [`HISTORY_SECONDS`](crate::stats::HISTORY_SECONDS) of every
+    /// node's work, a second at a time, oldest first, for a backend that
+    /// keeps them itself (several nodes see the same); `None` for one whose
+    /// server keeps them.
+    async fn history(&self) -> Option<Vec<Second>> {
         None
     }
 }

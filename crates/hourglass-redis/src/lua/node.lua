@@ -1,10 +1,10 @@
 -- A node's heartbeat, with what it counted since its last (figures.rs).
--- KEYS: nodes, the node's last flush applied, the totals' figures, then each
--- queue's figures.
--- ARGV: node now_ms lease_ms seq kept_ms, then for each key from the totals'
--- on: a count n, then n pairs of a field and what to add to it ('m' is a
--- maximum, not a sum). A flush whose seq was applied already (or 0) adds
--- nothing.
+-- KEYS: nodes, the node's last flush applied, then the hashes it adds to
+-- (the totals' figures, each queue's, the second's history).
+-- ARGV: node now_ms lease_ms seq kept_ms, then for each hash: how long it
+-- lives (ms, 0: for ever), a count n, then n pairs of a field and what to
+-- add to it ('m' is a maximum, not a sum). A flush whose seq was applied
+-- already (or 0) adds nothing.
 -- Returns the live nodes.
 local nodes, flushed = KEYS[1], KEYS[2]
 local node, now, lease, seq = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -12,8 +12,8 @@ if seq > tonumber(redis.call('GET', flushed) or '0') then
   redis.call('SET', flushed, seq, 'PX', ARGV[5])
   local at = 6
   for k = 3, #KEYS do
-    local n = tonumber(ARGV[at])
-    at = at + 1
+    local kept, n = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
+    at = at + 2
     for _ = 1, n do
       local field, by = ARGV[at], ARGV[at + 1]
       at = at + 2
@@ -25,6 +25,7 @@ if seq > tonumber(redis.call('GET', flushed) or '0') then
         redis.call('HINCRBY', KEYS[k], field, by)
       end
     end
+    if kept > 0 and n > 0 then redis.call('PEXPIRE', KEYS[k], kept) end
   end
 end
 redis.call('ZADD', nodes, now, node)
