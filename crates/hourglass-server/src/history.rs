@@ -2,19 +2,22 @@
 //! second (throughput, and delivery lateness worked out from the lateness
 //! histograms), in a ring of [`HISTORY_POINTS`], and each queue's rates over
 //! the latest sample. No time-series database: a restart starts it empty.
+//! A backend of several nodes keeps the seconds itself, so that every node
+//! draws the same chart ([`Stats::history`](hourglass_queue::Stats::history)):
+//! then the chart is drawn from those ([`point`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hourglass_queue::{QueueStats, LATENESS_BUCKETS_US};
+use hourglass_queue::{QueueStats, Second, HISTORY_SECONDS, LATENESS_BUCKETS_US};
 pub(crate) use hourglass_wire::{Point, Rates};
 
 /// How often the server samples its queues.
 pub(crate) const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 /// Points kept: 15 minutes of one a second.
 pub(crate) const HISTORY_POINTS: usize = 900;
-const _: () = assert!(HISTORY_POINTS as u64 * SAMPLE_EVERY.as_secs() == 15 * 60, "fifteen minutes");
+const _: () = assert!(HISTORY_POINTS as u64 * SAMPLE_EVERY.as_secs() == HISTORY_SECONDS, "fifteen minutes");
 
 /// The counters as last read: a queue's since-start counts and lateness
 /// histogram, and the sum over queues.
@@ -109,6 +112,18 @@ impl History {
     /// `queue`'s rates over the latest sample (zero before two samples).
     pub(crate) fn rates(&self, queue: &str) -> Rates {
         self.rates.get(queue).copied().unwrap_or_default()
+    }
+}
+
+/// A second a backend kept (several nodes' work), as a point of the chart.
+pub(crate) fn point(second: &Second) -> Point {
+    Point {
+        at_ms: second.at_ms,
+        enqueued: second.enqueued as f64,
+        delivered: second.delivered as f64,
+        acked: second.acked as f64,
+        lateness_p50_ms: quantile_ms(&second.lateness, 0.5),
+        lateness_p99_ms: quantile_ms(&second.lateness, 0.99),
     }
 }
 

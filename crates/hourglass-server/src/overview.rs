@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use crate::access::Caller;
 use crate::error::ApiError;
 use crate::extract::{Json, Query};
-use crate::history::{History, SAMPLE_EVERY};
+use crate::history::{self, History, SAMPLE_EVERY};
 use crate::wire;
 use crate::AppState;
 
@@ -35,6 +35,10 @@ struct Reading {
 pub(crate) struct Dashboard {
     history: Mutex<History>,
     latest: Mutex<Option<Reading>>,
+    /// The chart of a backend that keeps the history (several nodes), as
+    /// last read, and when: read for overviews only, at most once a
+    /// [`FRESH_FOR`].
+    kept: Mutex<Option<(Instant, Arc<Vec<w::Point>>)>>,
 }
 
 impl Dashboard {
@@ -47,6 +51,23 @@ impl Dashboard {
         let totals = backend.totals().await;
         *self.latest.lock() = Some(Reading { at: Instant::now(), queues: queues.clone(), totals });
         (queues, totals)
+    }
+}
+
+impl Dashboard {
+    /// The chart: the backend's seconds if it keeps them, else this server's.
+    async fn chart(&self, backend: &dyn Backend) -> Vec<w::Point> {
+        if let Some((_, points)) = self.kept.lock().as_ref().filter(|(at, _)| at.elapsed() <= FRESH_FOR) {
+            return points.to_vec();
+        }
+        match backend.history().await {
+            Some(seconds) => {
+                let points: Arc<Vec<w::Point>> = Arc::new(seconds.iter().map(history::point).collect());
+                *self.kept.lock() = Some((Instant::now(), points.clone()));
+                points.to_vec()
+            }
+            None => self.history.lock().points(),
+        }
     }
 }
 
@@ -65,6 +86,8 @@ pub(crate) async fn overview(
 ) -> Result<Json<w::Overview>, ApiError> {
     let fresh_for = if query.fresh == Some(true) { Duration::ZERO } else { FRESH_FOR };
     let (queues, totals) = app.dashboard.read(&*app.backend, fresh_for).await;
+    // The chart adds up every queue: for those who read them all.
+    let chart = if grant.reads_everything() { app.dashboard.chart(&*app.backend).await } else { Vec::new() };
     let history = app.dashboard.history.lock();
     Ok(Json(w::Overview {
         now_ms: SystemWallClock.now_ms(),
@@ -79,8 +102,7 @@ pub(crate) async fn overview(
             .collect(),
         totals: wire::totals(grant.totals(totals, &queues)),
         server_wide: grant.reads_everything(),
-        // The chart adds up every queue: for those who read them all.
-        history: if grant.reads_everything() { history.points() } else { Vec::new() },
+        history: chart,
         sample_every_s: SAMPLE_EVERY.as_secs(),
     }))
 }
