@@ -5,6 +5,7 @@
 mod beanstalk;
 mod beanstalk_bytes;
 mod crash;
+mod figures_nodes;
 mod never_early;
 mod nodes;
 mod people;
