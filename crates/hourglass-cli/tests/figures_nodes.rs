@@ -31,7 +31,7 @@ fn start_node(store: &str) -> Hourglass {
 /// queue as listed (its rates left out: each node samples them itself), and
 /// the chart's sums.
 fn figures(overview: &Overview) -> serde_json::Value {
-    let mut totals = serde_json::to_value(&overview.totals).unwrap();
+    let mut totals = serde_json::to_value(overview.totals).unwrap();
     totals.as_object_mut().unwrap().remove("counters_as_of_ms");
     let queue = overview.queues.iter().find(|q| q.queue.name == QUEUE).map(|q| serde_json::to_value(&q.queue).unwrap());
     let sum = |of: fn(&hourglass_client::wire::Point) -> f64| overview.history.iter().map(of).sum::<f64>();
