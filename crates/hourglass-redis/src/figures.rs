@@ -31,7 +31,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use hourglass_queue::limits::QUEUES_MAX;
-use hourglass_queue::{LatenessMs, Totals};
+use hourglass_queue::{LatenessMs, QueueError, Totals};
 
 use crate::error::{storage, unexpected};
 use crate::histogram::Histogram;
@@ -178,10 +178,30 @@ pub(crate) struct Unconfirmed {
     counted: Option<Counted>,
 }
 
-/// This node's counts not yet in the store's sums.
+/// What this node's latest heartbeat saw.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Seen {
+    /// The sums' version: how many flushes Redis has applied.
+    version: u64,
+    /// The oldest heartbeat of the other live nodes, or this one's if alone:
+    /// every node's counts up to it are in the sums of that version.
+    as_of_ms: u64,
+}
+
+/// The sums as last read, and their version.
+struct Cache {
+    version: u64,
+    sums: Counted,
+}
+
+/// This node's counts not yet in the store's sums, and the sums as last read.
 #[derive(Default)]
 pub(crate) struct Figures {
     counted: Mutex<Counted>,
+    seen: Mutex<Seen>,
+    /// Read again once a heartbeat sees another version: an idle cluster's
+    /// figures are read from Redis once.
+    cache: Mutex<Option<Cache>>,
     /// Held while a heartbeat carries a flush, and while a reading adds
     /// this node's counts to the sums: so a reading never sees a flush
     /// half-way.
@@ -234,7 +254,7 @@ impl RedisBackend {
     /// Heartbeats, with what this node counted since its last confirmed
     /// flush; returns the live nodes. `now_ms` is the heartbeat, on Redis's
     /// clock.
-    pub(crate) async fn heartbeat(&self, now_ms: u64) -> Result<Vec<String>, hourglass_queue::QueueError> {
+    pub(crate) async fn heartbeat(&self, now_ms: u64) -> Result<Vec<String>, QueueError> {
         let mut unconfirmed = self.figures.unconfirmed.lock().await;
         if unconfirmed.counted.is_none() {
             unconfirmed.counted = self.figures.take();
@@ -244,7 +264,8 @@ impl RedisBackend {
         }
         let (keys, args) = match &unconfirmed.counted {
             Some(counted) => counted.script_input(self, now_ms),
-            None => (Vec::new(), Vec::new()),
+            // The totals' key alone: the script reads their version.
+            None => (vec![self.keys.global("figures")], Vec::new()),
         };
         let seq = if unconfirmed.counted.is_some() { unconfirmed.seq } else { 0 };
         let mut invocation = crate::scripts::SCRIPTS.node.key(self.keys.global("nodes"));
@@ -256,9 +277,13 @@ impl RedisBackend {
         for arg in args {
             invocation.arg(arg);
         }
-        let nodes: Vec<String> = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
+        let (version, nodes): (Option<u64>, Vec<(String, u64)>) =
+            invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
         unconfirmed.counted = None;
-        Ok(nodes)
+        let others_ms = nodes.iter().filter(|(node, _)| *node != self.node).map(|&(_, at)| at).min();
+        *self.figures.seen.lock() =
+            Seen { version: version.unwrap_or(0), as_of_ms: others_ms.unwrap_or(now_ms).min(now_ms) };
+        Ok(nodes.into_iter().map(|(node, _)| node).collect())
     }
 
     fn flushed_key(&self) -> String {
@@ -267,8 +292,41 @@ impl RedisBackend {
 
     /// The store's sums of the totals and of `queues`, with what this node
     /// counted since its last heartbeat, and how fresh they are.
-    pub(crate) async fn figures(&self, queues: &[Arc<str>]) -> Result<Read, hourglass_queue::QueueError> {
+    pub(crate) async fn figures(&self, queues: &[Arc<str>]) -> Result<Read, QueueError> {
         let unconfirmed = self.figures.unconfirmed.lock().await;
+        let seen = *self.figures.seen.lock();
+        // The sums as last read, if no flush was applied since (by the
+        // version this node's latest heartbeat saw) and none of its own is
+        // unconfirmed.
+        let cached = self
+            .figures
+            .cache
+            .lock()
+            .as_ref()
+            .filter(|cache| {
+                cache.version == seen.version
+                    && unconfirmed.counted.is_none()
+                    && queues.iter().all(|queue| cache.sums.queues.contains_key(queue))
+            })
+            .map(|cache| Counted {
+                totals: cache.sums.totals,
+                queues: queues.iter().map(|q| (q.clone(), cache.sums.queues[q].clone())).collect(),
+            });
+        let (mut sum, as_of_ms) = match cached {
+            Some(sums) => (sums, seen.as_of_ms),
+            None => self.read_sums(queues, &unconfirmed).await?,
+        };
+        sum.add(&self.figures.counted.lock());
+        drop(unconfirmed);
+        let totals = Totals { counters_as_of_ms: Some(as_of_ms), ..sum.totals };
+        let queues = queues.iter().map(|queue| sum.queues.remove(queue).unwrap_or_default()).collect();
+        Ok(Read { totals, queues })
+    }
+
+    /// The sums in Redis of the totals and of `queues`, with a flush of this
+    /// node's that Redis has not applied; and how fresh they are. Kept as
+    /// the cache when no flush of this node's is unconfirmed.
+    async fn read_sums(&self, queues: &[Arc<str>], unconfirmed: &Unconfirmed) -> Result<(Counted, u64), QueueError> {
         let mut pipe = redis::pipe();
         pipe.hgetall(self.keys.global("figures"))
             .zrange_withscores(self.keys.global("nodes"), 0, -1)
@@ -290,22 +348,23 @@ impl RedisBackend {
         for (queue, fields) in queues.iter().zip(sums) {
             sum.queues.insert(queue.clone(), Tally::from_fields(fields));
         }
-        // This node's counts that are not in the sums.
-        if let Some(sent) = unconfirmed.counted.as_ref().filter(|_| flushed.unwrap_or(0) < unconfirmed.seq) {
-            sum.add(sent);
-        }
-        sum.add(&self.figures.counted.lock());
-        drop(unconfirmed);
         let now_ms = self.redis_ms();
         let as_of_ms =
             nodes.iter().filter(|(node, _)| *node != self.node).map(|&(_, at)| at).min().unwrap_or(now_ms).min(now_ms);
-        let totals = Totals { counters_as_of_ms: Some(as_of_ms), ..sum.totals };
-        let queues = queues.iter().map(|queue| sum.queues.remove(queue).unwrap_or_default()).collect();
-        Ok(Read { totals, queues })
+        match unconfirmed.counted.as_ref() {
+            // This node's counts that are not in the sums.
+            Some(sent) if flushed.unwrap_or(0) < unconfirmed.seq => sum.add(sent),
+            Some(_) => {}
+            None => {
+                let version = totals.get("version").copied().unwrap_or(0);
+                *self.figures.cache.lock() = Some(Cache { version, sums: sum.clone() });
+            }
+        }
+        Ok((sum, as_of_ms))
     }
 }
 
-fn parse<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, hourglass_queue::QueueError> {
+fn parse<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, QueueError> {
     redis::from_redis_value(value).map_err(|error| unexpected(format!("figures: {error}")))
 }
 
