@@ -60,7 +60,9 @@ pub use schedule::{
     Misfire, NewSchedule, Overlap, Rule, Schedule, ScheduleInfo, Timetable, UPCOMING,
 };
 pub use settings::{Flow, QueueSettings};
-pub use stats::{LatenessMs, NodeStats, QueueStats, StorageStats, Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US};
+pub use stats::{
+    LatenessMs, NodeStats, QueueStats, StorageStats, Totals, BATCH_BUCKETS, COMMIT_BUCKETS_US, LATENESS_BUCKETS_US,
+};
 pub use target::{Delivery, HttpMethod, HttpTarget, PushTarget};
 pub use token_bucket::TokenBucket;
 
