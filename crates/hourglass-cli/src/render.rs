@@ -317,6 +317,7 @@ mod tests {
             server_wide: true,
             history: Vec::new(),
             sample_every_s: 1,
+            nodes: None,
         };
         let text = queues(&overview);
         let mut lines = text.lines();
