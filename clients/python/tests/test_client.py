@@ -241,6 +241,14 @@ def test_queues_and_pause(client: Client) -> None:
         client.queue("never")
 
 
+def test_one_process_has_no_nodes_and_exact_counters(client: Client) -> None:
+    before = int(time.time() * 1000)
+    nodes = client.nodes()
+    assert nodes.nodes is None
+    assert nodes.now_ms >= before
+    assert client.queues().totals.counters_as_of_ms is None
+
+
 def test_queue_settings_and_a_task_s_own_target(client: Client) -> None:
     assert client.settings("hooks") == QueueSettings()
     stored = client.put_settings(
@@ -337,6 +345,16 @@ def test_scoped_token(start_server: ServerFactory, tmp_path: Path) -> None:
         assert "enqueue" in refused.value.message and "producer" not in refused.value.message
         with pytest.raises(Forbidden):
             producer.claim("billing-eu")
+    # The nodes hold every queue: a token that reads only some is refused them.
+    reader_digest = hashlib.sha256(b"reader-secret").hexdigest()
+    tokens.write_text(
+        tokens.read_text()
+        + f'[[token]]\nname = "reader"\nsha256 = "{reader_digest}"\nqueues = ["billing-*"]\ncan = ["read"]\n'
+    )
+    server = start_server("--tokens", str(tokens))
+    with Client(server.url, token="reader-secret") as reader, pytest.raises(Forbidden) as refused:
+        reader.nodes()
+    assert "read" in refused.value.message and "every queue" in refused.value.message
 
 
 def test_unreachable() -> None:

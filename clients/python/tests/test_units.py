@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import threading
 from typing import Any
@@ -20,6 +21,7 @@ from hourglass_client import (
     Conflict,
     DecodeError,
     InvalidRequest,
+    Nodes,
     NotFound,
     OverBudget,
     Schedule,
@@ -27,6 +29,7 @@ from hourglass_client import (
     StaleLease,
     Task,
     TooMany,
+    Totals,
     Unsupported,
 )
 from hourglass_client._backoff import Backoff
@@ -128,6 +131,21 @@ def test_answers_are_read_leniently() -> None:
     task = Task.from_json(data)
     assert (task.id, task.payload, task.key, task.last_error) == (7, {"a": [1]}, None, None)
     assert _answering(200, json.dumps(data).encode()).get_task(7) == task
+
+
+def test_several_nodes_and_the_counters_freshness_are_read() -> None:
+    node = {"name": "a", "this": True, "heartbeat_ms": 9_600, "heartbeat_age_ms": 400, "shards": [0, 3]}
+    answer = {"now_ms": 10_000, "nodes": [node, {**node, "name": "b", "this": False, "shards": []}]}
+    nodes = _answering(200, json.dumps(answer).encode()).nodes()
+    assert nodes.now_ms == 10_000 and nodes.nodes is not None
+    assert [(n.name, n.this, n.heartbeat_age_ms, n.shards) for n in nodes.nodes] == [
+        ("a", True, 400, [0, 3]),
+        ("b", False, 400, []),
+    ]
+    assert Nodes.from_json({"now_ms": 1, "nodes": None}).nodes is None
+    totals = {field.name: 0 for field in dataclasses.fields(Totals) if field.name != "counters_as_of_ms"}
+    assert Totals.from_json(totals).counters_as_of_ms is None
+    assert Totals.from_json({**totals, "counters_as_of_ms": 9_750}).counters_as_of_ms == 9_750
 
 
 def test_slots_bound_what_is_claimed() -> None:

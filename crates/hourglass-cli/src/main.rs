@@ -17,7 +17,7 @@ mod tls;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use hourglass_client::wire::{ClaimRequest, HttpTarget, NewTask, OverviewQueue, Totals};
+use hourglass_client::wire::{ClaimRequest, HttpTarget, NewTask, Node, OverviewQueue, Totals};
 use hourglass_queue::{SystemWallClock, WallClock};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -206,11 +206,13 @@ fn payload(text: &str) -> anyhow::Result<Box<RawValue>> {
 }
 
 /// What `stats --json` prints: the overview's queues (or the one asked for)
-/// and the totals.
+/// and the totals; and the nodes, where several share the store.
 #[derive(Serialize)]
 struct Stats {
     queues: Vec<OverviewQueue>,
     totals: Totals,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<Vec<Node>>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -297,7 +299,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 }
             }
             if json {
-                print(&Stats { queues: overview.queues, totals: overview.totals })
+                print(&Stats { queues: overview.queues, totals: overview.totals, nodes: overview.nodes })
             } else {
                 print!("{}", render::queues(&overview));
                 Ok(())

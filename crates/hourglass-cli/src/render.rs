@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use hourglass_client::wire::{Overview, Task};
+use hourglass_client::wire::{Node, Overview, Task};
 use serde::Serialize;
 
 /// `value` as indented JSON, payloads included (a payload passes through the
@@ -71,6 +71,17 @@ pub fn millis(ms: f64) -> String {
         format!("{ms:.1}ms")
     } else {
         format!("{:.2}s", ms / 1_000.0)
+    }
+}
+
+/// How long ago `at_ms` was at `now_ms`, finer than [`relative`] under a
+/// minute: `412ms ago`, `2.5s ago`, `3m ago`; `now` if not before.
+pub fn ago(at_ms: u64, now_ms: u64) -> String {
+    match now_ms.saturating_sub(at_ms) {
+        0 => "now".into(),
+        ms @ 1..1_000 => format!("{ms}ms ago"),
+        ms @ 1_000..60_000 => format!("{:.1}s ago", ms as f64 / 1_000.0),
+        _ => relative(at_ms, now_ms),
     }
 }
 
@@ -171,6 +182,7 @@ pub fn queues(overview: &Overview) -> String {
             count(t.delivered),
             count(t.acked),
         );
+        freshness(&mut out, overview);
         return out;
     }
     let _ = writeln!(
@@ -183,6 +195,37 @@ pub fn queues(overview: &Overview) -> String {
         count(t.acked),
         count(t.died),
     );
+    freshness(&mut out, overview);
+    if let Some(nodes) = &overview.nodes {
+        out.push('\n');
+        out.push_str(&self::nodes(nodes));
+    }
+    out
+}
+
+/// Where several nodes count, how fresh the counters are, as a line.
+fn freshness(out: &mut String, overview: &Overview) {
+    if let Some(as_of_ms) = overview.totals.counters_as_of_ms {
+        let _ = writeln!(out, "counters as of {}, from every node", ago(as_of_ms, overview.now_ms));
+    }
+}
+
+/// The nodes that share the store, a line each: its name (`(this)` for the
+/// one that answered), its latest heartbeat's age, and its shards.
+pub fn nodes(nodes: &[Node]) -> String {
+    let names: Vec<String> =
+        nodes.iter().map(|n| if n.this { format!("{} (this)", n.name) } else { n.name.clone() }).collect();
+    let ages: Vec<String> = nodes.iter().map(|n| ago(0, n.heartbeat_age_ms)).collect();
+    let name_width = names.iter().map(|name| name.chars().count()).max().unwrap_or(0);
+    let age_width = ages.iter().map(String::len).max().unwrap_or(0);
+    let mut out = format!("{} nodes share the store:\n", nodes.len());
+    for ((node, name), age) in nodes.iter().zip(&names).zip(&ages) {
+        let shards = match node.shards.as_slice() {
+            [] => "none".to_owned(),
+            shards => shards.iter().map(u16::to_string).collect::<Vec<_>>().join(" "),
+        };
+        let _ = writeln!(out, "  {name:<name_width$}  heartbeat {age:>age_width$}  shards {shards}");
+    }
     out
 }
 
@@ -317,6 +360,7 @@ mod tests {
             server_wide: true,
             history: Vec::new(),
             sample_every_s: 1,
+            nodes: None,
         };
         let text = queues(&overview);
         let mut lines = text.lines();
@@ -328,7 +372,75 @@ mod tests {
         assert!(text.contains("1,204 tasks, 1 schedules; since start: 5,000 enqueued"), "{text}");
         let scoped = queues(&Overview { server_wide: false, ..overview.clone() });
         assert!(scoped.contains("1,204 tasks in the queues this token reads; since start: 5,000 enqueued"), "{scoped}");
+        assert!(!text.contains("counters as of") && !text.contains("nodes"), "one process: exact, no nodes: {text}");
         let empty = Overview { queues: Vec::new(), ..overview };
         assert_eq!(queues(&empty), "no queues yet: add a task with `hourglass add QUEUE`\n");
+    }
+
+    #[test]
+    fn several_nodes_are_listed_with_their_shards_and_the_counters_freshness() {
+        let node = |name: &str, this, age, shards: &[u16]| Node {
+            name: name.into(),
+            this,
+            heartbeat_ms: 10_000 - age,
+            heartbeat_age_ms: age,
+            shards: shards.to_vec(),
+        };
+        let queue = Queue {
+            name: "emails".into(),
+            scheduled: 1,
+            due: 0,
+            leased: 0,
+            dead: 0,
+            oldest_due_ms: None,
+            lateness: Lateness::default(),
+            paused: false,
+            enqueued: 1,
+            delivered: 0,
+            acked: 0,
+            settings: None,
+        };
+        let overview = Overview {
+            now_ms: 10_000,
+            read_only_ui: false,
+            queues: vec![OverviewQueue { queue, rates: Rates::default(), can: vec!["read".into()] }],
+            totals: Totals { tasks: 1, enqueued: 1, counters_as_of_ms: Some(9_600), ..Totals::default() },
+            server_wide: true,
+            history: Vec::new(),
+            sample_every_s: 1,
+            nodes: Some(vec![
+                node("node-a", true, 400, &[0, 3, 6, 9, 12, 15]),
+                node("b", false, 2_500, &[1, 4]),
+                node("joining", false, 0, &[]),
+            ]),
+        };
+        let text = queues(&overview);
+        let tail: Vec<&str> = text.lines().skip_while(|line| !line.starts_with("1 tasks")).collect();
+        assert_eq!(
+            tail,
+            [
+                "1 tasks, 0 schedules; since start: 1 enqueued, 0 delivered, 0 acked, 0 dead",
+                "counters as of 400ms ago, from every node",
+                "",
+                "3 nodes share the store:",
+                "  node-a (this)  heartbeat 400ms ago  shards 0 3 6 9 12 15",
+                "  b              heartbeat  2.5s ago  shards 1 4",
+                "  joining        heartbeat       now  shards none",
+            ],
+            "{text}"
+        );
+        // A scoped token is told its queues' counters' freshness, no nodes
+        // (the server sends none to it).
+        let scoped = queues(&Overview { server_wide: false, nodes: None, ..overview });
+        assert!(scoped.ends_with("acked\ncounters as of 400ms ago, from every node\n"), "{scoped}");
+    }
+
+    #[test]
+    fn an_age_is_finer_under_a_minute() {
+        assert_eq!(ago(10_000, 10_000), "now");
+        assert_eq!(ago(11_000, 10_000), "now", "a clock ahead is no age");
+        assert_eq!(ago(9_588, 10_000), "412ms ago");
+        assert_eq!(ago(0, 59_900), "59.9s ago");
+        assert_eq!(ago(0, 180_000), "3m ago");
     }
 }

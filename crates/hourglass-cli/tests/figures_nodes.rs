@@ -93,4 +93,17 @@ async fn every_node_shows_the_clusters_figures() {
         (Some(2 * EACH), Some(0), Some(0))
     );
     assert_eq!(queue["lateness"]["samples"].as_u64(), Some(due), "every delivery's lateness, through every node");
+
+    // Each node says how fresh the counters are, and shows the three nodes
+    // with every shard held by one of them.
+    for client in &clients {
+        let overview = client.overview(true).await.unwrap();
+        let as_of = overview.totals.counters_as_of_ms.expect("several nodes say how fresh their counters are");
+        assert!(as_of <= overview.now_ms + 1_000, "counters as of {as_of}, now {}", overview.now_ms);
+        let nodes = client.nodes().await.unwrap().nodes.expect("nodes on Redis");
+        assert_eq!(nodes.len(), 3, "{nodes:?}");
+        assert_eq!(nodes.iter().filter(|n| n.this).count(), 1, "{nodes:?}");
+        let held: usize = nodes.iter().map(|n| n.shards.len()).sum();
+        assert!(held <= 16, "no shard held twice: {nodes:?}");
+    }
 }

@@ -1,7 +1,7 @@
-//! The server and its queues: health, metrics, the overview, each queue's
-//! counts, pausing, settings, and deleting the dead.
+//! The server and its queues: health, metrics, the overview, the nodes,
+//! each queue's counts, pausing, settings, and deleting the dead.
 
-use hourglass_wire::{DeletedDead, Health, Overview, OverviewQuery, Queue, QueueSettings, Queues};
+use hourglass_wire::{DeletedDead, Health, Nodes, Overview, OverviewQuery, Queue, QueueSettings, Queues};
 use reqwest::Method;
 
 use crate::client::Client;
@@ -26,6 +26,13 @@ impl Client {
     /// sharing a reading up to half a second old.
     pub async fn overview(&self, fresh: bool) -> Result<Overview, Error> {
         self.query("/v1/overview", &OverviewQuery { fresh: fresh.then_some(true) }).await
+    }
+
+    /// `GET /v1/nodes`: the nodes that share the store, with their shards
+    /// and heartbeats; `nodes` is `None` for a server in one process (the
+    /// embedded backend). Needs `read` on every queue.
+    pub async fn nodes(&self) -> Result<Nodes, Error> {
+        self.get_json(Method::GET, "/v1/nodes").await
     }
 
     /// `GET /v1/queues`: every queue's counts, and the totals.

@@ -177,6 +177,10 @@ async fn queues_are_counted_paused_resumed_and_cleared() {
         assert_eq!((overview.queues[0].queue.name.as_str(), overview.queues[0].queue.dead), ("a/b", 0));
         assert_eq!(overview.totals.enqueued, 1);
         assert!(client.overview(false).await.unwrap().sample_every_s > 0);
+        assert_eq!(overview.nodes, None, "one process");
+        let nodes = client.nodes().await.unwrap();
+        assert_eq!(nodes.nodes, None, "one process: no nodes, no shards");
+        assert!(nodes.now_ms > 0);
         let metrics = client.metrics().await.unwrap();
         assert!(metrics.contains("hourglass_tasks_enqueued_total 1"), "{metrics}");
     })

@@ -53,6 +53,13 @@ impl ApiError {
         ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
+    /// A known token that holds the permission, but not on every queue, on
+    /// a route whose figures tell of every queue: 403 `forbidden`.
+    pub(crate) fn forbidden_everywhere(permission: crate::access::Permission) -> ApiError {
+        let message = format!("this token may not {permission} here (it needs {permission} on every queue, \"*\")");
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
     /// The store cannot be reached (not yet, or not any more): 503
     /// `store_unavailable`, and the request was not sent to it. Why is
     /// `/healthz`'s to show.

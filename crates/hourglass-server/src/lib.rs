@@ -13,6 +13,7 @@ mod connections;
 mod error;
 mod extract;
 mod history;
+mod latest;
 mod metrics;
 mod openapi;
 mod overview;
@@ -88,7 +89,7 @@ mod shared {
         /// The dashboard shows no actions, and the server refuses every change
         /// it asks for.
         pub(crate) read_only_ui: bool,
-        /// The dashboard's last fifteen minutes and latest reading.
+        /// The dashboard's last fifteen minutes and latest readings.
         pub(crate) dashboard: Arc<overview::Dashboard>,
         /// The push delivery's outbound rules, for the targets a request names.
         pub(crate) outbound: Option<Arc<hourglass_push::Outbound>>,

@@ -33,6 +33,7 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
     paths(
         crate::ui::index, crate::ui::app_js, crate::ui::app_css,
         crate::api::healthz, crate::api::whoami, crate::metrics::metrics, document, crate::overview::overview,
+        crate::api::nodes::nodes,
         queues::list_queues, queues::queue_stats, queues::pause_queue, queues::resume_queue, queues::settings, queues::put_settings, queues::delete_dead,
         tasks::enqueue, tasks::enqueue_batch, tasks::list_tasks, tasks::dead, tasks::find_by_key,
         tasks::show, tasks::cancel, tasks::reschedule,
@@ -48,7 +49,7 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
         (name = "deliveries", description = "Claim due tasks under leases; ack, nack, extend, retry."),
         (name = "queues", description = "Counts, pause and resume, dead tasks."),
         (name = "schedules", description = "Tasks at every occurrence of a cron expression or a period."),
-        (name = "service", description = "Health, metrics and this document."),
+        (name = "service", description = "Health, metrics, the nodes and this document."),
         (name = "dashboard", description = "The dashboard's files."),
     ),
 )]
@@ -111,6 +112,7 @@ impl Modify for Permissions {
                     Need::Schedule(p) => format!("`{p}` on the schedule's queue"),
                     Need::Listing(p) => format!("`{p}`; shows only the queues the token reads"),
                     Need::Body(p) => format!("`{p}` on each task's queue"),
+                    Need::Everywhere(p) => format!("`{p}` on every queue (`*`)"),
                 };
                 let text = operation.description.get_or_insert_with(String::new);
                 if !text.is_empty() {

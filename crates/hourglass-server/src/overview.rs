@@ -1,12 +1,13 @@
 //! `GET /v1/overview`: what the dashboard shows on its first page, in one
-//! request: every queue with its counts, lateness and rates, the totals, and
-//! the last fifteen minutes. And the task that samples them once a second.
+//! request: every queue with its counts, lateness and rates, the totals, the
+//! last fifteen minutes, and the nodes where several share the store. And
+//! the task that samples the queues once a second.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::State;
-use hourglass_queue::{Backend, QueueStats, SystemWallClock, Totals, WallClock};
+use hourglass_queue::{Backend, NodeStats, QueueStats, SystemWallClock, Totals, WallClock};
 use hourglass_wire as w;
 use parking_lot::Mutex;
 
@@ -14,69 +15,66 @@ use crate::access::Caller;
 use crate::error::ApiError;
 use crate::extract::{Json, Query};
 use crate::history::{self, History, SAMPLE_EVERY};
+use crate::latest::Latest;
 use crate::wire;
 use crate::AppState;
 
-/// How old a reading of the queues an overview may show. Readings are
-/// shared: however many dashboards are open, the backend is read at most
-/// this often for them (at 1,000 queues a reading is about 3 ms of work).
+/// How old a reading of the queues (or of the nodes) an overview may show.
+/// Readings are shared: however many dashboards are open, the backend is
+/// read at most this often for them (at 1,000 queues a reading is about 3 ms
+/// of work; the nodes, on Redis, one read a shard).
 pub(crate) const FRESH_FOR: Duration = Duration::from_millis(500);
 
-/// Every queue's stats and the totals, as read at `at`.
-struct Reading {
-    at: Instant,
-    queues: Arc<Vec<QueueStats>>,
-    totals: Totals,
-}
-
-/// What the dashboard keeps in the server: the last fifteen minutes, and
-/// the latest reading of the queues.
+/// What the dashboard keeps in the server: the last fifteen minutes, the
+/// latest reading of the queues and totals, and of the nodes.
 #[derive(Default)]
 pub(crate) struct Dashboard {
     history: Mutex<History>,
-    latest: Mutex<Option<Reading>>,
-    /// The chart of a backend that keeps the history (several nodes), as
-    /// last read, and when: read for overviews only, at most once a
-    /// [`FRESH_FOR`].
-    kept: Mutex<Option<(Instant, Arc<Vec<w::Point>>)>>,
+    latest: Latest<(Arc<Vec<QueueStats>>, Totals)>,
+    nodes: Latest<Option<Arc<Vec<NodeStats>>>>,
+    /// The chart of a backend that keeps the history (several nodes): read
+    /// for overviews only, not by the sampler.
+    kept: Latest<Option<Arc<Vec<w::Point>>>>,
 }
 
 impl Dashboard {
-    /// The latest reading if it is at most `fresh_for` old, else a new one.
+    /// Every queue's stats and the totals: the latest reading if it is at
+    /// most `fresh_for` old, else a new one.
     async fn read(&self, backend: &dyn Backend, fresh_for: Duration) -> (Arc<Vec<QueueStats>>, Totals) {
-        if let Some(reading) = self.latest.lock().as_ref().filter(|r| r.at.elapsed() <= fresh_for) {
-            return (reading.queues.clone(), reading.totals);
-        }
-        let queues = Arc::new(backend.queues().await);
-        let totals = backend.totals().await;
-        *self.latest.lock() = Some(Reading { at: Instant::now(), queues: queues.clone(), totals });
-        (queues, totals)
+        self.latest.get(fresh_for, || async { (Arc::new(backend.queues().await), backend.totals().await) }).await
     }
-}
 
-impl Dashboard {
-    /// The chart: the backend's seconds if it keeps them, else this server's.
+    /// The nodes that share the store (`None` for a backend in one
+    /// process), as [`Dashboard::read`] reads the queues. Read only when
+    /// asked, not by the sampler: on Redis a reading costs one read a shard.
+    pub(crate) async fn nodes(&self, backend: &dyn Backend, fresh_for: Duration) -> Option<Arc<Vec<NodeStats>>> {
+        self.nodes.get(fresh_for, || async { backend.nodes().await.map(Arc::new) }).await
+    }
+
+    /// The chart: the backend's seconds if it keeps them (every node of
+    /// several draws the same), else this server's.
     async fn chart(&self, backend: &dyn Backend) -> Vec<w::Point> {
-        if let Some((_, points)) = self.kept.lock().as_ref().filter(|(at, _)| at.elapsed() <= FRESH_FOR) {
-            return points.to_vec();
-        }
-        match backend.history().await {
-            Some(seconds) => {
-                let points: Arc<Vec<w::Point>> = Arc::new(seconds.iter().map(history::point).collect());
-                *self.kept.lock() = Some((Instant::now(), points.clone()));
-                points.to_vec()
-            }
+        let kept = self
+            .kept
+            .get(FRESH_FOR, || async {
+                backend.history().await.map(|seconds| Arc::new(seconds.iter().map(history::point).collect()))
+            })
+            .await;
+        match kept {
+            Some(points) => points.to_vec(),
             None => self.history.lock().points(),
         }
     }
 }
 
 /// A token that does not read every queue sees those it reads, their sums
-/// as totals, and no history (which adds up every queue).
+/// as totals, and no history (which adds up every queue) nor nodes (whose
+/// shards hold every queue).
 ///
-/// `?fresh=true` reads the queues now rather than sharing the latest reading:
-/// for a command that must see what it just did (`hourglass stats`). The
-/// time shown is this machine's clock, whatever clock the backend reads.
+/// `?fresh=true` reads the queues (and the nodes) now rather than sharing
+/// the latest reading: for a command that must see what it just did
+/// (`hourglass stats`). The time shown is this machine's clock, whatever
+/// clock the backend reads; the nodes' heartbeats' ages are against it.
 #[utoipa::path(get, path = "/v1/overview", tag = "queues", params(w::OverviewQuery),
     responses((status = 200, description = "What the dashboard shows.", body = w::Overview)))]
 pub(crate) async fn overview(
@@ -86,11 +84,13 @@ pub(crate) async fn overview(
 ) -> Result<Json<w::Overview>, ApiError> {
     let fresh_for = if query.fresh == Some(true) { Duration::ZERO } else { FRESH_FOR };
     let (queues, totals) = app.dashboard.read(&*app.backend, fresh_for).await;
+    let nodes = if grant.reads_everything() { app.dashboard.nodes(&*app.backend, fresh_for).await } else { None };
     // The chart adds up every queue: for those who read them all.
     let chart = if grant.reads_everything() { app.dashboard.chart(&*app.backend).await } else { Vec::new() };
+    let now_ms = SystemWallClock.now_ms();
     let history = app.dashboard.history.lock();
     Ok(Json(w::Overview {
-        now_ms: SystemWallClock.now_ms(),
+        now_ms,
         read_only_ui: app.read_only_ui,
         queues: grant
             .readable(&queues)
@@ -104,6 +104,7 @@ pub(crate) async fn overview(
         server_wide: grant.reads_everything(),
         history: chart,
         sample_every_s: SAMPLE_EVERY.as_secs(),
+        nodes: nodes.map(|nodes| wire::nodes(&nodes, now_ms)),
     }))
 }
 

@@ -45,6 +45,7 @@ table! {
     "/v1/openapi.json": get(Nothing) => crate::openapi::document;
     "/v1/whoami": get(Token) => crate::api::whoami;
     "/v1/overview": get(Listing(Read)) => crate::overview::overview;
+    "/v1/nodes": get(Everywhere(Read)) => crate::api::nodes::nodes;
     "/v1/queues": get(Listing(Read)) => queues::list_queues;
     "/v1/queues/{queue}": get(Queue(Read)) => queues::queue_stats;
     "/v1/queues/{queue}/dead": get(Queue(Read)) => tasks::dead, delete(Queue(Manage)) => queues::delete_dead;

@@ -12,8 +12,8 @@
 //!   offsets in its time zone (RFC 3339).
 
 use hourglass_queue::{
-    Claimed, Cursor, DeadReason, Enqueued, Lease, Misfire, NewSchedule, NewTask, Overlap, Page, Payload, QueueSettings,
-    QueueStats, Rule, RunAt, ScheduleInfo, SchedulePage, Status, TaskInfo, TaskState, Totals,
+    Claimed, Cursor, DeadReason, Enqueued, Lease, Misfire, NewSchedule, NewTask, NodeStats, Overlap, Page, Payload,
+    QueueSettings, QueueStats, Rule, RunAt, ScheduleInfo, SchedulePage, Status, TaskInfo, TaskState, Totals,
 };
 use hourglass_wire as wire;
 use serde_json::value::RawValue;
@@ -237,7 +237,23 @@ pub(crate) fn totals(t: Totals) -> wire::Totals {
         memory_bytes_max: t.memory_bytes_max,
         disk_bytes: t.disk_bytes,
         disk_bytes_max: t.disk_bytes_max,
+        counters_as_of_ms: t.counters_as_of_ms,
     }
+}
+
+/// The nodes as the API shows them: each heartbeat's age against `now_ms`,
+/// this server's clock.
+pub(crate) fn nodes(nodes: &[NodeStats], now_ms: u64) -> Vec<wire::Node> {
+    nodes
+        .iter()
+        .map(|n| wire::Node {
+            name: n.name.clone(),
+            this: n.this,
+            heartbeat_ms: n.heartbeat_ms,
+            heartbeat_age_ms: now_ms.saturating_sub(n.heartbeat_ms),
+            shards: n.shards.clone(),
+        })
+        .collect()
 }
 
 /// The zone named `time_zone` (UTC if unknown), to show local times in.

@@ -7,7 +7,8 @@
 //! last error, its payload) and retries it, sees the counts change without a
 //! reload, pauses and resumes the queue, searches by key and by id, opens a
 //! task whose payload is bytes that are not JSON (its size and a hex dump),
-//! and looks at a phone-sized window. Screenshots go to `target/screenshots/`.
+//! and looks at a phone-sized window. Its backend says several nodes share
+//! the store: the page shows them, and how fresh the counters are. Screenshots go to `target/screenshots/`.
 //!
 //! Chromium and chromedriver come from Debian's `chromium` and
 //! `chromium-driver` (`.ci/run` installs them). Where they are missing the
@@ -24,12 +25,14 @@ use axum::http::{header, Request, StatusCode};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hourglass_embedded::{Engine, Options, RedbStore};
 use hourglass_queue::prelude::*;
-use hourglass_queue::{Nack, NewTask, RunAt, SystemWallClock};
+use hourglass_queue::{Nack, NewTask, RunAt, SystemWallClock, WallClock};
 use hourglass_server::AppState;
 use hourglass_test_support::free_port;
 use http_body_util::BodyExt;
 use serde_json::json;
 use tower::ServiceExt;
+
+use crate::several_nodes::{node, SeveralNodes};
 
 const TOKEN: &str = "browser-test-token";
 /// A scoped token that reads the `orders` queue only.
@@ -224,7 +227,14 @@ async fn run_in(kind: Kind) {
         format!("[[token]]\nname = \"viewer\"\nsha256 = \"{digest}\"\nqueues = [\"orders\"]\ncan = [\"read\"]\n");
     std::fs::write(&tokens, file).unwrap();
     let keys = hourglass_server::access::Keys::new(Some(TOKEN), Some(&tokens)).unwrap();
-    let state = AppState::new(engine.clone(), None).keys(Arc::new(keys));
+    // Several nodes share its store, as on Redis: the dashboard shows them.
+    let now = SystemWallClock.now_ms();
+    let nodes = vec![
+        node("node-a", true, now, &[0, 3, 6, 9, 12, 15]),
+        node("node-b", false, now - 1_500, &[1, 2, 4, 5, 7, 8, 10, 11, 13, 14]),
+    ];
+    let backend = SeveralNodes::new(engine.clone(), nodes, now - 400);
+    let state = AppState::new(backend, None).keys(Arc::new(keys));
     let app = hourglass_server::router(state.clone(), 1 << 20);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(hourglass_server::serve(listener, state, 1 << 20, Default::default(), async {
@@ -317,6 +327,27 @@ async fn run_in(kind: Kind) {
     .await;
     shoot(&browser, &shot("overview")).await;
 
+    // The nodes: each one's shards, the one answering marked, the age of its
+    // heartbeat; and how fresh the counters are.
+    shows(&browser, "[data-node=node-a] [data-field=shards]", "0 3 6 9 12 15").await;
+    shows(&browser, "[data-node=node-b] [data-field=shard-count]", "10").await;
+    shows(&browser, "[data-node=node-a] [data-test=this-node]", "this node").await;
+    assert!(browser.find(Locator::Css("[data-node=node-b] [data-test=this-node]")).await.is_err(), "one answers");
+    until("node-b's heartbeat, at least 1.5 s ago", || async {
+        let age = text(&browser, "[data-node=node-b] [data-field=heartbeat]").await?;
+        let seconds: f64 = age.strip_suffix(" s ago")?.parse().ok()?;
+        (seconds >= 1.5).then_some(())
+    })
+    .await;
+    until("the counters' freshness", || async {
+        let caption = text(&browser, "[data-test=counters-as-of]").await?;
+        (caption.starts_with("Counters as of ") && caption.ends_with(" s ago, from every node.")).then_some(())
+    })
+    .await;
+    browser.execute("document.querySelector('[data-test=nodes]').scrollIntoView();", vec![]).await.unwrap();
+    shoot(&browser, &shot("nodes")).await;
+    browser.execute("window.scrollTo(0, 0);", vec![]).await.unwrap();
+
     // The queue's dead tasks, then the dead task itself.
     click(&browser, &format!("{row} a")).await;
     click(&browser, "[data-test=state-filter] [data-state=dead]").await;
@@ -404,6 +435,7 @@ async fn run_in(kind: Kind) {
     shows(&browser, "[data-test=read-only]", "read-only").await;
     shows(&browser, &format!("{row} [data-count=due]"), "1").await;
     assert!(browser.find(Locator::Css("[data-queue=hooks]")).await.is_err(), "a queue it does not read is not shown");
+    assert!(browser.find(Locator::Css("[data-test=nodes]")).await.is_err(), "no nodes: they hold every queue");
     assert!(browser.find(Locator::Css("[data-test=pause]")).await.is_err(), "no pause button");
     shoot(&browser, &shot("scoped-read-only")).await;
     click(&browser, &format!("{row} a")).await;

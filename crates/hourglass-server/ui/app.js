@@ -104,6 +104,8 @@ function relative(atMs, nowMs) {
   const text = s < 60 ? s + " s" : s < 3600 ? Math.round(s / 60) + " min" : s < 172800 ? (s / 3600).toFixed(1) + " h" : Math.round(s / 86400) + " d";
   return s === 0 ? "now" : future ? "in " + text : text + " ago";
 }
+// How long ago, finer than `relative` under a minute: "0.4 s ago".
+function ago(ageMs) { return ageMs < 60000 ? (ageMs / 1000).toFixed(1) + " s ago" : relative(0, ageMs); }
 function absolute(atMs) { return new Date(atMs).toLocaleString(); }
 function when(atMs, nowMs) {
   if (atMs === null || atMs === undefined) return "–";
@@ -200,6 +202,7 @@ async function overviewPage(main) {
       card("dead", sum("dead")), card("enqueued", t.enqueued), card("delivered", t.delivered), card("acked", t.acked),
       // A scoped token's totals are its queues' sums: the server's schedule count is not among them.
       o.server_wide ? card("schedules", t.schedules) : null),
+    ...freshness(o),
     !o.server_wide ? el("p", { class: "muted", "data-test": "charts-hidden" },
       "The charts add up every queue: a token that reads every queue (\"*\") sees them. The totals are your queues'.") :
     el("div", { class: "charts" },
@@ -227,8 +230,38 @@ async function overviewPage(main) {
         el("td", { class: "num hide-narrow" }, rate(q.rates.enqueued)),
         el("td", { class: "num hide-narrow" }, rate(q.rates.delivered)),
         el("td", { class: "num hide-narrow" }, rate(q.rates.acked)),
-        manages ? el("td", {}, pauseButton(q)) : null)))))
+        manages ? el("td", {}, pauseButton(q)) : null))))),
+    ...nodesPanel(o)
   );
+}
+
+// Where several nodes count, how fresh the counters are: every node's
+// counts up to `counters_as_of_ms` (the store's clock) are in them. A list
+// of what to put on the page: empty where one process counts, exactly.
+function freshness(o) {
+  const asOf = o.totals.counters_as_of_ms;
+  if (asOf === undefined || asOf === null) return [];
+  return [el("p", { class: "muted caption", "data-test": "counters-as-of", title: new Date(asOf).toISOString() },
+    "Counters as of " + ago(Math.max(0, o.now_ms - asOf)) + ", from every node.")];
+}
+
+// The nodes that share the store, when there are several (the server sends
+// none for a backend in one process, nor to a token that does not read
+// every queue): each one's shards and latest heartbeat. A list of what to
+// put on the page, empty without nodes.
+function nodesPanel(o) {
+  if (!o.nodes) return [];
+  return [
+    el("h2", {}, "Nodes"),
+    el("div", { class: "scroll" }, el("table", { "data-test": "nodes" },
+      el("thead", {}, el("tr", {}, el("th", {}, "node"), el("th", { class: "num" }, "heartbeat"),
+        el("th", { class: "num" }, "shards"), el("th", {}, "held"))),
+      el("tbody", {}, o.nodes.map((n) => el("tr", { "data-node": n.name },
+        el("td", {}, n.name, n.this ? el("span", { class: "badge this", "data-test": "this-node", title: "The node that answered" }, "this node") : null),
+        el("td", { class: "num", "data-field": "heartbeat", title: new Date(n.heartbeat_ms).toISOString() }, ago(n.heartbeat_age_ms)),
+        el("td", { class: "num", "data-field": "shard-count" }, fmt(n.shards.length)),
+        el("td", { class: "shards", "data-field": "shards" }, n.shards.length ? n.shards.join(" ") : el("span", { class: "muted" }, "none")))))))
+  ];
 }
 
 function card(label, value) {

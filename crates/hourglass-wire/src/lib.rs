@@ -29,7 +29,8 @@
 //!   server adds a field.
 //! - Optional fields of answers are left out when they do not apply, except
 //!   the few shown as `null` (a queue's `oldest_due_ms`, the budgets in
-//!   [`Totals`], a [`Point`]'s lateness).
+//!   [`Totals`], a [`Point`]'s lateness, [`Nodes`]' `nodes` where one
+//!   process holds everything).
 //! - Payloads are bytes: JSON passed through as the text it is
 //!   ([`RawValue`](serde_json::value::RawValue)) in `payload`, any other
 //!   bytes in `payload_base64` ([`payload`] has the rule).
@@ -46,6 +47,7 @@ mod delivery;
 mod error;
 mod health;
 mod listing;
+mod nodes;
 #[cfg(feature = "openapi")]
 mod openapi;
 mod overview;
@@ -61,6 +63,7 @@ pub use delivery::{Ack, AckResult, AckResults, Acked, Acks, Extended, LeaseReque
 pub use error::{ErrorBody, ErrorDetail};
 pub use health::{Health, Whoami};
 pub use listing::{ListQuery, TaskPage};
+pub use nodes::{Node, Nodes};
 pub use overview::{Overview, OverviewQuery, OverviewQueue, Point, Rates};
 pub use queue::{DeletedDead, Lateness, Queue, Queues, Totals};
 pub use schedule::{NewSchedule, Run, Schedule, SchedulePage, SchedulesQuery};

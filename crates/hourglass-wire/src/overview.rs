@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::nodes::Node;
 use crate::queue::{Queue, Totals};
 
 /// The query of `GET /v1/overview`: `?fresh=true` reads the queues now
@@ -41,6 +42,11 @@ pub struct Overview {
     pub history: Vec<Point>,
     /// Seconds between points.
     pub sample_every_s: u64,
+    /// The nodes that share the store, as `GET /v1/nodes` shows them (their
+    /// heartbeats' ages against `now_ms`). Absent where one process holds
+    /// everything, and for a token that does not read every queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<Node>>,
 }
 
 /// A queue in the overview: its counts, and its rates.

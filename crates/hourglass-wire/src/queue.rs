@@ -87,6 +87,13 @@ pub struct Totals {
     pub disk_bytes: u64,
     /// The disk budget; `null` if none.
     pub disk_bytes_max: Option<u64>,
+    /// How fresh the counters are where several nodes count (the Redis
+    /// backend): every node's counts up to this time (Unix ms, the store's
+    /// clock) are in them, in these totals and in each queue's `enqueued`,
+    /// `delivered`, `acked` and `lateness`. Absent where one process counts
+    /// everything: then they are exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters_as_of_ms: Option<u64>,
 }
 
 /// The answer to `GET /v1/queues`: every queue, and the totals.

@@ -219,11 +219,49 @@ fn queues_and_the_overview() {
             lateness_p99_ms: None,
         }],
         sample_every_s: 1,
+        nodes: None,
     };
     exact(
         &overview,
         r#"{"now_ms":1800000000000,"read_only_ui":false,"queues":[{"name":"orders","scheduled":2,"due":0,"leased":0,"dead":0,"oldest_due_ms":1800000001500,"lateness":{"samples":4,"p50":0.001,"p99":991.231,"max":991.231},"paused":false,"enqueued":4,"delivered":4,"acked":2,"rates":{"enqueued":0.0,"delivered":0.0,"acked":0.0},"can":["read","manage"]}],"totals":{"enqueued":4,"delivered":4,"acked":2,"nacked":2,"lease_expired":0,"died":1,"expired":0,"cancelled":0,"occurrences_enqueued":0,"occurrences_skipped":0,"tasks":2,"schedules":0,"memory_bytes":528,"memory_bytes_max":4294967296,"disk_bytes":303,"disk_bytes_max":null},"server_wide":true,"history":[{"at_ms":1800000000000,"enqueued":20.0,"delivered":10.0,"acked":5.0,"lateness_p50_ms":0.75,"lateness_p99_ms":null}],"sample_every_s":1}"#,
     );
+}
+
+fn node(name: &str, this: bool, shards: Vec<u16>) -> Node {
+    Node { name: name.into(), this, heartbeat_ms: T0_MS - 400, heartbeat_age_ms: 400, shards }
+}
+
+#[test]
+fn nodes_and_the_counters_freshness() {
+    // One process: `nodes` is null, said rather than left out.
+    exact(&Nodes { now_ms: T0_MS, nodes: None }, r#"{"now_ms":1800000000000,"nodes":null}"#);
+    let two = Nodes { now_ms: T0_MS, nodes: Some(vec![node("a", true, vec![0, 2]), node("b", false, vec![])]) };
+    exact(
+        &two,
+        r#"{"now_ms":1800000000000,"nodes":[{"name":"a","this":true,"heartbeat_ms":1799999999600,"heartbeat_age_ms":400,"shards":[0,2]},{"name":"b","this":false,"heartbeat_ms":1799999999600,"heartbeat_age_ms":400,"shards":[]}]}"#,
+    );
+    // Counters several nodes count say how fresh they are, after the rest.
+    let fresh = Totals { counters_as_of_ms: Some(T0_MS - 250), ..totals() };
+    let text = serde_json::to_string(&fresh).unwrap();
+    assert!(text.ends_with(r#""disk_bytes_max":null,"counters_as_of_ms":1799999999750}"#), "{text}");
+    assert_eq!(serde_json::from_str::<Totals>(&text).unwrap(), fresh);
+    // An overview carries the nodes when there are some; an older one reads
+    // as having none.
+    let overview = Overview {
+        now_ms: T0_MS,
+        read_only_ui: false,
+        queues: vec![],
+        totals: fresh,
+        server_wide: true,
+        history: vec![],
+        sample_every_s: 1,
+        nodes: two.nodes.clone(),
+    };
+    let text = serde_json::to_string(&overview).unwrap();
+    assert!(text.ends_with(r#""sample_every_s":1,"nodes":[{"name":"a","this":true,"heartbeat_ms":1799999999600,"heartbeat_age_ms":400,"shards":[0,2]},{"name":"b","this":false,"heartbeat_ms":1799999999600,"heartbeat_age_ms":400,"shards":[]}]}"#), "{text}");
+    assert_eq!(serde_json::from_str::<Overview>(&text).unwrap(), overview);
+    let old = text.replace(&text[text.find(r#","nodes""#).unwrap()..], "}");
+    assert_eq!(serde_json::from_str::<Overview>(&old).unwrap().nodes, None);
 }
 
 #[test]

@@ -25,6 +25,7 @@ from .models import (
     ClaimedTask,
     Enqueued,
     EnqueuedBatch,
+    Nodes,
     Payload,
     Queue,
     QueueSettings,
@@ -134,6 +135,10 @@ def healthz() -> Call[str]:
 
 def metrics() -> Call[str]:
     return Call("GET", "/metrics", lambda a: a.body.decode("utf-8"))
+
+
+def nodes() -> Call[Nodes]:
+    return Call("GET", "/v1/nodes", lambda a: Nodes.from_json(a.json()))
 
 
 def queues() -> Call[Queues]:

@@ -14,7 +14,7 @@ from ._calls import AckRef, Call
 from ._transport import DEFAULT_TIMEOUT_MS, Transport, follow
 from .errors import Unreachable
 from .models import AckResult, ClaimedTask, Enqueued, EnqueuedBatch, Queue, Queues, Schedule, SchedulePage, State, Task
-from .models import Claim, Payload, QueueSettings, TaskPage
+from .models import Claim, Nodes, Payload, QueueSettings, TaskPage
 from .options import NewTask, PushOptions, ScheduleOptions, TaskOptions
 
 if TYPE_CHECKING:
@@ -95,6 +95,12 @@ class Client:
     def metrics(self) -> str:
         """``GET /metrics``: the Prometheus text exposition."""
         return self._send(calls.metrics())
+
+    def nodes(self) -> Nodes:
+        """``GET /v1/nodes``: the nodes that share the store, each with its
+        shards and its latest heartbeat; ``nodes`` is ``None`` for a server
+        in one process. Needs ``read`` on every queue (``*``)."""
+        return self._send(calls.nodes())
 
     def queues(self) -> Queues:
         """``GET /v1/queues``: every queue's counts, and the server's totals."""

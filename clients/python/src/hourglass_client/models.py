@@ -38,6 +38,8 @@ __all__ = [
     "HttpTarget",
     "Lateness",
     "Misfire",
+    "Node",
+    "Nodes",
     "Overlap",
     "Payload",
     "PushTarget",
@@ -464,6 +466,11 @@ class Totals:
     memory_bytes_max: int | None
     disk_bytes: int
     disk_bytes_max: int | None
+    #: How fresh the counters are where several nodes count them (the Redis
+    #: backend): every node's counts up to this time (Unix ms, the store's
+    #: clock) are in them, and in each queue's. ``None`` where one process
+    #: counts everything: then they are exact.
+    counters_as_of_ms: int | None = None
 
     @classmethod
     def from_json(cls, data: JSONObject) -> Totals:
@@ -484,6 +491,7 @@ class Totals:
             memory_bytes_max=_opt_int(data, "memory_bytes_max"),
             disk_bytes=int(data["disk_bytes"]),
             disk_bytes_max=_opt_int(data, "disk_bytes_max"),
+            counters_as_of_ms=_opt_int(data, "counters_as_of_ms"),
         )
 
 
@@ -497,6 +505,48 @@ class Queues:
     @classmethod
     def from_json(cls, data: JSONObject) -> Queues:
         return cls(queues=[Queue.from_json(q) for q in data["queues"]], totals=Totals.from_json(data["totals"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node of those that share the store."""
+
+    name: str
+    #: Whether it is the node that answered.
+    this: bool
+    #: Its latest heartbeat, Unix ms, by the store's clock.
+    heartbeat_ms: int
+    #: How long ago that was, by the answering server's clock (0 if the
+    #: store's clock is ahead of it).
+    heartbeat_age_ms: int
+    #: The shards it holds, ascending.
+    shards: list[int]
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Node:
+        return cls(
+            name=str(data["name"]),
+            this=bool(data["this"]),
+            heartbeat_ms=int(data["heartbeat_ms"]),
+            heartbeat_age_ms=int(data["heartbeat_age_ms"]),
+            shards=[int(shard) for shard in data["shards"]],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Nodes:
+    """The answer to ``GET /v1/nodes``: the nodes that share the store, with
+    their shards and heartbeats. ``nodes`` is ``None`` for a server that runs
+    in one process (the embedded backend)."""
+
+    #: The server's clock, Unix ms: the heartbeats' ages are against it.
+    now_ms: int
+    nodes: list[Node] | None
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> Nodes:
+        nodes = data.get("nodes")
+        return cls(now_ms=int(data["now_ms"]), nodes=None if nodes is None else [Node.from_json(n) for n in nodes])
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,10 @@ pub(crate) enum Need {
     /// The permission on some queue; the handler checks it on the queue of
     /// each task its body names (acks).
     Body(Permission),
+    /// The permission on every queue, those to come included: figures that
+    /// tell of every queue and are not split by queue (the nodes, whose
+    /// shards hold them all).
+    Everywhere(Permission),
 }
 
 impl Need {
@@ -42,7 +46,12 @@ impl Need {
     pub(crate) fn permission(self) -> Option<Permission> {
         match self {
             Need::Nothing | Need::Token => None,
-            Need::Queue(p) | Need::Task(p) | Need::Schedule(p) | Need::Listing(p) | Need::Body(p) => Some(p),
+            Need::Queue(p)
+            | Need::Task(p)
+            | Need::Schedule(p)
+            | Need::Listing(p)
+            | Need::Body(p)
+            | Need::Everywhere(p) => Some(p),
         }
     }
 }
@@ -92,6 +101,7 @@ async fn check(state: &AppState, grant: &Grant, need: Need, parts: &mut Parts) -
     grant.require_somewhere(permission)?;
     match need {
         Need::Nothing | Need::Token | Need::Listing(_) | Need::Body(_) => Ok(()),
+        Need::Everywhere(_) => Err(ApiError::forbidden_everywhere(permission)),
         Need::Queue(_) => grant.require(permission, &param(parts, "queue").await?),
         Need::Task(_) => {
             // An id that does not parse is the handler's to answer.

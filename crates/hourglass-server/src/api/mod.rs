@@ -6,6 +6,7 @@
 //! their paths.
 
 pub(crate) mod deliveries;
+pub(crate) mod nodes;
 pub(crate) mod queues;
 pub(crate) mod schedules;
 pub(crate) mod tasks;

@@ -5,6 +5,7 @@ mod access;
 mod claim_acks;
 mod errors;
 mod listings;
+mod nodes;
 mod openapi;
 mod push;
 mod queues;
@@ -24,7 +25,7 @@ use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
 use hourglass_embedded::{Engine, Fsync, Options, RedbStore};
-use hourglass_queue::{Limits, ManualWallClock};
+use hourglass_queue::{Backend, Limits, ManualWallClock};
 use hourglass_server::{router, AppState};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -59,12 +60,22 @@ fn api_with(limits: Limits, token: Option<&str>) -> Api {
 }
 
 fn api_built(limits: Limits, token: Option<&str>, build: impl FnOnce(AppState) -> AppState) -> Api {
+    api_over(limits, token, |engine| engine, build)
+}
+
+/// As [`api_built`], over the backend `wrap` makes of the engine.
+fn api_over(
+    limits: Limits,
+    token: Option<&str>,
+    wrap: impl FnOnce(Arc<Engine>) -> Arc<dyn Backend>,
+    build: impl FnOnce(AppState) -> AppState,
+) -> Api {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualWallClock::at_ms(T0_MS));
     let store = RedbStore::open(dir.path()).unwrap();
     let payload_bytes_max = limits.payload_bytes_max;
     let engine = Engine::open(Box::new(store), Options { fsync: Fsync::Always, limits }, clock.clone()).unwrap();
-    let state = build(AppState::new(engine.clone(), token.map(Arc::from)));
+    let state = build(AppState::new(wrap(engine.clone()), token.map(Arc::from)));
     Api { _dir: dir, clock, engine, router: router(state, payload_bytes_max) }
 }
 

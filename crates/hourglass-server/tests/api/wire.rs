@@ -174,6 +174,7 @@ async fn transcript() -> String {
     t.send(Method::DELETE, "/v1/schedules/tick", None).await;
     t.send(Method::GET, "/v1/overview?fresh=true", None).await;
     t.send(Method::GET, "/v1/overview", None).await;
+    t.send(Method::GET, "/v1/nodes", None).await;
     // Errors.
     t.send(Method::POST, "/v1/queues/q/tasks", Some("{not json")).await;
     t.send(Method::POST, "/v1/queues/q/tasks", Some(r#"{"payload":1,"surprise":true}"#)).await;
