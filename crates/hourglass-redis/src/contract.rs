@@ -317,23 +317,18 @@ impl Stats for RedisBackend {
     }
 
     async fn history(&self) -> Option<Vec<Second>> {
-        match RedisBackend::history(self).await {
-            Ok(seconds) => Some(seconds),
-            Err(error) => {
-                tracing::debug!(%error, "cannot read the history");
-                Some(Vec::new())
-            }
-        }
+        // Unread, the server draws its own.
+        RedisBackend::history(self).await.inspect_err(|error| tracing::debug!(%error, "cannot read the history")).ok()
     }
 
     async fn nodes(&self) -> Option<Vec<NodeStats>> {
-        match RedisBackend::nodes(self).await {
-            Ok(nodes) => Some(nodes),
-            Err(error) => {
-                tracing::debug!(%error, "cannot read the nodes");
-                Some(Vec::new())
-            }
-        }
+        // Unread: none known (an outage is the heartbeat's to log).
+        Some(
+            RedisBackend::nodes(self)
+                .await
+                .inspect_err(|error| tracing::debug!(%error, "cannot read the nodes"))
+                .unwrap_or_default(),
+        )
     }
 }
 

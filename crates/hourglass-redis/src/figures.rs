@@ -2,189 +2,74 @@
 //! began, summed in Redis, so that every node shows the same.
 //!
 //! A node counts what it does (enqueues, deliveries and their lateness,
-//! acks, nacks, cancels, occurrences) in memory, and adds it to the store's
-//! sums with its next heartbeat, in the same script (`lua/node.lua`). So
-//! every node's counts up to its latest heartbeat are in the sums: a reading
-//! is as fresh as the oldest heartbeat of the live nodes
-//! ([`Totals::counters_as_of_ms`]), a renewal period old at most while they
-//! are well. The reading node adds what it counted since: its own work shows
-//! at once.
+//! acks, nacks, cancels, expired leases, occurrences) in memory
+//! (`counted.rs`), and adds all of it to the store's sums with its next
+//! heartbeat (`lua/node.lua`): one script for every [`FLUSH_QUEUES_MAX`](crate::counted::FLUSH_QUEUES_MAX)
+//! queues, the heartbeat itself in the last. So a node's heartbeat in the
+//! membership means that everything it counted before it is in the sums: a
+//! reading holds every node's counts up to the oldest heartbeat of the live
+//! nodes ([`Totals::counters_as_of_ms`]), a renewal period old while they are
+//! well, and the reading node's own up to now.
 //!
-//! - **Layout.** `{prefix}:figures` holds the totals' counters, by name;
-//!   `{prefix}:figures:q:QUEUE` a queue's (`e`nqueued, `d`elivered, `a`cked)
-//!   and its lateness (`s`um and `m`ax in µs, and `bN`, deliveries in
-//!   bucket `N` of [`histogram`](crate::histogram)). All under the service's
-//!   hash tag, so one script adds to them on a Cluster.
-//! - **Never counted twice.** Each flush carries a sequence number that the
-//!   script applies once (`{prefix}:figures:flushed:NODE`). A flush Redis did
-//!   not confirm is sent again as it was, and a reading adds it only if Redis
-//!   has not applied it.
-//! - **Bounded.** A heartbeat carries at most [`FLUSH_QUEUES_MAX`] queues; the
-//!   rest go with the next ones, and are read from memory meanwhile.
-//! - **What is lost.** A node that dies loses what it counted since its last
-//!   heartbeat. The counts of tasks held (scheduled, due, leased, dead) are
-//!   not counters: they are read from the shards each time.
+//! - **Layout.** `{prefix}:figures` holds the totals' counters by name and
+//!   the sums' `version`; `{prefix}:figures:q:QUEUE` a queue's (`counted.rs`).
+//!   All under the service's hash tag, with the membership, so one script
+//!   adds to them, and one transaction reads them, on a Cluster too.
+//! - **Never counted twice.** Each script carries a sequence number, applied
+//!   once (`{prefix}:figures:flushed:NODE`). Those Redis did not confirm are
+//!   sent again as they were, first, at the next heartbeat; a reading adds
+//!   them only if Redis has not applied them.
+//! - **Heartbeats never wait for readings.** A reading copies what it needs
+//!   under a short lock, reads Redis, and starts again if a heartbeat took
+//!   counts meanwhile.
+//! - **An idle cluster is read once.** Every applied script adds one to the
+//!   `version`, which starts at a random number (so a Redis that lost its data
+//!   does not repeat one), and each heartbeat brings it back: a reading uses
+//!   the sums it read last while the version is the same.
+//! - **What is lost.** A node killed loses what it counted since its last
+//!   heartbeat; a clean stop sends it first. The counts of tasks held
+//!   (scheduled, due, leased, dead) are not counters: the shards are read for
+//!   them each time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use hourglass_queue::limits::QUEUES_MAX;
-use hourglass_queue::{LatenessMs, QueueError, Totals};
+use hourglass_queue::{QueueError, Totals};
 
+use crate::counted::{counters, Counted, Tally};
 use crate::error::{storage, unexpected};
-use crate::histogram::Histogram;
-use crate::history;
 use crate::RedisBackend;
 
-/// Queues whose counts one heartbeat carries, at most.
-pub(crate) const FLUSH_QUEUES_MAX: usize = 64;
 /// How long Redis remembers a node's last flush, to apply it once: far
 /// longer than a flush is sent again (a renewal period at a time).
 const FLUSHED_KEPT_MS: u64 = 24 * 60 * 60 * 1_000;
+/// Times a reading starts again when heartbeats keep taking counts under
+/// it; then it adds what it copied (a heartbeat every renewal period makes
+/// a second try rare).
+const READ_TRIES: usize = 3;
 
-/// One queue's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Tally {
-    pub(crate) enqueued: u64,
-    pub(crate) delivered: u64,
-    pub(crate) acked: u64,
-    pub(crate) lateness: Histogram,
-}
-
-impl Tally {
-    fn add(&mut self, other: &Tally) {
-        self.enqueued += other.enqueued;
-        self.delivered += other.delivered;
-        self.acked += other.acked;
-        self.lateness.add(&other.lateness);
-    }
-
-    /// Its fields in Redis, with what to add to each (`m` is a maximum).
-    fn fields(&self) -> Vec<(String, u64)> {
-        let mut fields: Vec<(String, u64)> = [("e", self.enqueued), ("d", self.delivered), ("a", self.acked)]
-            .into_iter()
-            .chain(
-                (!self.lateness.is_empty())
-                    .then_some([("s", self.lateness.sum_us), ("m", self.lateness.max_us)])
-                    .into_iter()
-                    .flatten(),
-            )
-            .filter(|&(_, by)| by > 0)
-            .map(|(field, by)| (field.to_owned(), by))
-            .collect();
-        fields.extend(self.lateness.counts.iter().map(|(at, &count)| (format!("b{at}"), count)));
-        fields
-    }
-
-    /// From its fields as Redis holds them; those it does not know are
-    /// left out.
-    fn from_fields(fields: HashMap<String, u64>) -> Tally {
-        let mut tally = Tally::default();
-        for (field, value) in fields {
-            match field.as_str() {
-                "e" => tally.enqueued = value,
-                "d" => tally.delivered = value,
-                "a" => tally.acked = value,
-                "s" => tally.lateness.sum_us = value,
-                "m" => tally.lateness.max_us = value,
-                bucket => {
-                    if let Some(at) = bucket.strip_prefix('b').and_then(|at| at.parse().ok()) {
-                        tally.lateness.counts.insert(at, value);
-                    }
-                }
-            }
-        }
-        tally
-    }
-
-    /// The lateness percentiles and buckets.
-    pub(crate) fn lateness(&self) -> LatenessMs {
-        self.lateness.read()
-    }
-}
-
-/// The counters of [`Totals`] the nodes sum, by their fields in Redis.
-fn counters(totals: &mut Totals) -> [(&'static str, &mut u64); 10] {
-    [
-        ("enqueued", &mut totals.enqueued),
-        ("delivered", &mut totals.delivered),
-        ("acked", &mut totals.acked),
-        ("nacked", &mut totals.nacked),
-        ("lease_expired", &mut totals.lease_expired),
-        ("died", &mut totals.died),
-        ("expired", &mut totals.expired),
-        ("cancelled", &mut totals.cancelled),
-        ("occurrences_enqueued", &mut totals.occurrences_enqueued),
-        ("occurrences_skipped", &mut totals.occurrences_skipped),
-    ]
-}
-
-fn add_totals(sum: &mut Totals, mut other: Totals) {
-    for ((_, sum), (_, other)) in counters(sum).into_iter().zip(counters(&mut other)) {
-        *sum += *other;
-    }
-}
-
-/// What a node counted: the totals' counters, and each queue's.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Counted {
-    pub(crate) totals: Totals,
-    pub(crate) queues: HashMap<Arc<str>, Tally>,
-}
-
-impl Counted {
-    fn add(&mut self, other: &Counted) {
-        add_totals(&mut self.totals, other.totals);
-        for (queue, tally) in &other.queues {
-            self.queues.entry(queue.clone()).or_default().add(tally);
-        }
-    }
-
-    /// The keys and arguments of the heartbeat script past its own, for a
-    /// flush at `at_ms`: for the totals, each queue, then the second's
-    /// history (`history.rs`), how long the key lives (0: for ever), a
-    /// count of fields, and the fields with what to add to each.
-    fn script_input(&self, backend: &RedisBackend, at_ms: u64) -> (Vec<String>, Vec<String>) {
-        let mut keys = Vec::new();
-        let mut args = Vec::new();
-        let mut push = |key: String, kept_ms: u64, fields: Vec<(String, u64)>| {
-            keys.push(key);
-            args.push(kept_ms.to_string());
-            args.push(fields.len().to_string());
-            for (field, by) in fields {
-                args.push(field);
-                args.push(by.to_string());
-            }
-        };
-        let mut totals = self.totals;
-        let fields =
-            counters(&mut totals).into_iter().filter(|(_, by)| **by > 0).map(|(f, by)| (f.to_owned(), *by)).collect();
-        push(backend.keys.global("figures"), 0, fields);
-        for (queue, tally) in &self.queues {
-            push(backend.keys.global(&format!("figures:q:{queue}")), 0, tally.fields());
-        }
-        push(history::minute_key(backend, at_ms), history::MINUTE_KEPT_MS, history::fields(at_ms, self));
-        (keys, args)
-    }
-}
-
-/// A flush Redis has not confirmed: sent again, as it is, until it is.
+/// This node's counts and what its heartbeats saw, under one lock.
 #[derive(Default)]
-pub(crate) struct Unconfirmed {
-    /// The last sequence number this node gave a flush.
+struct State {
+    /// Counted since the last heartbeat took the counts.
+    counted: Counted,
+    /// Taken and sent, not yet confirmed, oldest first, with their sequence
+    /// numbers.
+    unconfirmed: VecDeque<(u64, Counted)>,
+    /// The last sequence number given.
     seq: u64,
-    counted: Option<Counted>,
+    /// What the latest heartbeat saw.
+    seen: Seen,
 }
 
-/// What this node's latest heartbeat saw.
+/// What a heartbeat saw.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Seen {
-    /// The sums' version: how many flushes Redis has applied.
+struct Seen {
+    /// The sums' version.
     version: u64,
-    /// The oldest heartbeat of the other live nodes, or this one's if alone:
-    /// every node's counts up to it are in the sums of that version.
+    /// Every node's counts up to this are in the sums of that version.
     as_of_ms: u64,
 }
 
@@ -197,15 +82,10 @@ struct Cache {
 /// This node's counts not yet in the store's sums, and the sums as last read.
 #[derive(Default)]
 pub(crate) struct Figures {
-    counted: Mutex<Counted>,
-    seen: Mutex<Seen>,
-    /// Read again once a heartbeat sees another version: an idle cluster's
-    /// figures are read from Redis once.
+    state: Mutex<State>,
+    /// One heartbeat at a time: the membership's, and [`RedisBackend::beat`].
+    beating: tokio::sync::Mutex<()>,
     cache: Mutex<Option<Cache>>,
-    /// Held while a heartbeat carries a flush, and while a reading adds
-    /// this node's counts to the sums: so a reading never sees a flush
-    /// half-way.
-    unconfirmed: tokio::sync::Mutex<Unconfirmed>,
 }
 
 /// The sums as read, with this node's counts added.
@@ -216,74 +96,87 @@ pub(crate) struct Read {
 
 impl Figures {
     /// Changes this node's counts of `queue`; those of at most
-    /// [`QUEUES_MAX`] queues are kept between heartbeats.
+    /// [`QUEUES_MAX`](hourglass_queue::limits::QUEUES_MAX) queues are kept
+    /// between heartbeats.
     pub(crate) fn count(&self, queue: &str, change: impl FnOnce(&mut Tally)) {
-        let queues = &mut self.counted.lock().queues;
+        let queues = &mut self.state.lock().counted.queues;
         if let Some(tally) = queues.get_mut(queue) {
             change(tally);
-        } else if queues.len() < QUEUES_MAX {
+        } else if queues.len() < hourglass_queue::limits::QUEUES_MAX {
             change(queues.entry(queue.into()).or_default());
         }
     }
 
     /// Changes this node's counts of the totals.
     pub(crate) fn total(&self, change: impl FnOnce(&mut Totals)) {
-        change(&mut self.counted.lock().totals);
+        change(&mut self.state.lock().counted.totals);
     }
 
-    /// Whether this node counted anything not yet in the sums.
-    pub(crate) fn counting(&self) -> bool {
-        let counted = self.counted.lock();
-        !counted.queues.is_empty() || counted.totals != Totals::default()
-    }
-
-    /// Takes the counts of up to [`FLUSH_QUEUES_MAX`] queues, and the
-    /// totals', out of those not yet flushed.
-    fn take(&self) -> Option<Counted> {
-        if !self.counting() {
-            return None;
-        }
-        let mut counted = self.counted.lock();
-        let queues: Vec<Arc<str>> = counted.queues.keys().take(FLUSH_QUEUES_MAX).cloned().collect();
-        let queues = queues.into_iter().filter_map(|q| counted.queues.remove_entry(&q)).collect();
-        Some(Counted { totals: std::mem::take(&mut counted.totals), queues })
+    /// Whether this node holds counts that are not known to be in the sums.
+    pub(crate) fn pending(&self) -> bool {
+        let state = self.state.lock();
+        !state.counted.is_empty() || !state.unconfirmed.is_empty()
     }
 }
 
+/// Every node's counts up to this time are in sums read with `nodes` (the
+/// live nodes and their heartbeats), as far as `me` knows at `now_ms`: the
+/// oldest heartbeat of the others, or now if it is alone.
+fn as_of_ms(nodes: &[(String, u64)], me: &str, now_ms: u64) -> u64 {
+    nodes.iter().filter(|(node, _)| node != me).map(|&(_, at)| at).min().unwrap_or(now_ms).min(now_ms)
+}
+
 impl RedisBackend {
-    /// Heartbeats, with what this node counted since its last confirmed
-    /// flush; returns the live nodes. `now_ms` is the heartbeat, on Redis's
-    /// clock.
+    /// Heartbeats at `now_ms` (Redis's clock), first adding everything this
+    /// node counted to the sums; returns the live nodes.
     pub(crate) async fn heartbeat(&self, now_ms: u64) -> Result<Vec<String>, QueueError> {
-        let mut unconfirmed = self.figures.unconfirmed.lock().await;
-        if unconfirmed.counted.is_none() {
-            unconfirmed.counted = self.figures.take();
-            if unconfirmed.counted.is_some() {
-                unconfirmed.seq += 1;
+        let _one = self.figures.beating.lock().await;
+        let parts: Vec<(u64, Counted)> = {
+            let mut state = self.figures.state.lock();
+            for part in state.counted.take_parts() {
+                state.seq += 1;
+                let seq = state.seq;
+                state.unconfirmed.push_back((seq, part));
+            }
+            state.unconfirmed.iter().cloned().collect()
+        };
+        let start = rand::random::<u32>();
+        let calls = parts.len().max(1);
+        for at in 0..calls {
+            let beat = at + 1 == calls;
+            let part = parts.get(at);
+            let mut invocation = crate::scripts::SCRIPTS.node.key(self.keys.global("nodes"));
+            invocation.key(self.flushed_key()).arg(&self.node).arg(now_ms).arg(self.options.shard_lease_ms);
+            invocation.arg(part.map_or(0, |&(seq, _)| seq)).arg(FLUSHED_KEPT_MS).arg(start).arg(u8::from(beat));
+            let (keys, args) = match part {
+                Some((_, counted)) => counted.script_input(self, now_ms),
+                // The totals' key alone: the script reads their version.
+                None => (vec![self.keys.global("figures")], Vec::new()),
+            };
+            for key in keys {
+                invocation.key(key);
+            }
+            for arg in args {
+                invocation.arg(arg);
+            }
+            let (version, nodes): (Option<u64>, Vec<(String, u64)>) =
+                invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
+            let mut state = self.figures.state.lock();
+            // What a reading goes by changes at once: the version with the
+            // part it now holds.
+            state.seen.version = version.unwrap_or(0);
+            if beat {
+                state.seen.as_of_ms = as_of_ms(&nodes, &self.node, now_ms);
+            }
+            if let Some(&(seq, _)) = part {
+                state.unconfirmed.retain(|&(sent, _)| sent != seq);
+            }
+            drop(state);
+            if beat {
+                return Ok(nodes.into_iter().map(|(node, _)| node).collect());
             }
         }
-        let (keys, args) = match &unconfirmed.counted {
-            Some(counted) => counted.script_input(self, now_ms),
-            // The totals' key alone: the script reads their version.
-            None => (vec![self.keys.global("figures")], Vec::new()),
-        };
-        let seq = if unconfirmed.counted.is_some() { unconfirmed.seq } else { 0 };
-        let mut invocation = crate::scripts::SCRIPTS.node.key(self.keys.global("nodes"));
-        invocation.key(self.flushed_key()).arg(&self.node).arg(now_ms).arg(self.options.shard_lease_ms).arg(seq);
-        invocation.arg(FLUSHED_KEPT_MS);
-        for key in keys {
-            invocation.key(key);
-        }
-        for arg in args {
-            invocation.arg(arg);
-        }
-        let (version, nodes): (Option<u64>, Vec<(String, u64)>) =
-            invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
-        unconfirmed.counted = None;
-        let others_ms = nodes.iter().filter(|(node, _)| *node != self.node).map(|&(_, at)| at).min();
-        *self.figures.seen.lock() =
-            Seen { version: version.unwrap_or(0), as_of_ms: others_ms.unwrap_or(now_ms).min(now_ms) };
-        Ok(nodes.into_iter().map(|(node, _)| node).collect())
+        unreachable!("the last call beats")
     }
 
     fn flushed_key(&self) -> String {
@@ -291,44 +184,53 @@ impl RedisBackend {
     }
 
     /// The store's sums of the totals and of `queues`, with what this node
-    /// counted since its last heartbeat, and how fresh they are.
+    /// counted that they do not hold, and how fresh they are.
     pub(crate) async fn figures(&self, queues: &[Arc<str>]) -> Result<Read, QueueError> {
-        let unconfirmed = self.figures.unconfirmed.lock().await;
-        let seen = *self.figures.seen.lock();
-        // The sums as last read, if no flush was applied since (by the
-        // version this node's latest heartbeat saw) and none of its own is
-        // unconfirmed.
-        let cached = self
-            .figures
-            .cache
-            .lock()
-            .as_ref()
-            .filter(|cache| {
-                cache.version == seen.version
-                    && unconfirmed.counted.is_none()
-                    && queues.iter().all(|queue| cache.sums.queues.contains_key(queue))
-            })
-            .map(|cache| Counted {
-                totals: cache.sums.totals,
-                queues: queues.iter().map(|q| (q.clone(), cache.sums.queues[q].clone())).collect(),
-            });
-        let (mut sum, as_of_ms) = match cached {
-            Some(sums) => (sums, seen.as_of_ms),
-            None => self.read_sums(queues, &unconfirmed).await?,
+        let mut tries = 0;
+        let (mut sum, as_of_ms) = loop {
+            tries += 1;
+            let (seq, unconfirmed, seen) = {
+                let state = self.figures.state.lock();
+                (state.seq, state.unconfirmed.clone(), state.seen)
+            };
+            let cached = (unconfirmed.is_empty()).then(|| self.cached(seen.version, queues)).flatten();
+            let (mut sum, as_of_ms) = match cached {
+                Some(sums) => (sums, seen.as_of_ms),
+                None => self.read_sums(queues, &unconfirmed).await?,
+            };
+            let state = self.figures.state.lock();
+            // No heartbeat took counts meanwhile: those left are not in the sums.
+            if state.seq == seq || tries == READ_TRIES {
+                sum.add(&state.counted);
+                break (sum, as_of_ms);
+            }
         };
-        sum.add(&self.figures.counted.lock());
-        drop(unconfirmed);
         let totals = Totals { counters_as_of_ms: Some(as_of_ms), ..sum.totals };
         let queues = queues.iter().map(|queue| sum.queues.remove(queue).unwrap_or_default()).collect();
         Ok(Read { totals, queues })
     }
 
-    /// The sums in Redis of the totals and of `queues`, with a flush of this
-    /// node's that Redis has not applied; and how fresh they are. Kept as
-    /// the cache when no flush of this node's is unconfirmed.
-    async fn read_sums(&self, queues: &[Arc<str>], unconfirmed: &Unconfirmed) -> Result<(Counted, u64), QueueError> {
+    /// The sums of `queues` as last read, if read at `version`.
+    fn cached(&self, version: u64, queues: &[Arc<str>]) -> Option<Counted> {
+        let cache = self.figures.cache.lock();
+        let cache = cache.as_ref().filter(|cache| cache.version == version)?;
+        let queues: Option<HashMap<Arc<str>, Tally>> =
+            queues.iter().map(|q| cache.sums.queues.get(q).map(|tally| (q.clone(), tally.clone()))).collect();
+        Some(Counted { totals: cache.sums.totals, queues: queues? })
+    }
+
+    /// The sums in Redis of the totals and of `queues`, read in one
+    /// transaction, with the parts of `unconfirmed` that Redis has not
+    /// applied; and how fresh they are. Kept as the cache when nothing is
+    /// unconfirmed.
+    async fn read_sums(
+        &self,
+        queues: &[Arc<str>],
+        unconfirmed: &VecDeque<(u64, Counted)>,
+    ) -> Result<(Counted, u64), QueueError> {
         let mut pipe = redis::pipe();
-        pipe.hgetall(self.keys.global("figures"))
+        pipe.atomic()
+            .hgetall(self.keys.global("figures"))
             .zrange_withscores(self.keys.global("nodes"), 0, -1)
             .get(self.flushed_key());
         for queue in queues {
@@ -348,54 +250,19 @@ impl RedisBackend {
         for (queue, fields) in queues.iter().zip(sums) {
             sum.queues.insert(queue.clone(), Tally::from_fields(fields));
         }
-        let now_ms = self.redis_ms();
-        let as_of_ms =
-            nodes.iter().filter(|(node, _)| *node != self.node).map(|&(_, at)| at).min().unwrap_or(now_ms).min(now_ms);
-        match unconfirmed.counted.as_ref() {
-            // This node's counts that are not in the sums.
-            Some(sent) if flushed.unwrap_or(0) < unconfirmed.seq => sum.add(sent),
-            Some(_) => {}
-            None => {
-                let version = totals.get("version").copied().unwrap_or(0);
-                *self.figures.cache.lock() = Some(Cache { version, sums: sum.clone() });
+        if unconfirmed.is_empty() {
+            let version = totals.get("version").copied().unwrap_or(0);
+            *self.figures.cache.lock() = Some(Cache { version, sums: sum.clone() });
+        }
+        for (seq, part) in unconfirmed {
+            if *seq > flushed.unwrap_or(0) {
+                sum.add(part);
             }
         }
-        Ok((sum, as_of_ms))
+        Ok((sum, as_of_ms(&nodes, &self.node, self.redis_ms())))
     }
 }
 
 fn parse<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, QueueError> {
     redis::from_redis_value(value).map_err(|error| unexpected(format!("figures: {error}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_tally_goes_to_redis_and_back() {
-        let mut tally = Tally { enqueued: 3, delivered: 2, acked: 0, ..Tally::default() };
-        tally.lateness.record(1_500);
-        tally.lateness.record(40);
-        let fields: HashMap<String, u64> = tally.fields().into_iter().collect();
-        assert!(!fields.contains_key("a"), "no field is written for nothing");
-        assert_eq!(Tally::from_fields(fields), tally);
-    }
-
-    #[test]
-    fn counted_adds_up_and_is_taken_a_share_at_a_time() {
-        let figures = Figures::default();
-        for at in 0..FLUSH_QUEUES_MAX + 3 {
-            figures.count(&format!("q{at}"), |t| t.enqueued += 1);
-        }
-        figures.total(|t| t.enqueued += 2);
-        let first = figures.take().expect("something counted");
-        assert_eq!((first.queues.len(), first.totals.enqueued), (FLUSH_QUEUES_MAX, 2));
-        let second = figures.take().expect("the rest");
-        assert_eq!((second.queues.len(), second.totals.enqueued), (3, 0));
-        assert!(figures.take().is_none());
-        let mut sum = first.clone();
-        sum.add(&second);
-        assert_eq!(sum.queues.values().map(|t| t.enqueued).sum::<u64>(), FLUSH_QUEUES_MAX as u64 + 3);
-    }
 }

@@ -117,11 +117,7 @@ impl Histogram {
             }
             self.max_us
         };
-        let mut total = 0;
-        let buckets = self.dashboard_counts().map(|count| {
-            total += count;
-            total
-        });
+        let buckets = cumulative(self.dashboard_counts());
         LatenessMs {
             samples,
             p50: ms(quantile(0.5)),
@@ -147,6 +143,15 @@ impl Histogram {
         }
         counts
     }
+}
+
+/// Counts made cumulative, as the dashboard's and Prometheus's buckets are.
+pub(crate) fn cumulative<const N: usize>(counts: [u64; N]) -> [u64; N] {
+    let mut total = 0;
+    counts.map(|count| {
+        total += count;
+        total
+    })
 }
 
 /// The value a bucket stands for: its midpoint.

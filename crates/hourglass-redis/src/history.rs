@@ -15,8 +15,9 @@ use std::collections::HashMap;
 
 use hourglass_queue::{QueueError, Second, HISTORY_SECONDS, LATENESS_BUCKETS_US};
 
+use crate::counted::Counted;
 use crate::error::storage;
-use crate::figures::Counted;
+use crate::histogram::cumulative;
 use crate::RedisBackend;
 
 const SECOND_MS: u64 = 1_000;
@@ -84,13 +85,8 @@ impl RedisBackend {
                 }
             }
         }
-        // Cumulative, as the dashboard's buckets are counted.
         for second in &mut seconds {
-            let mut total = 0;
-            second.lateness = second.lateness.map(|count| {
-                total += count;
-                total
-            });
+            second.lateness = cumulative(second.lateness);
         }
         Ok(seconds)
     }
@@ -99,7 +95,7 @@ impl RedisBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::figures::Tally;
+    use crate::counted::Tally;
 
     #[test]
     fn a_flush_adds_its_counts_to_its_second() {

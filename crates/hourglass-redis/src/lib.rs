@@ -41,6 +41,7 @@ mod alarms;
 mod claims;
 mod conn;
 mod contract;
+mod counted;
 mod counts;
 mod error;
 mod figures;

@@ -21,12 +21,10 @@ use parking_lot::Mutex;
 use redis::AsyncCommands;
 use tokio::sync::Notify;
 
-use hourglass_queue::limits::QUEUES_MAX;
 use hourglass_queue::{NodeStats, QueueError};
 
 use crate::conn::{client, redact, subscribe_urls};
 use crate::error::{storage, unexpected};
-use crate::figures::FLUSH_QUEUES_MAX;
 use crate::health::is_unreachable;
 use crate::options::{FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
 use crate::record;
@@ -323,8 +321,8 @@ impl RedisBackend {
     pub(super) async fn leave(&self) {
         // What this node counted goes into the figures first: a clean stop
         // loses none of it.
-        for _ in 0..=QUEUES_MAX / FLUSH_QUEUES_MAX {
-            if self.heartbeat(self.redis_ms()).await.is_err() || !self.figures.counting() {
+        for _ in 0..2 {
+            if self.heartbeat(self.redis_ms()).await.is_err() || !self.figures.pending() {
                 break;
             }
         }

@@ -163,6 +163,8 @@ async fn figures_agree(url: &str, what: &str, commandstats: impl Fn() -> String)
     nodes[0].enqueue(QUEUES[0], NewTask::new("{}", RunAt::Delay(3_600_000))).await.unwrap();
     nodes[0].shutdown().await;
     nodes[0].close();
+    // Seen by the next heartbeat of another node, which brings the new version.
+    nodes[1].beat().await.unwrap();
     let after = by_name(nodes[1].queues().await);
     assert_eq!(after[0].enqueued, enqueued + 1, "{what}: the stopped node's last enqueue is counted");
     for n in &nodes[1..] {

@@ -53,10 +53,10 @@ impl Dashboard {
 
     /// The chart: the backend's seconds if it keeps them (every node of
     /// several draws the same), else this server's.
-    async fn chart(&self, backend: &dyn Backend) -> Vec<w::Point> {
+    async fn chart(&self, backend: &dyn Backend, fresh_for: Duration) -> Vec<w::Point> {
         let kept = self
             .kept
-            .get(FRESH_FOR, || async {
+            .get(fresh_for, || async {
                 backend.history().await.map(|seconds| Arc::new(seconds.iter().map(history::point).collect()))
             })
             .await;
@@ -86,7 +86,7 @@ pub(crate) async fn overview(
     let (queues, totals) = app.dashboard.read(&*app.backend, fresh_for).await;
     let nodes = if grant.reads_everything() { app.dashboard.nodes(&*app.backend, fresh_for).await } else { None };
     // The chart adds up every queue: for those who read them all.
-    let chart = if grant.reads_everything() { app.dashboard.chart(&*app.backend).await } else { Vec::new() };
+    let chart = if grant.reads_everything() { app.dashboard.chart(&*app.backend, fresh_for).await } else { Vec::new() };
     let now_ms = SystemWallClock.now_ms();
     let history = app.dashboard.history.lock();
     Ok(Json(w::Overview {

@@ -1,18 +1,21 @@
--- A node's heartbeat, with what it counted since its last (figures.rs).
--- KEYS: nodes, the node's last flush applied, then the hashes it adds to
--- (the totals' figures, always given, each queue's, the second's history).
--- ARGV: node now_ms lease_ms seq kept_ms, then for each hash: how long it
--- lives (ms, 0: for ever), a count n, then n pairs of a field and what to
--- add to it ('m' is a maximum, not a sum). A flush whose seq was applied
--- already (or 0) adds nothing.
--- A flush applied adds one to the totals' `version`.
--- Returns the totals' version, and the live nodes with their heartbeats.
+-- A node's heartbeat, and what it counted since its last (figures.rs).
+-- KEYS: nodes, the node's last flush applied, then the hashes it adds to:
+-- the totals' figures (always given), each queue's, the second's history.
+-- ARGV: node now_ms lease_ms seq kept_ms start beat, then for each hash:
+-- how long it lives (ms, 0: for ever), a count n, then n pairs of a field
+-- and what to add to it ('m' is a maximum, not a sum).
+-- A flush whose seq was applied already (or 0) adds nothing; one applied adds
+-- one to the totals' `version` (which begins at `start`). The heartbeat is
+-- given only if `beat` is 1: the last of a heartbeat's scripts.
+-- Returns the totals' version, and the live nodes with their heartbeats
+-- (none if it did not beat).
 local nodes, flushed = KEYS[1], KEYS[2]
 local node, now, lease, seq = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if seq > tonumber(redis.call('GET', flushed) or '0') then
   redis.call('SET', flushed, seq, 'PX', ARGV[5])
+  if redis.call('HEXISTS', KEYS[3], 'version') == 0 then redis.call('HSET', KEYS[3], 'version', ARGV[6]) end
   redis.call('HINCRBY', KEYS[3], 'version', 1)
-  local at = 6
+  local at = 8
   for k = 3, #KEYS do
     local kept, n = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
     at = at + 2
@@ -30,6 +33,8 @@ if seq > tonumber(redis.call('GET', flushed) or '0') then
     if kept > 0 and n > 0 then redis.call('PEXPIRE', KEYS[k], kept) end
   end
 end
+local version = redis.call('HGET', KEYS[3], 'version')
+if ARGV[7] ~= '1' then return { version, {} } end
 redis.call('ZADD', nodes, now, node)
 redis.call('ZREMRANGEBYSCORE', nodes, '-inf', '(' .. (now - lease))
-return { redis.call('HGET', KEYS[3], 'version'), redis.call('ZRANGE', nodes, 0, -1, 'WITHSCORES') }
+return { version, redis.call('ZRANGE', nodes, 0, -1, 'WITHSCORES') }
