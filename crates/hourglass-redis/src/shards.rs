@@ -417,8 +417,13 @@ impl RedisBackend {
         let now_ms = reply.u64().map_err(Some)?;
         self.saw_time(now_ms);
         let (due, lease_expired) = (reply.u64().map_err(Some)?, reply.u64().map_err(Some)?);
-        if lease_expired > 0 {
-            self.figures.total(|t| t.lease_expired += lease_expired);
+        let (died, past_expiry) = (reply.u64().map_err(Some)?, reply.u64().map_err(Some)?);
+        if lease_expired + died > 0 {
+            self.figures.total(|t| {
+                t.lease_expired += lease_expired;
+                t.died += died;
+                t.expired += past_expiry;
+            });
         }
         let moved = due + lease_expired;
         let counter = if by_sweep { &self.by_sweep } else { &self.by_timer };

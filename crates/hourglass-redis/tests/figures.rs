@@ -189,3 +189,34 @@ async fn three_nodes_show_the_same_figures_on_a_cluster() {
     };
     figures_agree(&cluster.url(), "cluster", sum).await;
 }
+
+/// Deaths the shards' fire finds are counted: a task out of attempts when
+/// its lease runs out, and one whose expiry passed while a nack's delay held
+/// it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deaths_the_fire_finds_are_counted() {
+    let Some(server) = Server::start() else { return };
+    let node = crate::sole_node(&server.url()).await;
+    let once = NewTask { max_attempts: Some(1), ..NewTask::new("{}", RunAt::Delay(0)) };
+    node.enqueue("deaths", once).await.unwrap();
+    assert_eq!(node.claim("deaths", 1, 100, 2_000).await.unwrap().len(), 1, "claimed, never acked");
+    let expiring = NewTask { expires: Some(RunAt::Delay(300)), ..NewTask::new("{}", RunAt::Delay(0)) };
+    node.enqueue("deaths", expiring).await.unwrap();
+    let claimed = node.claim("deaths", 1, 60_000, 2_000).await.unwrap();
+    node.nack(claimed[0].id, claimed[0].lease, Nack { delay_ms: Some(600), ..Nack::default() }).await.unwrap();
+
+    let started = std::time::Instant::now();
+    let totals = loop {
+        node.beat().await.unwrap();
+        let totals = node.totals().await;
+        if totals.died == 2 {
+            break totals;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "both dead by now: {totals:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!((totals.lease_expired, totals.expired, totals.nacked), (1, 1, 1), "{totals:?}");
+    let queue = node.queue("deaths").await.unwrap();
+    assert_eq!(queue.dead, 2, "{queue:?}");
+    node.close();
+}

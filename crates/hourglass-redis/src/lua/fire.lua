@@ -11,7 +11,8 @@
 -- a push taker, the taker (1-based; 0 for none), its lease_ms and the most
 -- its queue's flow control allows now (-1: no limit). Each taker may take
 -- bytes_max bytes of payloads.
--- Returns {'fenced'} or {'ok', now, due, expired, n, then the shard's first
+-- Returns {'fenced'} or {'ok', now, due, expired, died, past_expiry, n, then
+-- the shard's first
 -- heads_max heads as name and time (n values): the owner fires from those
 -- next, without reading them, unless a hint says an earlier one came; then
 -- per hand-over: taker, queue (1-based, as named), count, and count tasks as
@@ -26,7 +27,9 @@ if redis.call('GET', owner) ~= holder then return { 'fenced' } end
 local now = now_ms()
 local upto = '(' .. hex(now + 1, MS_DIGITS)
 local before = head_min(h)
-local due, expired = 0, 0
+-- Tasks filed due, leases given back, tasks made dead (out of attempts or
+-- past their expiry), and of those, past their expiry.
+local due, expired, died, past_expiry = 0, 0, 0, 0
 local budgets = {}
 for i = 1, takers do budgets[i] = { n = tonumber(ARGV[9 + i]), bytes = bytes_max, got = 0 } end
 local handed = {}
@@ -44,6 +47,7 @@ for i = first, #ARGV, PER_QUEUE do
       rec.s = 'd'
       rec.X = 1
       save(t, seq, rec)
+      died, past_expiry = died + 1, past_expiry + 1
     end
     if file(Q, h, q, seq, rec, now) then ready = true end
     due = due + 1
@@ -56,6 +60,10 @@ for i = first, #ARGV, PER_QUEUE do
     fail(rec, now, nil)
     rec.E = 'lease expired'
     save(t, seq, rec)
+    if rec.s == 'd' then
+      died = died + 1
+      if rec.X then past_expiry = past_expiry + 1 end
+    end
     if file(Q, h, q, seq, rec, now) then ready = true end
     expired = expired + 1
   end
@@ -88,7 +96,7 @@ for i = first, #ARGV, PER_QUEUE do
 end
 hint_head(channel, shard, h, before)
 local heads = redis.call('ZRANGE', h, 0, heads_max - 1, 'WITHSCORES')
-local out = { 'ok', now, due, expired, #heads }
+local out = { 'ok', now, due, expired, died, past_expiry, #heads }
 for _, v in ipairs(heads) do table.insert(out, v) end
 for _, v in ipairs(handed) do table.insert(out, v) end
 return out
