@@ -173,12 +173,12 @@ impl RedisBackend {
         let now_us = self.redis_us();
         for task in claimed {
             let lateness_us = (now_us - task.run_at_ms as i64 * 1_000).max(0) as u64;
-            self.figures.count(&task.queue, |c| {
+            self.figures.count(&task.queue, |c, t| {
                 c.delivered += 1;
                 c.lateness.record(lateness_us);
+                t.delivered += 1;
             });
         }
-        self.figures.total(|t| t.delivered += claimed.len() as u64);
     }
 
     /// Claims up to `max` due tasks of `queues` without waiting, from the

@@ -51,8 +51,12 @@ impl Tasks for RedisBackend {
         }
         done.sort_by_key(|(at, _)| *at);
         let created = done.iter().filter(|(_, e)| e.created).count() as u64;
-        self.figures.total(|t| t.enqueued += created);
-        self.figures.count(queue, |c| c.enqueued += created);
+        if created > 0 {
+            self.figures.count(queue, |c, t| {
+                c.enqueued += created;
+                t.enqueued += created;
+            });
+        }
         let name: Arc<str> = queue.into();
         for (_, enqueued) in &done {
             self.remember(enqueued.id, &name);
@@ -117,8 +121,10 @@ impl Tasks for RedisBackend {
         let TaskState::Leased { lease, until_ms } = info.task.state else {
             return Err(unexpected("a task taken but not leased"));
         };
-        self.figures.total(|t| t.delivered += 1);
-        self.figures.count(&info.task.queue, |c| c.delivered += 1);
+        self.figures.count(&info.task.queue, |c, t| {
+            c.delivered += 1;
+            t.delivered += 1;
+        });
         Ok(Claimed {
             id,
             queue: info.task.queue,
@@ -135,8 +141,10 @@ impl Tasks for RedisBackend {
         self.closed.check()?;
         let done = self.task(id, "ack", &[record::token(lease)]).await?;
         self.settled(&done.record.task.queue, &[id]).await;
-        self.figures.total(|t| t.acked += 1);
-        self.figures.count(&done.record.task.queue, |c| c.acked += 1);
+        self.figures.count(&done.record.task.queue, |c, t| {
+            c.acked += 1;
+            t.acked += 1;
+        });
         self.queue_of.lock().remove(&id);
         Ok(())
     }

@@ -95,16 +95,21 @@ pub(crate) struct Read {
 }
 
 impl Figures {
-    /// Changes this node's counts of `queue`; those of at most
+    /// Changes this node's counts of `queue` and of the totals, under one
+    /// lock: what a request counts of a queue it counts in the totals too.
+    /// The tallies of at most
     /// [`QUEUES_MAX`](hourglass_queue::limits::QUEUES_MAX) queues are kept
-    /// between heartbeats.
-    pub(crate) fn count(&self, queue: &str, change: impl FnOnce(&mut Tally)) {
-        let queues = &mut self.state.lock().counted.queues;
-        if let Some(tally) = queues.get_mut(queue) {
-            change(tally);
-        } else if queues.len() < hourglass_queue::limits::QUEUES_MAX {
-            change(queues.entry(queue.into()).or_default());
-        }
+    /// between heartbeats; past them the totals alone are.
+    pub(crate) fn count(&self, queue: &str, change: impl FnOnce(&mut Tally, &mut Totals)) {
+        let counted = &mut self.state.lock().counted;
+        let room = counted.queues.len() < hourglass_queue::limits::QUEUES_MAX;
+        let mut untallied = Tally::default();
+        let tally = match counted.queues.get_mut(queue) {
+            Some(tally) => tally,
+            None if room => counted.queues.entry(queue.into()).or_default(),
+            None => &mut untallied,
+        };
+        change(tally, &mut counted.totals);
     }
 
     /// Changes this node's counts of the totals.

@@ -150,13 +150,13 @@ impl RedisBackend {
         if skipped > 0 {
             tracing::info!(schedule = name, skipped, enqueued = created, "occurrences missed");
         }
-        self.figures.total(|totals| {
+        self.figures.count(queue, |c, totals| {
+            c.enqueued += created;
             totals.enqueued += created;
             totals.occurrences_enqueued += created;
             totals.occurrences_skipped += skipped;
         });
         if created > 0 {
-            self.figures.count(queue, |c| c.enqueued += created);
             let queue: std::sync::Arc<str> = queue.into();
             for &(id, _) in enqueued {
                 self.remember(id, &queue);

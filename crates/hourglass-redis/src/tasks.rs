@@ -230,8 +230,10 @@ impl RedisBackend {
                 answers[*at] = Some(match code.as_str() {
                     "ok" => {
                         settled.entry(queue.clone()).or_default().push(id);
-                        self.figures.total(|t| t.acked += 1);
-                        self.figures.count(queue, |c| c.acked += 1);
+                        self.figures.count(queue, |c, t| {
+                            c.acked += 1;
+                            t.acked += 1;
+                        });
                         self.queue_of.lock().remove(&id);
                         Ok(())
                     }
