@@ -46,18 +46,27 @@ pub(crate) struct EngineSettler {
 impl Settler<Settlement> for EngineSettler {
     fn settle(&mut self, settlements: Vec<Settlement>, result: Result<(), &StoreError>) {
         let durable = result.is_ok();
-        let mut timers = false;
-        {
+        let next_ms = {
             let mut state = self.shared.state.lock();
             let now_ms = self.clock.now_ms();
+            let mut timers = false;
             for settlement in settlements {
                 timers |= state.settle(settlement, durable, now_ms);
             }
             state.debug_check();
-        }
+            // A task due now was filed ready by the settlement itself; only a
+            // timer earlier than the thread sleeps until needs it awake. The
+            // bound is never later than any deadline just filed, so no
+            // wake-up is missed (a loose one costs a turn that finds nothing).
+            if timers {
+                state.next_deadline_ms(false)
+            } else {
+                None
+            }
+        };
         self.shared.settled.notify_waiters();
-        if timers {
-            self.shared.timers.wake();
+        if let Some(next_ms) = next_ms {
+            self.shared.wake_timers_for(next_ms);
         }
     }
 }
