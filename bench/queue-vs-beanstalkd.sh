@@ -5,6 +5,7 @@
 #
 #   bench/queue-vs-beanstalkd.sh            # every comparison below
 #   bench/queue-vs-beanstalkd.sh protocol   # both through the beanstalk protocol, 3 rounds
+#   bench/queue-vs-beanstalkd.sh consumers  # the consumer's cycle: protocol and HTTP, 3 rounds
 #   bench/queue-vs-beanstalkd.sh churn      # disk after churning 1 M delayed jobs ten times
 #                                           # (JOBS=N, KEEP=N: one job in N kept; PEER=0: no beanstalkd)
 set -euo pipefail
@@ -63,6 +64,28 @@ if [ "${1:-}" = "churn" ]; then
   start_beanstalkd 50
   echo "beanstalkd (binlog directory $work/bs)"
   bench --target beanstalkd --workload churn --tasks "$JOBS" --rounds 10 --keep-every "$KEEP" --disk "$work/bs"
+  exit 0
+fi
+
+if [ "${1:-}" = "consumers" ]; then
+  # The consumer's cycle: reserve+delete through the protocol beside claim and
+  # ack over HTTP (one task a claim, its ack awaited or carried by the next
+  # claim; 64 a claim, acks in one request or on the next claim), relaxed
+  # and with fsync before every reply; 40000 jobs put first, 4 consumers.
+  for round in 1 2 3; do
+    for mode in relaxed durable; do
+      if [ "$mode" = relaxed ]; then flags=(--fsync-every-ms 50); bs=50; else flags=(); bs=0; fi
+      start_hourglass "${flags[@]}"; printf "round %s %s hourglass front reserve+delete: " "$round" "$mode"
+      front --workload drain --consumers 4 --tasks 40000
+      start_beanstalkd "$bs"; printf "round %s %s beanstalkd reserve+delete: " "$round" "$mode"
+      bench --target beanstalkd --workload drain --consumers 4 --tasks 40000
+      for cycle in "1 wait" "1 claim" "64 batch" "64 claim"; do
+        set -- $cycle
+        start_hourglass "${flags[@]}"; printf "round %s %s hourglass HTTP claim %s, acks %s: " "$round" "$mode" "$1" "$2"
+        bench --target hourglass --workload drain --consumers 4 --tasks 40000 --batch 1000 --claim-max "$1" --acks "$2"
+      done
+    done
+  done
   exit 0
 fi
 

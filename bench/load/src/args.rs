@@ -72,6 +72,10 @@ pub struct LoadArgs {
     /// request for each claim's tasks (`POST /v1/acks`).
     #[arg(long, value_enum, default_value = "one")]
     pub acks: Acks,
+    /// Tasks a raw hourglass consumer claims at once (`drain`, `lateness`,
+    /// `burst`): 1 is the cycle of beanstalkd's reserve.
+    #[arg(long, default_value_t = crate::consumer::CLAIM_MAX)]
+    pub claim_max: usize,
     /// More nodes of the same service (`hourglass serve --store ...`), by
     /// base URL: producers and consumers are spread over --server and these,
     /// one after the other.
@@ -98,8 +102,8 @@ impl LoadArgs {
         if !(1..=CLIENTS_MAX).contains(&self.producers) || !(1..=CLIENTS_MAX).contains(&self.consumers) {
             bail!("--producers and --consumers must be within 1 ..= {CLIENTS_MAX}");
         }
-        if self.acks == Acks::Claim && self.workload != Workload::WorkerDrain {
-            bail!("--acks claim is for worker-drain: a raw consumer's claims carry no acks");
+        if !(1..=crate::consumer::CLAIM_MAX_MAX).contains(&self.claim_max) {
+            bail!("--claim-max must be within 1 ..= {}", crate::consumer::CLAIM_MAX_MAX);
         }
         if self.payload_bytes > PAYLOAD_BYTES_MAX {
             bail!("--payload-bytes must be at most {PAYLOAD_BYTES_MAX}");
@@ -142,12 +146,16 @@ pub enum Target {
 /// How hourglass consumers ack.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Acks {
-    /// One request a task.
+    /// One request a task, alongside the next claims.
     One,
+    /// One request a task, each answered before the consumer claims again:
+    /// the cycle of beanstalkd's reserve and delete.
+    Wait,
     /// One request for each claim's tasks (`worker-drain`: the worker's
     /// acks apart from its claims, in `POST /v1/acks`).
     Batch,
-    /// `worker-drain` only: the worker's acks ride on its next claim.
+    /// The acks ride on the consumer's next claim (`worker-drain`: the
+    /// worker's): one request a cycle.
     Claim,
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use hourglass_client::wire::{Ack, Acks, ClaimRequest, ClaimedTask, Lease};
+use hourglass_client::wire::{Ack, AckResult, Acks, ClaimRequest, ClaimedTask, Lease};
 use hourglass_client::Client;
 use tokio::sync::Semaphore;
 
@@ -17,18 +17,29 @@ use crate::report::now_us;
 /// waiting for tasks at once, as a real one would after handing them to
 /// workers.
 const ACKS_IN_FLIGHT_MAX: usize = 256;
-/// Tasks a consumer claims at once.
+/// Tasks a consumer claims at once, unless `--claim-max` says otherwise.
 pub const CLAIM_MAX: usize = 64;
-/// Each claim: up to [`CLAIM_MAX`] tasks, waiting up to a second, leased for 30 s.
-const CLAIM: ClaimRequest =
-    ClaimRequest { max: Some(CLAIM_MAX), wait_ms: Some(1_000), lease_ms: Some(30_000), acks: None };
+/// The most `--claim-max` may be: the server's limit on a claim.
+pub const CLAIM_MAX_MAX: usize = 1_000;
+/// Each claim waits up to a second and leases for 30 s.
+const CLAIM_WAIT_MS: u64 = 1_000;
+const CLAIM_LEASE_MS: u64 = 30_000;
 /// How long a reserve waits, in seconds.
 const RESERVE_TIMEOUT_S: u64 = 1;
 
 /// One consumer connection.
 pub enum Receiver {
     /// hourglass, through the typed client.
-    Hourglass { client: Client, queue: String, acks: Arc<Semaphore>, batch: bool },
+    Hourglass {
+        client: Client,
+        queue: String,
+        /// Ack requests in flight.
+        acks: Arc<Semaphore>,
+        mode: args::Acks,
+        claim_max: usize,
+        /// `--acks claim`: the last claim's acks, sent with the next.
+        carried: Vec<Ack>,
+    },
     /// beanstalkd's protocol, watching the tube alone.
     Beanstalkd(Beanstalk),
 }
@@ -41,7 +52,9 @@ impl Receiver {
                 client: args.client(at),
                 queue: tube.to_owned(),
                 acks: Arc::new(Semaphore::new(ACKS_IN_FLIGHT_MAX)),
-                batch: args.acks == args::Acks::Batch,
+                mode: args.acks,
+                claim_max: args.claim_max,
+                carried: Vec::new(),
             },
             Target::Beanstalkd => Receiver::Beanstalkd(Beanstalk::watching(&args.beanstalkd, tube).await?),
         })
@@ -50,13 +63,33 @@ impl Receiver {
     /// Waits up to a second for due tasks, acks them, returns their due times (µs).
     pub async fn receive(&mut self) -> anyhow::Result<Vec<u64>> {
         match self {
-            Receiver::Hourglass { client, queue, acks, batch } => {
-                let tasks = client.claim(queue, &CLAIM).await?.tasks;
+            Receiver::Hourglass { client, queue, acks, mode, claim_max, carried } => {
+                let claim = ClaimRequest {
+                    max: Some(*claim_max),
+                    wait_ms: Some(CLAIM_WAIT_MS),
+                    lease_ms: Some(CLAIM_LEASE_MS),
+                    acks: (!carried.is_empty()).then(|| std::mem::take(carried)),
+                };
+                let claimed = client.claim(queue, &claim).await?;
+                if let Some(refused) = claimed.acks.iter().flatten().find(|ack| matches!(ack, AckResult::Failed { .. }))
+                {
+                    eprintln!("hourglass-load: an ack carried by a claim failed: {refused:?}");
+                }
+                let tasks = claimed.tasks;
                 let at = now_us();
                 let dues = tasks.iter().map(|task| task.payload.as_deref().and_then(due_us).unwrap_or(at)).collect();
                 // Lateness is taken at receipt (the caller reads the clock as
-                // soon as this returns); the acks run alongside.
-                ack(client, tasks, acks, *batch).await?;
+                // soon as this returns); the acks run alongside, are awaited
+                // (`wait`), or ride on the next claim.
+                match mode {
+                    args::Acks::Claim => carried.extend(tasks.iter().map(|task| Ack::new(task.id, task.lease))),
+                    args::Acks::Wait => {
+                        for task in &tasks {
+                            client.ack(task.id, task.lease).await?;
+                        }
+                    }
+                    args::Acks::One | args::Acks::Batch => ack(client, tasks, acks, *mode == args::Acks::Batch).await?,
+                }
                 Ok(dues)
             }
             Receiver::Beanstalkd(conn) => match conn.reserve(RESERVE_TIMEOUT_S).await? {

@@ -26,7 +26,7 @@ pub async fn worker_drain(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
     let acks_on_claims = match args.acks {
         Acks::Claim => true,
         Acks::Batch => false,
-        Acks::One => bail!("worker-drain acks in batches: --acks claim or --acks batch"),
+        Acks::One | Acks::Wait => bail!("worker-drain acks in batches: --acks claim or --acks batch"),
     };
     let total = args.tasks;
     fill(args, tube).await?;
