@@ -19,8 +19,8 @@ pub(crate) struct Shared {
     /// look again.
     pub(crate) settled: Notify,
     /// The timer thread's handle (deadlines in Unix µs, its clock's unit):
-    /// woken for a deadline earlier than it sleeps until, or to look again
-    /// after a settlement.
+    /// woken for a deadline earlier than it sleeps until, whether a request
+    /// or a settlement filed it.
     pub(crate) timers: TimerHandle,
 }
 

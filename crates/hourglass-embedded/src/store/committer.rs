@@ -53,7 +53,8 @@ const COMPACT_CHECK_COMMITS: u32 = 64;
 /// nothing queued. A consumer that waits for each ack leaves the writer idle
 /// after nearly every commit, and an ask for each was a `stat` a task (1.3 %
 /// of the server's time in a drain); an ask skipped so is owed, and made
-/// this long after the last one if no commit makes it first.
+/// this long after the last one if no commit makes it first (one owed as
+/// the writer stops is left to the next run's first idle commit).
 const COMPACT_IDLE_ASK: Duration = Duration::from_millis(10);
 
 /// When acknowledged writes reach stable storage.
@@ -287,7 +288,10 @@ impl<S, T: Settler<S>> Writer<S, T> {
             let sync_wait = sync_every.filter(|_| unsynced).map(|every| every.saturating_sub(last_sync.elapsed()));
             let compacting = self.store.compacting();
             let compact_wait = compacting.then_some(COMPACT_IDLE_ASK);
-            let owed_wait = ask_owed.then(|| COMPACT_IDLE_ASK.saturating_sub(last_ask.elapsed()));
+            // Made below only with no batch held back; while one is, its own
+            // commit makes the ask (a wait of zero meanwhile would spin).
+            let owed_wait =
+                (ask_owed && batch.is_empty()).then(|| COMPACT_IDLE_ASK.saturating_sub(last_ask.elapsed()));
             let wait = [deferred_wait, sync_wait, compact_wait, owed_wait].into_iter().flatten().min();
             let first = match wait {
                 Some(wait) => match requests.recv_timeout(wait) {

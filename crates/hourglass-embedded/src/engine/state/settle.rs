@@ -9,8 +9,9 @@ use hourglass_queue::TaskState;
 
 impl State {
     /// Settles one change: made visible and counted if `durable`, undone if
-    /// not. Returns whether the timer thread must look again (a task or a
-    /// schedule was filed where it may be due).
+    /// not. Returns whether a timer or a schedule may have been filed earlier
+    /// than the timer thread sleeps until (the settler then compares the next
+    /// deadline with it).
     pub(crate) fn settle(&mut self, settlement: Settlement, durable: bool, now_ms: u64) -> bool {
         match settlement {
             Settlement::Publish(ids) => {
@@ -117,7 +118,7 @@ impl State {
     }
 
     /// A removed task, settled: gone and counted once durable, filed again as
-    /// it was if not. Whether the timer thread must look again.
+    /// it was if not. Whether a timer may have been filed (see `settle`).
     fn settle_removal(&mut self, id: u64, why: Why, durable: bool, now_ms: u64) -> bool {
         if !durable {
             self.reveal(id, now_ms);
