@@ -290,8 +290,7 @@ impl<S, T: Settler<S>> Writer<S, T> {
             let compact_wait = compacting.then_some(COMPACT_IDLE_ASK);
             // Made below only with no batch held back; while one is, its own
             // commit makes the ask (a wait of zero meanwhile would spin).
-            let owed_wait =
-                (ask_owed && batch.is_empty()).then(|| COMPACT_IDLE_ASK.saturating_sub(last_ask.elapsed()));
+            let owed_wait = (ask_owed && batch.is_empty()).then(|| COMPACT_IDLE_ASK.saturating_sub(last_ask.elapsed()));
             let wait = [deferred_wait, sync_wait, compact_wait, owed_wait].into_iter().flatten().min();
             let first = match wait {
                 Some(wait) => match requests.recv_timeout(wait) {
