@@ -102,8 +102,9 @@ impl LoadArgs {
         if !(1..=CLIENTS_MAX).contains(&self.producers) || !(1..=CLIENTS_MAX).contains(&self.consumers) {
             bail!("--producers and --consumers must be within 1 ..= {CLIENTS_MAX}");
         }
-        if !(1..=crate::consumer::CLAIM_MAX_MAX).contains(&self.claim_max) {
-            bail!("--claim-max must be within 1 ..= {}", crate::consumer::CLAIM_MAX_MAX);
+        // The server's own limit on a claim.
+        if !(1..=hourglass_queue::limits::CLAIM_MAX).contains(&self.claim_max) {
+            bail!("--claim-max must be within 1 ..= {}", hourglass_queue::limits::CLAIM_MAX);
         }
         if self.payload_bytes > PAYLOAD_BYTES_MAX {
             bail!("--payload-bytes must be at most {PAYLOAD_BYTES_MAX}");

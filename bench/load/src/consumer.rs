@@ -19,8 +19,6 @@ use crate::report::now_us;
 const ACKS_IN_FLIGHT_MAX: usize = 256;
 /// Tasks a consumer claims at once, unless `--claim-max` says otherwise.
 pub const CLAIM_MAX: usize = 64;
-/// The most `--claim-max` may be: the server's limit on a claim.
-pub const CLAIM_MAX_MAX: usize = 1_000;
 /// Each claim waits up to a second and leases for 30 s.
 const CLAIM_WAIT_MS: u64 = 1_000;
 const CLAIM_LEASE_MS: u64 = 30_000;
