@@ -18,12 +18,29 @@ use hourglass_queue::{SystemWallClock, WallClock};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+/// What a shard's timer rings for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ring {
+    /// The shard's next deadline: its fire has work.
+    Deadline,
+    /// A sweep, with no deadline before it: its fire most likely has none.
+    Sweep,
+}
+
+/// A shard's timer in the wheel.
+struct Armed {
+    key: Key,
+    at_ms: u64,
+    ring: Ring,
+    wake: Arc<Notify>,
+}
+
 /// The wheel of shard deadlines (local Unix ms).
 #[derive(Default)]
 struct State {
     wheel: Wheel<u16>,
-    /// Each shard's timer in the wheel, its time, and what to wake.
-    armed: HashMap<u16, (Key, u64, Arc<Notify>)>,
+    /// Each shard's timer.
+    armed: HashMap<u16, Armed>,
 }
 
 impl State {
@@ -32,8 +49,8 @@ impl State {
         let mut woken = Vec::new();
         self.wheel.advance(now_ms);
         while let Some(expired) = self.wheel.pop_expired() {
-            if let Some((_, _, wake)) = self.armed.remove(&expired.value) {
-                woken.push(wake);
+            if let Some(armed) = self.armed.remove(&expired.value) {
+                woken.push(armed.wake);
             }
         }
         woken
@@ -41,8 +58,16 @@ impl State {
 
     /// Forgets `shard`'s timer.
     fn unset(&mut self, shard: u16) {
-        if let Some((key, _, _)) = self.armed.remove(&shard) {
-            self.wheel.remove(key);
+        if let Some(armed) = self.armed.remove(&shard) {
+            self.wheel.remove(armed.key);
+        }
+    }
+
+    /// Sets `shard`'s timer, in place of any it had.
+    fn set(&mut self, shard: u16, at_ms: u64, ring: Ring, wake: Arc<Notify>) {
+        self.unset(shard);
+        if let Ok(key) = self.wheel.insert(at_ms, shard) {
+            self.armed.insert(shard, Armed { key, at_ms, ring, wake });
         }
     }
 }
@@ -86,22 +111,18 @@ impl Alarms {
         Ok(Alarms { state, handle, _thread: thread })
     }
 
-    /// Sets `shard`'s timer to `at_ms` (local Unix ms), in place of any it
-    /// had; `wake` is notified then.
-    pub(crate) fn set(&self, shard: u16, at_ms: u64, wake: Arc<Notify>) {
-        {
-            let mut state = self.state.lock();
-            state.unset(shard);
-            let Ok(key) = state.wheel.insert(at_ms, shard) else { return };
-            state.armed.insert(shard, (key, at_ms, wake));
-        }
+    /// Sets `shard`'s timer to `at_ms` (local Unix ms), for `ring`, in place
+    /// of any it had; `wake` is notified then.
+    pub(crate) fn set(&self, shard: u16, at_ms: u64, ring: Ring, wake: Arc<Notify>) {
+        self.state.lock().set(shard, at_ms, ring, wake);
         self.handle.wake_if_earlier(at_ms.saturating_mul(1_000));
     }
 
-    /// How many shards' timers ring after `at_ms` (local Unix ms): the
-    /// shards held and not counted here are firing now, or ring by then.
-    pub(crate) fn later_than(&self, at_ms: u64) -> usize {
-        self.state.lock().armed.values().filter(|(_, ring_ms, _)| *ring_ms > at_ms).count()
+    /// How many shards' timers ring for a deadline by `at_ms` (local Unix
+    /// ms), not yet rung. Sweeps are not counted: they rarely fire anything.
+    pub(crate) fn deadlines_by(&self, at_ms: u64) -> usize {
+        let state = self.state.lock();
+        state.armed.values().filter(|armed| armed.ring == Ring::Deadline && armed.at_ms <= at_ms).count()
     }
 
     /// Forgets `shard`'s timer.
@@ -128,9 +149,7 @@ mod tests {
         let mut state = State::default();
         let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         for (shard, at_ms, wake) in [(1, 1_000, &a), (2, 2_000, &b), (1, 1_500, &a)] {
-            state.unset(shard);
-            let key = state.wheel.insert(at_ms, shard).unwrap();
-            state.armed.insert(shard, (key, at_ms, wake.clone()));
+            state.set(shard, at_ms, Ring::Deadline, wake.clone());
         }
         assert!(state.ring(1_200).is_empty(), "moved, not doubled");
         assert_eq!(state.ring(1_500).len(), 1);
@@ -146,16 +165,18 @@ mod tests {
 
         let clock = ManualWallClock::at_ms(1_000);
         let alarms = Alarms::start_on(clock.clone()).unwrap();
-        let (early, late) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-        alarms.set(2, 5_000, late.clone());
+        let (early, late, sweep) = (Arc::new(Notify::new()), Arc::new(Notify::new()), Arc::new(Notify::new()));
+        alarms.set(2, 5_000, Ring::Deadline, late.clone());
+        alarms.set(3, 1_200, Ring::Sweep, sweep.clone());
         // Earlier than the thread sleeps until: it is woken to sleep less.
-        alarms.set(1, 1_500, early.clone());
-        assert_eq!((alarms.later_than(1_000), alarms.later_than(1_500), alarms.later_than(5_000)), (2, 1, 0));
+        alarms.set(1, 1_500, Ring::Deadline, early.clone());
+        let by = |at_ms| alarms.deadlines_by(at_ms);
+        assert_eq!((by(1_000), by(1_500), by(5_000)), (0, 1, 2), "the sweep is not counted");
         let within = Duration::from_secs(10);
         clock.advance_ms(500);
         tokio::time::timeout(within, early.notified()).await.expect("shard 1 woken at 1 500 ms");
         assert!(late.notified().now_or_never().is_none(), "shard 2 not before 5 000 ms");
-        assert_eq!(alarms.later_than(0), 1, "shard 1 rang: it fires, and is counted as firing");
+        assert_eq!(alarms.deadlines_by(5_000), 1, "shard 1 rang: its fire counts itself");
         clock.advance_ms(3_500);
         tokio::time::timeout(within, late.notified()).await.expect("shard 2 woken at 5 000 ms");
         alarms.close();

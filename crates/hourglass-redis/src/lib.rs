@@ -68,7 +68,7 @@ mod tasks;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -154,6 +154,8 @@ pub struct RedisBackend {
     /// This node's waiting claims, which its fires hand tasks to.
     takers: takers::Takers,
     handed: AtomicU64,
+    /// This node's fires under way (`handover.rs`).
+    firing: AtomicUsize,
     given_back: AtomicU64,
     /// Itself, for the work a method leaves running when it returns (giving
     /// back tasks handed over to a claim that ended).
@@ -211,6 +213,7 @@ impl RedisBackend {
             by_sweep: AtomicU64::new(0),
             takers: takers::Takers::default(),
             handed: AtomicU64::new(0),
+            firing: AtomicUsize::new(0),
             given_back: AtomicU64::new(0),
             me: me.clone(),
             closed: Closed::default(),

@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 
 use hourglass_queue::{NodeStats, QueueError};
 
+use crate::alarms::Ring;
 use crate::conn::{client, redact, subscribe_urls};
 use crate::error::{storage, unexpected};
 use crate::health::is_unreachable;
@@ -69,11 +70,6 @@ impl Owned {
         let mut held: Vec<(u16, String)> = self.0.lock().iter().map(|(&s, h)| (s, h.holder.clone())).collect();
         held.sort();
         held
-    }
-
-    /// How many shards this node holds.
-    pub(crate) fn count(&self) -> usize {
-        self.0.lock().len()
     }
 
     pub(crate) fn abort_all(&self) {
@@ -387,6 +383,7 @@ impl RedisBackend {
         queues.sort_unstable();
         queues.dedup();
         // The claims waiting on this node that the fire may hand tasks to.
+        let _firing = self.firing();
         let plan = self.plan(&queues).await;
         let mut invocation = SCRIPTS.fire.key(self.keys.shard(shard, "owner"));
         for name in ["t", "h", "p", "lseq", "paused"] {
@@ -484,7 +481,8 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
         by_sweep = next.is_none_or(|next| next > sweep);
         let local_until = node.local_ms(until);
         let woken = wake.notify.notified();
-        node.alarms.set(shard, local_until, wake.notify.clone());
+        let ring = if by_sweep { Ring::Sweep } else { Ring::Deadline };
+        node.alarms.set(shard, local_until, ring, wake.notify.clone());
         drop(node);
         woken.await;
     }
