@@ -129,17 +129,20 @@ async fn a_handler_slower_than_its_lease_keeps_its_task() {
     let handled = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&handled);
     let (done, finished) = watch::channel(0u32);
-    // Four leases long: it is extended every third of one.
+    // Three leases long: it is extended every third of one. The lease is
+    // long enough that an extension a second late on a loaded machine is
+    // still in time (at 300 ms, one 200 ms late lost it, and the claim
+    // loop took the task again).
     let worker = Worker::new(worker_client(&server), ["slow"], move |task: ClaimedTask| {
         let (seen, done) = (Arc::clone(&seen), done.clone());
         async move {
             seen.lock().unwrap().push((task.id, task.attempt));
-            tokio::time::sleep(Duration::from_millis(1_200)).await;
+            tokio::time::sleep(Duration::from_millis(4_500)).await;
             done.send_modify(|n| *n += 1);
             Ok::<_, String>(())
         }
     })
-    .options(WorkerOptions { lease_ms: 300, ..options() });
+    .options(WorkerOptions { lease_ms: 1_500, ..options() });
     let running = Running::start(worker);
     let mut finished = finished;
     tokio::time::timeout(PATIENCE, finished.wait_for(|n| *n == 1)).await.expect("the handler ends").unwrap();
@@ -176,9 +179,20 @@ async fn tasks_begun_in(server: &Hourglass, queue: &str, count: u64, compute: Du
 async fn quick_handlers_run_on_the_claim_loop_and_slow_starts_hand_the_rest_on() {
     let (_data, server) = started(&[]);
     // Handlers that end at once all run on the claim loop's task: no task
-    // of their own, and their slots are free for the next claim.
-    let quick = tasks_begun_in(&server, "quick", 8, Duration::ZERO).await;
-    assert!(quick.iter().all(|id| *id == quick[0]), "one task for the batch: {quick:?}");
+    // of their own, and their slots are free for the next claim. A thread
+    // preempted past the loop's budget (500 us) while it runs them hands the
+    // rest on, as it should: on a loaded machine a run may; one in three
+    // must not.
+    let mut runs = Vec::new();
+    let one_task = loop {
+        let quick = tasks_begun_in(&server, &format!("quick-{}", runs.len()), 8, Duration::ZERO).await;
+        let one_task = quick.iter().all(|id| *id == quick[0]);
+        runs.push(quick);
+        if one_task || runs.len() == 3 {
+            break one_task;
+        }
+    };
+    assert!(one_task, "one task for the batch in one of three runs: {runs:?}");
     // A handler that computes past the claim loop's budget before it awaits
     // hands the rest of its batch to tasks of their own, side by side.
     let slow = tasks_begun_in(&server, "computing", 8, Duration::from_millis(2)).await;

@@ -449,7 +449,13 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
     // a hint of an earlier one, or for a sweep.
     let mut heads: Option<Heads> = None;
     loop {
-        if wake.hinted.swap(false, Ordering::SeqCst) || by_sweep {
+        // Woken by a hint of an earlier head, not by the sweep's alarm: what
+        // it fires is the hint's doing (the sweep is the net for lost ones).
+        if wake.hinted.swap(false, Ordering::SeqCst) {
+            by_sweep = false;
+            heads = None;
+        }
+        if by_sweep {
             heads = None;
         }
         let Some(node) = backend.upgrade() else { return };

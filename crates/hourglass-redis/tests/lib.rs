@@ -51,7 +51,9 @@ async fn conformance_redis() {
         "tasks and leases the shards' timers moved: {} at their deadline, {} by the sweep",
         fired.by_timer, fired.by_sweep
     );
-    assert!(fired.by_timer > 0 && fired.by_sweep * 10 <= fired.by_timer, "{fired:?}");
+    // One move by the sweep is allowed: a hint that reaches a shard just
+    // after its sweep's alarm rang leaves the sweep to move its task.
+    assert!(fired.by_timer > 0 && fired.by_sweep <= 1 + fired.by_timer / 10, "{fired:?}");
     backend.close();
 }
 
