@@ -152,7 +152,9 @@ def test_an_exception_nacks_with_its_text(server: Server, client: Client) -> Non
 
 
 def test_a_handler_slower_than_the_lease_keeps_its_task(server: Server, client: Client) -> None:
-    lease_ms, work_s = 2_000, 5.0
+    # Leases long enough that an extension late by a second or two on a loaded
+    # machine is still in time (at 2 s, one a second late lost the lease).
+    lease_ms, work_s = 6_000, 15.0
     task_id = client.enqueue("slow", "work").id
     calls: list[float] = []
     worker = Worker(server.url, "slow", lease_ms=lease_ms, wait_ms=1_000)
@@ -160,7 +162,7 @@ def test_a_handler_slower_than_the_lease_keeps_its_task(server: Server, client: 
     @worker.handler
     def slow(task: ClaimedTask) -> None:
         calls.append(time.monotonic())
-        time.sleep(work_s)  # the work: longer than three leases
+        time.sleep(work_s)  # the work: two and a half leases
 
     with running(worker) as run:
         wait_for(lambda: calls, 10, "the handler started")

@@ -9,6 +9,7 @@ use hourglass_push::{AllowList, Delivery, HttpTarget, Outcome, OutcomeKind, Push
 use hourglass_queue::ManualWallClock;
 
 use hourglass_test_support::receiver::{closer, Receiver};
+use hourglass_test_support::within_async;
 
 /// A whole second, so that an HTTP date (seconds) names it exactly.
 pub const NOW_MS: u64 = 1_800_000_000_000;
@@ -96,12 +97,15 @@ async fn a_503_with_retry_after_as_a_date_is_due_again_then() {
 #[tokio::test]
 async fn a_receiver_that_hangs_past_the_timeout_is_a_failed_attempt() {
     let receiver = Receiver::start().await;
-    let target = PushTarget { timeout_ms: 200, ..post(&receiver.url("/hang")) };
+    // Long enough for a loaded machine's receiver to have read the request
+    // by the time the attempt gives up on its answer.
+    let target = PushTarget { timeout_ms: 2_000, ..post(&receiver.url("/hang")) };
     assert_eq!(
         outcome_of(&receiver, target).await,
-        Outcome::Failed { error: "timeout after 200 ms".into(), not_before_ms: None }
+        Outcome::Failed { error: "timeout after 2000 ms".into(), not_before_ms: None }
     );
-    assert_eq!(receiver.requests(), 1);
+    within_async(Duration::from_secs(30), "the receiver got the request", async || receiver.requests() == 1).await;
+    assert_eq!(receiver.requests(), 1, "one attempt, not retried");
 }
 
 #[tokio::test]

@@ -15,8 +15,9 @@ use rand::{Rng, SeedableRng};
 const JOBS: usize = 100_000;
 const PRODUCERS: usize = 4;
 const MAX_DELAY_MS: u64 = 2_000;
-/// Far beyond any lateness a healthy run shows; only a hang trips it.
-const GENEROUS_LATENESS: Duration = Duration::from_secs(2);
+/// Far beyond any lateness a healthy run shows, even with the two cores
+/// shared by other builds and tests; only a hang trips it.
+const GENEROUS_LATENESS: Duration = Duration::from_secs(20);
 
 struct Record {
     runs: Vec<AtomicU8>,

@@ -330,7 +330,9 @@ async fn pause(b: &dyn Backend, queue: &str) {
     let id = b.enqueue(queue, due("{}")).await.unwrap().id;
     assert!(b.claim(queue, 1, LEASE_MS, 200).await.unwrap().is_empty(), "a paused queue hands out nothing");
     assert_eq!(b.queue(queue).await.unwrap().due, 1);
-    let until = now_ms() + 300;
+    // Far enough ahead that the pause is still to come when the backend
+    // reads its clock, on a loaded machine.
+    let until = now_ms() + 1_000;
     let stats = b.pause_queue(queue, Pause::Until(until)).await.unwrap();
     assert_eq!(stats.paused_until_ms, Some(until));
     // Waits out the timed pause.

@@ -181,15 +181,29 @@ fn writes_while_a_compaction_thread_copies_are_all_in_its_copy() {
     let Pair { dir, model_dir: _model_dir, store, model, mut next } =
         Pair::mostly_free(|path| RedbStore::open(path).unwrap());
     assert_eq!(store.compact_if_due().unwrap(), None, "it begins");
+    // Writes for a while (as fast as this thread goes, which may outrun the
+    // copy's fsyncs on a loaded machine), then none: the compaction must
+    // finish once the writes stop, and is never given up meanwhile.
+    const WRITES_MAX: usize = 2_000;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut writes = 0;
     let done = loop {
-        let batch = batch(&mut rng, &mut next);
-        store.apply(&batch, false).unwrap();
-        model.apply(&batch, false).unwrap();
-        writes += 1;
+        if writes < WRITES_MAX {
+            let batch = batch(&mut rng, &mut next);
+            store.apply(&batch, false).unwrap();
+            model.apply(&batch, false).unwrap();
+            writes += 1;
+        } else {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the compaction did not finish within 60 s of the last write"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         if let Some(done) = store.compact_if_due().unwrap() {
             break done;
         }
+        assert!(store.compacting(), "given up after {writes} batches: the writes outran the copy");
     };
     println!("a compaction finished after {writes} batches written meanwhile: {done:?}");
     assert!(done.finish_keys <= FINISH_DIRTY_MAX, "{done:?}");
