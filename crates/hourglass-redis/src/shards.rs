@@ -451,13 +451,12 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
     loop {
         // Woken by a hint of an earlier head, not by the sweep's alarm: what
         // it fires is the hint's doing (the sweep is the net for lost ones).
-        if wake.hinted.swap(false, Ordering::SeqCst) {
-            by_sweep = false;
+        // Either reads the heads again.
+        let hinted = wake.hinted.swap(false, Ordering::SeqCst);
+        if hinted || by_sweep {
             heads = None;
         }
-        if by_sweep {
-            heads = None;
-        }
+        by_sweep &= !hinted;
         let Some(node) = backend.upgrade() else { return };
         let next = match node.fire_once(shard, &holder, by_sweep, false, &mut heads).await {
             Ok(next) => next,
