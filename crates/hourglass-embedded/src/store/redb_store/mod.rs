@@ -429,18 +429,29 @@ impl RedbStore {
         let old = self.db.write().replace(copy);
         // The job's thread is stopped and its copy is the store's: dropping
         // it drops only references. The old database is closed off the
-        // writer, once no snapshot reads it.
+        // writer, once no snapshot reads it; a stepped store closes it here
+        // if none does, so that its disk sees the same operations in the
+        // same order on every run.
         drop(job);
-        self.retire(&self.closing, move |_| {
-            let Some(mut old) = old else { return };
-            loop {
+        let old = match old {
+            Some(old) if self.stepped => match Arc::try_unwrap(old) {
+                Ok(unread) => {
+                    drop(unread);
+                    None
+                }
+                Err(still_read) => Some(still_read),
+            },
+            old => old,
+        };
+        if let Some(mut old) = old {
+            self.retire(&self.closing, move |_| loop {
                 match Arc::try_unwrap(old) {
                     Ok(old) => return drop(old),
                     Err(still_read) => old = still_read,
                 }
                 std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        });
+            });
+        }
         // Judged against the live bytes now: they may have moved while it ran.
         let after_bytes = self.file_bytes().unwrap_or(0);
         let live_now = self.live_bytes().unwrap_or(live_bytes);
