@@ -1,5 +1,14 @@
 //! What clients were told, across the callers of one seed: what the store
 //! must hold after the restart, and what it must have held at some point.
+//!
+//! Each answer that the store must keep carries the count of batches the
+//! store had committed when it came ([`CrashStore::applied`]): with every
+//! commit durable that is always kept; in the relaxed mode a crash may lose
+//! the last batches, and the answer must hold only if the crash kept that
+//! many ([`CrashStore::kept`]).
+//!
+//! [`CrashStore::applied`]: super::CrashStore::applied
+//! [`CrashStore::kept`]: super::CrashStore::kept
 
 use std::collections::{HashMap, HashSet};
 
@@ -10,12 +19,15 @@ use hourglass_queue::{Lease, QueueSettings};
 pub(super) struct Ledger {
     /// Payload number to the id its enqueue was answered with.
     pub(super) enqueued: HashMap<u64, u64>,
+    /// Id to the batches committed when its enqueue was answered.
+    pub(super) enqueued_at: HashMap<u64, u64>,
     /// Payload numbers whose enqueue failed before the crash: never to be seen.
     pub(super) failed: HashSet<u64>,
     /// Payload numbers ever sent.
     pub(super) sent: HashSet<u64>,
-    /// Ids whose cancel or ack (of a task that does not repeat) succeeded.
-    pub(super) ended: HashSet<u64>,
+    /// Ids whose cancel or ack (of a task that does not repeat) succeeded,
+    /// to the batches committed when it was answered.
+    pub(super) ended: HashMap<u64, u64>,
     /// Ids a cancel or ack was sent for, whatever the answer.
     pub(super) touched: HashSet<u64>,
     /// (id, due time) pairs a client saw.
@@ -56,6 +68,8 @@ pub(super) struct Told {
     /// last answer did not say, came after the crash, or overlapped another
     /// put or delete of the name (their order is then unknown).
     pub(super) last: Option<bool>,
+    /// The batches committed when `last` was answered.
+    pub(super) at: u64,
 }
 
 /// A put or delete on its way: its number, and whether it was sent while
@@ -73,12 +87,18 @@ impl Told {
         Sent { number: self.sent, alone: self.in_flight == 1 }
     }
 
-    /// Records the answer to `sent`; `Some(what)` if it succeeded before the crash.
-    pub(super) fn answered(&mut self, sent: Sent, succeeded: Option<bool>) {
+    /// Records the answer to `sent`, given when the store had committed `at`
+    /// batches; `Some(what)` if it succeeded before the crash.
+    pub(super) fn answered(&mut self, sent: Sent, succeeded: Option<bool>, at: u64) {
         self.in_flight -= 1;
         if sent.alone && self.sent == sent.number {
-            self.last = succeeded;
+            (self.last, self.at) = (succeeded, at);
         }
+    }
+
+    /// What the store must hold after a crash that kept `kept` batches.
+    pub(super) fn must_hold(&self, kept: u64) -> Option<bool> {
+        self.last.filter(|_| self.at <= kept)
     }
 }
 
@@ -87,8 +107,8 @@ impl Ledger {
         self.schedules.entry(name.to_owned()).or_default().sent()
     }
 
-    pub(super) fn schedule_answered(&mut self, name: &str, sent: Sent, succeeded: Option<bool>) {
-        self.schedules.get_mut(name).expect("noted when sent").answered(sent, succeeded);
+    pub(super) fn schedule_answered(&mut self, name: &str, sent: Sent, succeeded: Option<bool>, at: u64) {
+        self.schedules.get_mut(name).expect("noted when sent").answered(sent, succeeded, at);
     }
 
     /// Whether [`QUEUE`] must be paused now: a pause was answered, and

@@ -66,9 +66,9 @@ impl World {
             ledger.settings.sent()
         };
         let result = self.engine.put_settings(QUEUE, settings.clone()).await;
-        let settled = !before && !self.crashed();
+        let (settled, at) = (!before && !self.crashed(), self.store.applied());
         let mut ledger = self.ledger.lock();
-        ledger.settings.answered(sent, (settled && result.is_ok()).then_some(true));
+        ledger.settings.answered(sent, (settled && result.is_ok()).then_some(true), at);
         if let Ok(answer) = result {
             assert_eq!(answer, settings, "a put answered with the settings as asked");
             ledger.seen_settings.push(answer);

@@ -2,12 +2,16 @@
 //! applied, fails writes on demand, and "crashes": like redb's `CrashBackend`.
 //!
 //! - A durable apply (and [`Store::sync`]) moves everything applied so far, then
-//!   the batch, into the durable image. A non-durable apply only queues the batch.
-//! - [`CrashStore::crash`] drops what is not durable and fails every later write,
-//!   as a dead process would. In the torn variant the crash strikes *during* the
-//!   next durable apply: that batch reaches the durable image whole (the [`Store`]
-//!   contract is one atomic batch, so "torn" here means written but never
-//!   acknowledged), and its caller hears an error.
+//!   the batch, into the durable image. A non-durable apply (the relaxed mode,
+//!   `--fsync-every-ms`) only queues the batch.
+//! - [`CrashStore::crash`] fails every later write, as a dead process would,
+//!   and keeps of the batches not yet durable a prefix of a seeded length,
+//!   none to all: storage may have taken any prefix of the order of changes,
+//!   never a later batch without the earlier ones. In the torn variant the
+//!   crash strikes *during* the next durable apply or sync: that batch reaches
+//!   the durable image whole (the [`Store`] contract is one atomic batch, so
+//!   "torn" here means written but never acknowledged), and its caller hears
+//!   an error; a sync struck keeps a prefix as a crash does.
 //! - [`CrashStore::restart`] is the machine coming back: the durable image is all
 //!   that is left, and the store works again.
 //! - The writer asks it to compact between commits; one ask in
@@ -20,7 +24,11 @@
 //!   file is `compaction.rs`'s to check.
 //!
 //! Every state a task ever had durably is kept in a history, so a test can ask
-//! whether something a client saw was ever durable.
+//! whether something a client saw was ever durable; and every state it had
+//! in a committed batch, durable or not, in a second, for the relaxed mode's
+//! promise: visible once committed. Batches committed are counted, and so
+//! are those the crash left durable ([`CrashStore::kept`]): a change answered
+//! when `n` batches were committed must have survived if `n` were kept.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -45,32 +53,27 @@ struct Image {
 
 impl Image {
     fn apply(&mut self, batch: &[Mutation], history: &mut History, disorder: &mut Vec<String>) {
+        history.record_batch(batch);
         for mutation in batch {
             match mutation {
                 Mutation::Insert { task, payload } => {
-                    history.record(task);
                     self.tasks.insert(task.id, (task.clone(), payload.clone()));
                 }
-                Mutation::Update(task) => {
-                    history.record(task);
-                    match self.tasks.get_mut(&task.id) {
-                        Some(stored) => stored.0 = task.clone(),
-                        None => disorder.push(format!("an update of task {}, which is not stored", task.id)),
-                    }
-                }
+                Mutation::Update(task) => match self.tasks.get_mut(&task.id) {
+                    Some(stored) => stored.0 = task.clone(),
+                    None => disorder.push(format!("an update of task {}, which is not stored", task.id)),
+                },
                 Mutation::Delete(id) => {
                     self.tasks.remove(id);
                 }
                 Mutation::NextId(next) => self.next_id = self.next_id.max(*next),
                 Mutation::PutSchedule(schedule) => {
-                    history.schedules.insert((schedule.name.clone(), schedule.next_ms));
                     self.schedules.insert(schedule.name.clone(), schedule.clone());
                 }
                 Mutation::DeleteSchedule(name) => {
                     self.schedules.remove(name);
                 }
                 Mutation::PauseQueue { queue, paused, until_ms } => {
-                    history.paused.insert((queue.clone(), *paused));
                     if *paused {
                         self.paused.insert(queue.clone(), *until_ms);
                     } else {
@@ -78,7 +81,6 @@ impl Image {
                     }
                 }
                 Mutation::PutSettings { queue, settings } => {
-                    history.settings.push((queue.clone(), settings.clone()));
                     if *settings == QueueSettings::default() {
                         self.settings.remove(queue);
                     } else {
@@ -93,7 +95,7 @@ impl Image {
 /// What was ever durable: task ids, (id, due time) pairs, schedules'
 /// (name, next occurrence) pairs, and the task each occurrence key was
 /// first stored with.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct History {
     pub ids: HashSet<u64>,
     pub due: HashSet<(u64, u64)>,
@@ -110,6 +112,23 @@ pub struct History {
 }
 
 impl History {
+    /// Notes every state `batch` gives.
+    fn record_batch(&mut self, batch: &[Mutation]) {
+        for mutation in batch {
+            match mutation {
+                Mutation::Insert { task, .. } | Mutation::Update(task) => self.record(task),
+                Mutation::PutSchedule(schedule) => {
+                    self.schedules.insert((schedule.name.clone(), schedule.next_ms));
+                }
+                Mutation::PauseQueue { queue, paused, .. } => {
+                    self.paused.insert((queue.clone(), *paused));
+                }
+                Mutation::PutSettings { queue, settings } => self.settings.push((queue.clone(), settings.clone())),
+                Mutation::Delete(_) | Mutation::NextId(_) | Mutation::DeleteSchedule(_) => {}
+            }
+        }
+    }
+
     fn record(&mut self, task: &Task) {
         self.ids.insert(task.id);
         self.due.insert((task.id, task.run_at_ms));
@@ -126,7 +145,7 @@ impl History {
 pub enum Crash {
     /// Not crashed.
     No,
-    /// The next durable apply is written, then the process dies.
+    /// The next durable apply (or sync) is written, then the process dies.
     Torn,
     /// Dead: every write fails.
     Dead,
@@ -138,10 +157,17 @@ struct Inner {
     /// Writes waiting at the gate.
     at_gate: usize,
     durable: Image,
-    /// Applied without fsync, in order: lost by a crash.
+    /// Applied without fsync, in order: a crash keeps a prefix of them.
     unsynced: Vec<Vec<Mutation>>,
     crash: Crash,
+    /// What was ever durable.
     history: History,
+    /// What was ever in a committed batch, durable or not.
+    committed: History,
+    /// Batches committed (applied and answered `Ok`), and how many of them
+    /// are durable: the first `durable_through`, in order.
+    applied: u64,
+    durable_through: u64,
     /// Chance that one apply fails with nothing written.
     fail_probability: f64,
     rng: StdRng,
@@ -150,6 +176,31 @@ struct Inner {
     /// Compactions done, and whether the crash struck during one.
     compactions: u64,
     crashed_compacting: bool,
+}
+
+impl Inner {
+    /// Makes the first `count` batches not yet durable durable, in order.
+    fn make_durable(&mut self, count: usize) {
+        let rest = self.unsynced.split_off(count.min(self.unsynced.len()));
+        for unsynced in std::mem::replace(&mut self.unsynced, rest) {
+            self.durable.apply(&unsynced, &mut self.history, &mut self.disorder);
+            self.durable_through += 1;
+        }
+    }
+
+    /// Makes every batch committed durable.
+    fn sync_all(&mut self) {
+        self.make_durable(self.unsynced.len());
+    }
+
+    /// Dies: a seeded prefix of what was not durable reached the disk, the
+    /// rest is lost, and every later write fails.
+    fn die(&mut self) {
+        let kept = if self.unsynced.is_empty() { 0 } else { self.rng.random_range(0..=self.unsynced.len()) };
+        self.make_durable(kept);
+        self.unsynced.clear();
+        self.crash = Crash::Dead;
+    }
 }
 
 /// A handle; clones share the store.
@@ -169,6 +220,9 @@ impl CrashStore {
                 unsynced: Vec::new(),
                 crash: Crash::No,
                 history: History::default(),
+                committed: History::default(),
+                applied: 0,
+                durable_through: 0,
                 fail_probability,
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_5707e),
                 disorder: Vec::new(),
@@ -198,14 +252,14 @@ impl CrashStore {
         self.inner.lock().fail_probability = p;
     }
 
-    /// Kills the process now, or (`torn`) during the next durable apply.
+    /// Kills the process now, or (`torn`) during the next durable apply or
+    /// sync.
     pub fn crash(&self, torn: bool) {
         let mut inner = self.inner.lock();
         if torn && inner.crash == Crash::No {
             inner.crash = Crash::Torn;
         } else {
-            inner.crash = Crash::Dead;
-            inner.unsynced.clear();
+            inner.die();
         }
     }
 
@@ -214,6 +268,18 @@ impl CrashStore {
         let mut inner = self.inner.lock();
         inner.unsynced.clear();
         inner.crash = Crash::No;
+    }
+
+    /// Batches committed so far: a change answered now is in one of them.
+    pub fn applied(&self) -> u64 {
+        self.inner.lock().applied
+    }
+
+    /// Batches committed whose changes are durable: after a crash, those it
+    /// kept. A change answered when [`applied`](CrashStore::applied) was at
+    /// most this survived the crash.
+    pub fn kept(&self) -> u64 {
+        self.inner.lock().durable_through
     }
 
     pub fn crashed(&self) -> bool {
@@ -241,8 +307,15 @@ impl CrashStore {
         self.inner.lock().disorder.clone()
     }
 
+    /// What was ever durable.
     pub fn with_history<R>(&self, f: impl FnOnce(&History) -> R) -> R {
         f(&self.inner.lock().history)
+    }
+
+    /// What was ever in a committed batch, durable or not: in the relaxed
+    /// mode, what clients may see.
+    pub fn with_committed<R>(&self, f: impl FnOnce(&History) -> R) -> R {
+        f(&self.inner.lock().committed)
     }
 }
 
@@ -348,9 +421,8 @@ impl Store for CrashStore {
         match inner.crash {
             Crash::Dead => return Err(refused("crashed")),
             Crash::Torn if durable => {
-                for unsynced in std::mem::take(&mut inner.unsynced) {
-                    inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
-                }
+                inner.sync_all();
+                inner.committed.record_batch(batch);
                 inner.durable.apply(batch, &mut inner.history, &mut inner.disorder);
                 inner.crash = Crash::Dead;
                 return Err(refused("crashed while writing"));
@@ -360,13 +432,11 @@ impl Store for CrashStore {
         if inner.fail_probability > 0.0 && inner.rng.random_bool(inner.fail_probability) {
             return Err(refused("injected write failure"));
         }
+        inner.committed.record_batch(batch);
+        inner.applied += 1;
+        inner.unsynced.push(batch.to_vec());
         if durable {
-            for unsynced in std::mem::take(&mut inner.unsynced) {
-                inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
-            }
-            inner.durable.apply(batch, &mut inner.history, &mut inner.disorder);
-        } else {
-            inner.unsynced.push(batch.to_vec());
+            inner.sync_all();
         }
         Ok(())
     }
@@ -378,10 +448,10 @@ impl Store for CrashStore {
             Crash::Dead => return Err(refused("crashed")),
             _ if !inner.rng.random_ratio(1, COMPACT_ONE_IN) => return Ok(None),
             Crash::Torn => {
+                // redb's compaction begins with a durable commit: all of
+                // what was applied since the last durable one, or none.
                 if inner.rng.random_bool(0.5) {
-                    for unsynced in std::mem::take(&mut inner.unsynced) {
-                        inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
-                    }
+                    inner.sync_all();
                 }
                 inner.unsynced.clear();
                 inner.crash = Crash::Dead;
@@ -390,9 +460,7 @@ impl Store for CrashStore {
             }
             Crash::No => {}
         }
-        for unsynced in std::mem::take(&mut inner.unsynced) {
-            inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
-        }
+        inner.sync_all();
         inner.compactions += 1;
         Ok(Some(Compacted { before_bytes: 0, after_bytes: 0, live_bytes: 0, finish_keys: 0 }))
     }
@@ -400,12 +468,16 @@ impl Store for CrashStore {
     fn sync(&self) -> Result<(), StoreError> {
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
-        if inner.crash == Crash::Dead {
-            return Err(refused("crashed"));
+        match inner.crash {
+            Crash::Dead => Err(refused("crashed")),
+            Crash::Torn => {
+                inner.die();
+                Err(refused("crashed while syncing"))
+            }
+            Crash::No => {
+                inner.sync_all();
+                Ok(())
+            }
         }
-        for unsynced in std::mem::take(&mut inner.unsynced) {
-            inner.durable.apply(&unsynced, &mut inner.history, &mut inner.disorder);
-        }
-        Ok(())
     }
 }

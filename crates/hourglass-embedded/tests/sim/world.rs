@@ -36,8 +36,8 @@ pub(super) struct World {
     pub(super) ops: AtomicU64,
 }
 
-pub(super) fn options() -> Options {
-    Options { fsync: Fsync::Always, limits: Limits::default() }
+pub(super) fn options(fsync: Fsync) -> Options {
+    Options { fsync, limits: Limits::default() }
 }
 
 /// Payload `n`: every third one too large to be kept in memory, so that
@@ -117,6 +117,7 @@ impl World {
         result: &Result<Vec<(u64, u64, bool)>, QueueError>,
         crashed_before: bool,
     ) {
+        let at = self.store.applied();
         let mut ledger = self.ledger.lock();
         match result {
             Ok(done) => {
@@ -125,6 +126,7 @@ impl World {
                     ledger.seen_due.push((id, run_at_ms));
                     if created {
                         ledger.enqueued.insert(n, id);
+                        ledger.enqueued_at.insert(id, at);
                         ledger.newest.push(id);
                         if ledger.newest.len() > 8 {
                             ledger.newest.remove(0);
@@ -137,6 +139,13 @@ impl World {
             }
             Err(_) => {}
         }
+    }
+
+    /// Records tasks whose cancel, ack or delete was just answered with
+    /// success, before the crash.
+    pub(super) fn ended(&self, ids: impl IntoIterator<Item = u64>) {
+        let at = self.store.applied();
+        self.ledger.lock().ended.extend(ids.into_iter().map(|id| (id, at)));
     }
 
     pub(super) fn any_id(&self, rng: &mut StdRng) -> Option<u64> {
@@ -174,7 +183,7 @@ impl World {
             world.ledger.lock().touched.insert(target);
             let cancelled = world.engine.cancel(target).await.is_ok();
             if cancelled && !before && !world.crashed() {
-                world.ledger.lock().ended.insert(target);
+                world.ended([target]);
             }
         });
         self.claim(rng).await;
@@ -201,9 +210,9 @@ impl World {
                 };
                 let sent = self.ledger.lock().schedule_sent(&name);
                 let result = self.engine.put_schedule(&name, new, Expect::Any).await;
-                let settled = !before && !self.crashed();
+                let (settled, at) = (!before && !self.crashed(), self.store.applied());
                 let mut ledger = self.ledger.lock();
-                ledger.schedule_answered(&name, sent, (settled && result.is_ok()).then_some(true));
+                ledger.schedule_answered(&name, sent, (settled && result.is_ok()).then_some(true), at);
                 match result {
                     Ok((info, _)) => ledger.seen_schedules.push((name, info.schedule.next_ms)),
                     Err(QueueError::Storage(_)) if settled => {
@@ -221,8 +230,8 @@ impl World {
             6 => {
                 let sent = self.ledger.lock().schedule_sent(&name);
                 let deleted = self.engine.delete_schedule(&name, Expect::Any).await.is_ok();
-                let settled = !before && !self.crashed();
-                self.ledger.lock().schedule_answered(&name, sent, (settled && deleted).then_some(false));
+                let (settled, at) = (!before && !self.crashed(), self.store.applied());
+                self.ledger.lock().schedule_answered(&name, sent, (settled && deleted).then_some(false), at);
             }
             _ => {
                 if let Ok(info) = self.engine.schedule(&name).await {
@@ -244,9 +253,9 @@ impl World {
         let paused = rng.random_bool(0.5);
         let sent = self.ledger.lock().pause.sent();
         let result = self.engine.pause_queue(QUEUE, if paused { Pause::Indefinitely } else { Pause::Resume }).await;
-        let settled = !before && !self.crashed();
+        let (settled, at) = (!before && !self.crashed(), self.store.applied());
         let mut ledger = self.ledger.lock();
-        ledger.pause.answered(sent, (settled && result.is_ok()).then_some(paused));
+        ledger.pause.answered(sent, (settled && result.is_ok()).then_some(paused), at);
         if let Ok(stats) = result {
             assert_eq!(stats.paused, paused, "a pause answered with the queue as asked");
             ledger.seen_paused.push(paused);
@@ -285,7 +294,7 @@ impl World {
             _ => {
                 if let Ok(ids) = self.engine.delete_dead(GRAVEYARD, rng.random_range(1..4)).await {
                     if !before && !self.crashed() {
-                        self.ledger.lock().ended.extend(ids);
+                        self.ended(ids);
                     }
                 }
             }
@@ -333,7 +342,7 @@ impl World {
                 if let Some((id, lease)) = self.any_lease(rng) {
                     self.ledger.lock().touched.insert(id);
                     if self.engine.ack(id, lease).await.is_ok() && !before && !self.crashed() {
-                        self.ledger.lock().ended.insert(id);
+                        self.ended([id]);
                     }
                 }
             }
@@ -365,7 +374,7 @@ impl World {
                 if let Some(id) = self.any_id(rng) {
                     self.ledger.lock().touched.insert(id);
                     if self.engine.cancel(id).await.is_ok() && !before && !self.crashed() {
-                        self.ledger.lock().ended.insert(id);
+                        self.ended([id]);
                     }
                 }
             }
