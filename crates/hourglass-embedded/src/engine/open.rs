@@ -14,7 +14,7 @@ use super::schedule_table::Armed;
 use super::shared::{EngineSettler, Shared};
 use super::state::State;
 use super::{Engine, Options};
-use crate::store::{Committer, Store};
+use crate::store::{Committer, Fsync, Store};
 
 impl Engine {
     /// Loads every stored task and starts the writer. Tasks that came due while
@@ -26,7 +26,10 @@ impl Engine {
     /// it holds too many queues, or the writer cannot start.
     pub fn open(store: Box<dyn Store>, options: Options, clock: Arc<dyn WallClock>) -> Result<Arc<Engine>, OpenError> {
         let store: Arc<dyn Store> = Arc::from(store);
-        let state = recover(&*store, clock.now_ms())?;
+        let mut state = recover(&*store, clock.now_ms())?;
+        if let Fsync::EveryMs(_) = options.fsync {
+            state.reserve_ids_ahead();
+        }
         let shared = Arc::new(Shared::new(state));
         let settler = EngineSettler { shared: shared.clone(), clock: clock.clone() };
         let committer = Committer::start(store.clone(), options.fsync, settler).map_err(OpenError::Writer)?;

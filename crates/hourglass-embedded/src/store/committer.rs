@@ -157,6 +157,7 @@ impl<S: Send + 'static> Committer<S> {
             queued: queued.clone(),
             drained: drained.clone(),
             stats: stats.clone(),
+            ids_durable: 0,
         };
         let (running, stopped) = mpsc::channel::<()>();
         let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || {
@@ -272,6 +273,8 @@ struct Writer<S, T> {
     queued: Arc<Queued>,
     drained: Arc<Notify>,
     stats: Arc<CommitStats>,
+    /// The largest [`Mutation::NextId`] made durable.
+    ids_durable: u64,
 }
 
 impl<S, T: Settler<S>> Writer<S, T> {
@@ -337,8 +340,8 @@ impl<S, T: Settler<S>> Writer<S, T> {
                 let full = count >= BATCH_MUTATIONS_MAX || bytes >= BATCH_PAYLOAD_BYTES_MAX;
                 let overdue = deferred_since.is_some_and(|since| since.elapsed() >= UNAWAITED_DELAY_MAX);
                 if awaited || full || overdue {
-                    self.commit(std::mem::take(&mut batch), (count, bytes), durable);
-                    unsynced |= !durable;
+                    let synced = self.commit(std::mem::take(&mut batch), (count, bytes), durable);
+                    unsynced = !synced && (unsynced || !durable);
                     deferred_since = None;
                     since_compact_check += 1;
                     let idle = self.queued.mutations.load(Ordering::Acquire) == 0;
@@ -401,13 +404,19 @@ impl<S, T: Settler<S>> Writer<S, T> {
     }
 
     /// Applies one batch, in the order its requests were sent, settles it and
-    /// replies.
-    fn commit(&mut self, mut batch: Vec<Request<S>>, (count, bytes): (usize, usize), durable: bool) {
+    /// replies. Durably if `durable`, or if it raises the next id stored
+    /// above the largest made durable: in the relaxed mode, ids are answered
+    /// only below a next id that a crash cannot take back (the engine's
+    /// `State::next_id_mutation`). Whether it made every commit so far
+    /// durable.
+    fn commit(&mut self, mut batch: Vec<Request<S>>, (count, bytes): (usize, usize), durable: bool) -> bool {
         let all: Vec<Mutation> = if batch.len() == 1 {
             std::mem::take(&mut batch[0].mutations)
         } else {
             batch.iter_mut().flat_map(|r| std::mem::take(&mut r.mutations)).collect()
         };
+        let next_id = all.iter().filter_map(Mutation::next_id).max().unwrap_or(0);
+        let durable = durable || next_id > self.ids_durable;
         let result = if all.is_empty() {
             Ok(())
         } else {
@@ -416,6 +425,10 @@ impl<S, T: Settler<S>> Writer<S, T> {
             self.stats.record(all.len(), started.elapsed(), result.is_ok());
             result
         };
+        let synced = durable && result.is_ok() && !all.is_empty();
+        if synced {
+            self.ids_durable = self.ids_durable.max(next_id);
+        }
         if let Err(error) = &result {
             tracing::error!(%error, mutations = all.len(), "a write failed; its requests changed nothing");
         }
@@ -434,6 +447,7 @@ impl<S, T: Settler<S>> Writer<S, T> {
         for reply in replies {
             let _ = reply.send(result.clone());
         }
+        synced
     }
 }
 

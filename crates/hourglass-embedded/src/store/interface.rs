@@ -27,7 +27,8 @@ pub enum Mutation {
     /// Remove the task with this id and its payload (absent is fine).
     Delete(u64),
     /// Ids below this have been handed out: never hand them out again. The
-    /// store keeps the largest it was given.
+    /// store keeps the largest it was given. The writer commits a batch that
+    /// raises it durably, whatever the mode.
     NextId(u64),
     /// A schedule, new or changed: stored whole under its name.
     PutSchedule(Schedule),
@@ -55,6 +56,14 @@ pub enum Mutation {
 }
 
 impl Mutation {
+    /// The id a [`Mutation::NextId`] stores.
+    pub fn next_id(&self) -> Option<u64> {
+        match self {
+            Mutation::NextId(next) => Some(*next),
+            _ => None,
+        }
+    }
+
     /// Payload bytes the mutation carries.
     pub fn payload_bytes(&self) -> usize {
         match self {

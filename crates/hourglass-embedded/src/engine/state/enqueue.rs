@@ -100,7 +100,7 @@ impl State {
         }
         // Written with the tasks: ids stay retired across restarts even
         // when the newest tasks are gone by then.
-        mutations.push(Mutation::NextId(self.next_id));
+        mutations.push(self.next_id_mutation());
         Ok(Admission::New { answer, mutations, ids })
     }
 }

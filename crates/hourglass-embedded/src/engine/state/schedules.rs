@@ -160,7 +160,7 @@ impl State {
         }
         mutations.push(Mutation::PutSchedule(Schedule { next_ms, last, ..schedule }));
         if !ids.is_empty() {
-            mutations.push(Mutation::NextId(self.next_id));
+            mutations.push(self.next_id_mutation());
         }
         Firing::Write(mutations, Settlement::Fire { name, next_ms, last, ids, skipped })
     }
