@@ -1,11 +1,13 @@
 //! What clients were told, across the callers of one seed: what the store
 //! must hold after the restart, and what it must have held at some point.
 //!
-//! Each answer that the store must keep carries the count of batches the
-//! store had committed when it came ([`CrashStore::applied`]): with every
-//! commit durable that is always kept; in the relaxed mode a crash may lose
-//! the last batches, and the answer must hold only if the crash kept that
-//! many ([`CrashStore::kept`]).
+//! An enqueue, cancel or ack answered must hold after the crash if the batch
+//! that stored it was kept (the store knows which batch that was). The other
+//! answers that the store must keep carry the count of batches the store had
+//! committed when they came ([`CrashStore::applied`]): with every commit
+//! durable that is always kept; in the relaxed mode a crash may lose the
+//! last batches, and the answer must hold only if the crash kept that many
+//! ([`CrashStore::kept`]).
 //!
 //! [`CrashStore::applied`]: super::CrashStore::applied
 //! [`CrashStore::kept`]: super::CrashStore::kept
@@ -19,15 +21,12 @@ use hourglass_queue::{Lease, QueueSettings};
 pub(super) struct Ledger {
     /// Payload number to the id its enqueue was answered with.
     pub(super) enqueued: HashMap<u64, u64>,
-    /// Id to the batches committed when its enqueue was answered.
-    pub(super) enqueued_at: HashMap<u64, u64>,
     /// Payload numbers whose enqueue failed before the crash: never to be seen.
     pub(super) failed: HashSet<u64>,
     /// Payload numbers ever sent.
     pub(super) sent: HashSet<u64>,
-    /// Ids whose cancel or ack (of a task that does not repeat) succeeded,
-    /// to the batches committed when it was answered.
-    pub(super) ended: HashMap<u64, u64>,
+    /// Ids whose cancel or ack (of a task that does not repeat) succeeded.
+    pub(super) ended: HashSet<u64>,
     /// Ids a cancel or ack was sent for, whatever the answer.
     pub(super) touched: HashSet<u64>,
     /// (id, due time) pairs a client saw.

@@ -33,9 +33,10 @@
 //! an interval of a few milliseconds of real time): commits without fsync,
 //! made durable by the writer's periodic sync, of which a crash keeps any
 //! prefix. There the promise is the relaxed one, and so are the checks:
-//! what a client saw was committed (not yet durable, perhaps); what was
-//! answered must hold if the crash kept the batches committed by the time
-//! of its answer, and may be lost otherwise; and the store holds a prefix of
+//! what a client saw was committed (not yet durable, perhaps); an enqueue,
+//! cancel or ack answered must hold if the crash kept the batch that stored
+//! it, another answer if it kept the batches committed by the time of the
+//! answer, and may be lost otherwise; and the store holds a prefix of
 //! the order of changes (no write found out of order, whatever prefix was
 //! kept; the engine's invariants hold on it). Ids are never reused, those of
 //! tasks a crash lost included.
@@ -168,20 +169,20 @@ fn run_seed(seed: u64) {
     // Acknowledged tasks the crash lost, past the prefix it kept: their ids
     // may name other tasks after the restart.
     let mut lost = std::collections::HashSet::new();
+    // Of an enqueue, a cancel or an ack answered: the batch that stored it
+    // (the first, numbered from 0) was past the prefix kept.
+    let past_kept = |batch: Option<u64>| batch.is_some_and(|batch| !must_hold(batch + 1));
     for (&n, &id) in &ledger.enqueued {
         if ledger.touched.contains(&id) || durable.contains(&id) {
             continue;
         }
-        assert!(
-            !must_hold(ledger.enqueued_at[&id]),
-            "seed {seed}: task {id} (payload {n}) was acknowledged and is gone"
-        );
+        assert!(past_kept(store.inserted_in(id)), "seed {seed}: task {id} (payload {n}) was acknowledged and is gone");
         lost.insert(id);
     }
     LOST_RELAXED.fetch_add(lost.len() as u64, Ordering::Relaxed);
-    for (id, &at) in &ledger.ended {
+    for id in &ledger.ended {
         assert!(
-            !durable.contains(id) || !must_hold(at),
+            !durable.contains(id) || past_kept(store.deleted_in(*id)),
             "seed {seed}: task {id} was cancelled or acked, and is back after the restart"
         );
     }

@@ -168,6 +168,10 @@ struct Inner {
     /// are durable: the first `durable_through`, in order.
     applied: u64,
     durable_through: u64,
+    /// The committed batch (numbered from 0, as `applied` counts them) that
+    /// first inserted each task, and that first deleted it.
+    inserted: HashMap<u64, u64>,
+    deleted: HashMap<u64, u64>,
     /// Chance that one apply fails with nothing written.
     fail_probability: f64,
     rng: StdRng,
@@ -223,6 +227,8 @@ impl CrashStore {
                 committed: History::default(),
                 applied: 0,
                 durable_through: 0,
+                inserted: HashMap::new(),
+                deleted: HashMap::new(),
                 fail_probability,
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_5707e),
                 disorder: Vec::new(),
@@ -273,6 +279,16 @@ impl CrashStore {
     /// Batches committed so far: a change answered now is in one of them.
     pub fn applied(&self) -> u64 {
         self.inner.lock().applied
+    }
+
+    /// The committed batch (numbered from 0) that first inserted task `id`.
+    pub fn inserted_in(&self, id: u64) -> Option<u64> {
+        self.inner.lock().inserted.get(&id).copied()
+    }
+
+    /// The committed batch (numbered from 0) that first deleted task `id`.
+    pub fn deleted_in(&self, id: u64) -> Option<u64> {
+        self.inner.lock().deleted.get(&id).copied()
     }
 
     /// Batches committed whose changes are durable: after a crash, those it
@@ -433,6 +449,18 @@ impl Store for CrashStore {
             return Err(refused("injected write failure"));
         }
         inner.committed.record_batch(batch);
+        let index = inner.applied;
+        for mutation in batch {
+            match mutation {
+                Mutation::Insert { task, .. } => {
+                    inner.inserted.entry(task.id).or_insert(index);
+                }
+                Mutation::Delete(id) => {
+                    inner.deleted.entry(*id).or_insert(index);
+                }
+                _ => {}
+            }
+        }
         inner.applied += 1;
         inner.unsynced.push(batch.to_vec());
         if durable {

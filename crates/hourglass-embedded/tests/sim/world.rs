@@ -117,7 +117,6 @@ impl World {
         result: &Result<Vec<(u64, u64, bool)>, QueueError>,
         crashed_before: bool,
     ) {
-        let at = self.store.applied();
         let mut ledger = self.ledger.lock();
         match result {
             Ok(done) => {
@@ -126,7 +125,6 @@ impl World {
                     ledger.seen_due.push((id, run_at_ms));
                     if created {
                         ledger.enqueued.insert(n, id);
-                        ledger.enqueued_at.insert(id, at);
                         ledger.newest.push(id);
                         if ledger.newest.len() > 8 {
                             ledger.newest.remove(0);
@@ -144,8 +142,7 @@ impl World {
     /// Records tasks whose cancel, ack or delete was just answered with
     /// success, before the crash.
     pub(super) fn ended(&self, ids: impl IntoIterator<Item = u64>) {
-        let at = self.store.applied();
-        self.ledger.lock().ended.extend(ids.into_iter().map(|id| (id, at)));
+        self.ledger.lock().ended.extend(ids);
     }
 
     pub(super) fn any_id(&self, rng: &mut StdRng) -> Option<u64> {
