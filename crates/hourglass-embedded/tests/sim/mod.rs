@@ -190,9 +190,10 @@ fn run_seed(seed: u64) {
         panic!("seed {seed}: an occurrence was stored as two tasks: {twice}");
     }
     // Visible once durable; in the relaxed mode, once committed.
-    let (never, history) = match relaxed {
-        true => ("committed", store.with_committed(Clone::clone)),
-        false => ("durable", store.with_history(Clone::clone)),
+    let (never, history) = if relaxed {
+        ("committed", store.with_committed(Clone::clone))
+    } else {
+        ("durable", store.with_history(Clone::clone))
     };
     for id in &ledger.seen_ids {
         assert!(history.ids.contains(id), "seed {seed}: a client saw task {id}, which was never {never}");
