@@ -329,6 +329,10 @@ impl Stats for RedisBackend {
         RedisBackend::history(self).await.inspect_err(|error| tracing::debug!(%error, "cannot read the history")).ok()
     }
 
+    fn keeps_history(&self) -> bool {
+        true
+    }
+
     async fn nodes(&self) -> Option<Vec<NodeStats>> {
         // Unread: none known (an outage is the heartbeat's to log).
         Some(

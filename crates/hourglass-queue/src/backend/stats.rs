@@ -33,4 +33,11 @@ pub trait Stats: Send + Sync {
     async fn history(&self) -> Option<Vec<Second>> {
         None
     }
+
+    /// Whether the backend keeps [`history`](Stats::history) itself: then a
+    /// server samples its queues (for their rates) only while a dashboard
+    /// reads them, and an idle cluster costs its store no readings.
+    fn keeps_history(&self) -> bool {
+        false
+    }
 }
