@@ -40,10 +40,14 @@ pub const FIRE_QUEUES_MAX: usize = 64;
 /// times the rate (docs/DESIGN.md, "Claims from any node").
 pub const CLAIM_SHARE_MIN: usize = 16;
 
-/// A node uses a queue's settings as it read them this long ago, at most
-/// (a put on another node publishes them at once; this bounds a lost
-/// message): a claim reads its queue's flow control from them.
-pub(crate) const SETTINGS_FRESH_FOR: std::time::Duration = std::time::Duration::from_millis(1_000);
+/// A node uses a queue's settings (and the set of queues that push) as it
+/// read them this long ago, at most: a claim reads its queue's flow control
+/// from them. A put on another node publishes them at once, and a node that
+/// subscribes again forgets all it read (what it missed meanwhile is read
+/// again): this bounds a message lost while subscribed (a Cluster's bus
+/// link that broke). A second once, it was read again by every waiting
+/// claim each second: 7 of an idle cluster's 23 commands a second.
+pub(crate) const SETTINGS_FRESH_FOR: std::time::Duration = std::time::Duration::from_millis(5_000);
 
 /// Due tasks a claim script looks at, at most, past those it hands out (dead
 /// ones it meets past their expiry).

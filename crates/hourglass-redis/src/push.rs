@@ -165,6 +165,13 @@ impl RedisBackend {
         Ok(all)
     }
 
+    /// Forgets every queue's settings and the queues that push, as read:
+    /// a change's hint may have been missed (no subscription stood).
+    pub(crate) fn forget_settings(&self) {
+        self.settings.lock().clear();
+        *self.pushing_read.lock() = None;
+    }
+
     /// Another node put `queue`'s settings: read them again.
     pub(crate) fn settings_changed(&self, queue: &str) {
         self.settings.lock().remove(queue);

@@ -156,6 +156,7 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
             Ok(pubsub) => {
                 let Some(node) = backend.upgrade() else { return };
                 // Hints may have been missed while no subscription stood.
+                node.forget_settings();
                 node.watch.wake_all();
                 node.owned.wake_all();
                 drop(node);
