@@ -24,8 +24,9 @@
 //!   counts meanwhile.
 //! - **An idle cluster is read once.** Every applied script adds one to the
 //!   `version`, which starts at a random number (so a Redis that lost its data
-//!   does not repeat one), and each heartbeat brings it back: a reading uses
-//!   the sums it read last while the version is the same.
+//!   does not repeat one): a reading asks for the version alone, and uses the
+//!   sums it read last while it is the same. (The heartbeat brought the
+//!   version back once: two commands a second a node, read or not.)
 //! - **What is lost.** A node killed loses what it counted since its last
 //!   heartbeat; a clean stop sends it first. The counts of tasks held
 //!   (scheduled, due, leased, dead) are not counters: the shards are read for
@@ -35,6 +36,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use redis::AsyncCommands;
 
 use hourglass_queue::{QueueError, Totals};
 
@@ -67,9 +69,8 @@ struct State {
 /// What a heartbeat saw.
 #[derive(Debug, Clone, Copy, Default)]
 struct Seen {
-    /// The sums' version.
-    version: u64,
-    /// Every node's counts up to this are in the sums of that version.
+    /// Every node's counts up to this are in the sums (of any version read
+    /// after the heartbeat).
     as_of_ms: u64,
 }
 
@@ -133,8 +134,10 @@ fn as_of_ms(nodes: &[(String, u64)], me: &str, now_ms: u64) -> u64 {
 
 impl RedisBackend {
     /// Heartbeats at `now_ms` (Redis's clock), first adding everything this
-    /// node counted to the sums; returns the live nodes.
-    pub(crate) async fn heartbeat(&self, now_ms: u64) -> Result<Vec<String>, QueueError> {
+    /// node counted to the sums; returns the live nodes if it was to `read`
+    /// them. With nothing to add and nothing to read, the heartbeat is one
+    /// `ZADD`, not the script.
+    pub(crate) async fn heartbeat(&self, now_ms: u64, read: bool) -> Result<Option<Vec<String>>, QueueError> {
         let _one = self.figures.beating.lock().await;
         let parts: Vec<(u64, Counted)> = {
             let mut state = self.figures.state.lock();
@@ -145,6 +148,10 @@ impl RedisBackend {
             }
             state.unconfirmed.iter().cloned().collect()
         };
+        if parts.is_empty() && !read {
+            let _: () = self.conn().zadd(self.keys.global("nodes"), &self.node, now_ms).await.map_err(storage)?;
+            return Ok(None);
+        }
         let start = rand::random::<u32>();
         let calls = parts.len().max(1);
         for at in 0..calls {
@@ -155,8 +162,7 @@ impl RedisBackend {
             invocation.arg(part.map_or(0, |&(seq, _)| seq)).arg(FLUSHED_KEPT_MS).arg(start).arg(u8::from(beat));
             let (keys, args) = match part {
                 Some((_, counted)) => counted.script_input(self, now_ms),
-                // The totals' key alone: the script reads their version.
-                None => (vec![self.keys.global("figures")], Vec::new()),
+                None => (Vec::new(), Vec::new()),
             };
             for key in keys {
                 invocation.key(key);
@@ -164,12 +170,8 @@ impl RedisBackend {
             for arg in args {
                 invocation.arg(arg);
             }
-            let (version, nodes): (Option<u64>, Vec<(String, u64)>) =
-                invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
+            let nodes: Vec<(String, u64)> = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
             let mut state = self.figures.state.lock();
-            // What a reading goes by changes at once: the version with the
-            // part it now holds.
-            state.seen.version = version.unwrap_or(0);
             if beat {
                 state.seen.as_of_ms = as_of_ms(&nodes, &self.node, now_ms);
             }
@@ -178,7 +180,7 @@ impl RedisBackend {
             }
             drop(state);
             if beat {
-                return Ok(nodes.into_iter().map(|(node, _)| node).collect());
+                return Ok(Some(nodes.into_iter().map(|(node, _)| node).collect()));
             }
         }
         unreachable!("the last call beats")
@@ -198,7 +200,7 @@ impl RedisBackend {
                 let state = self.figures.state.lock();
                 (state.seq, state.unconfirmed.clone(), state.seen)
             };
-            let cached = (unconfirmed.is_empty()).then(|| self.cached(seen.version, queues)).flatten();
+            let cached = if unconfirmed.is_empty() { self.cached(queues).await? } else { None };
             let (mut sum, as_of_ms) = match cached {
                 Some(sums) => (sums, seen.as_of_ms),
                 None => self.read_sums(queues, &unconfirmed).await?,
@@ -215,13 +217,17 @@ impl RedisBackend {
         Ok(Read { totals, queues })
     }
 
-    /// The sums of `queues` as last read, if read at `version`.
-    fn cached(&self, version: u64, queues: &[Arc<str>]) -> Option<Counted> {
-        let cache = self.figures.cache.lock();
-        let cache = cache.as_ref().filter(|cache| cache.version == version)?;
-        let queues: Option<HashMap<Arc<str>, Tally>> =
-            queues.iter().map(|q| cache.sums.queues.get(q).map(|tally| (q.clone(), tally.clone()))).collect();
-        Some(Counted { totals: cache.sums.totals, queues: queues? })
+    /// The sums of `queues` as last read, if they hold every queue asked
+    /// for and the sums' version in Redis is still the one read with them.
+    async fn cached(&self, queues: &[Arc<str>]) -> Result<Option<Counted>, QueueError> {
+        let sums = |cache: &Cache| {
+            let queues: Option<HashMap<Arc<str>, Tally>> =
+                queues.iter().map(|q| cache.sums.queues.get(q).map(|tally| (q.clone(), tally.clone()))).collect();
+            Some((cache.version, Counted { totals: cache.sums.totals, queues: queues? }))
+        };
+        let Some((version, sums)) = self.figures.cache.lock().as_ref().and_then(sums) else { return Ok(None) };
+        let now: Option<u64> = self.conn().hget(self.keys.global("figures"), "version").await.map_err(storage)?;
+        Ok((now.unwrap_or(0) == version).then_some(sums))
     }
 
     /// The sums in Redis of the totals and of `queues`, read in one

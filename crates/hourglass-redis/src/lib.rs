@@ -11,15 +11,16 @@
 //!   shard's sequence number and the shard (`keys.rs`).
 //! - **Scripts.** Every change is one Lua script on one shard (`lua/`), so it
 //!   is atomic; each names all its keys and reads the time from Redis.
-//! - **Firing from timers, not polling.** Each node holds leases on a share of
-//!   the shards (`shards.rs`), rebalanced as nodes come and go, and sleeps to
-//!   each owned shard's earliest deadline (due time or lease end) to the
-//!   millisecond; then the fire script files what came due and gives back
-//!   expired leases. A sweep every [`SWEEP_MS`] is a safety net for a lost
-//!   hint, counted apart ([`RedisBackend::fired`]).
-//! - **Fencing.** A shard lease carries an epoch from a counter that is never
-//!   deleted; the fire script runs only for the current holder, so a node that
-//!   was stopped past its lease changes nothing when it resumes.
+//! - **Firing from timers, not polling.** Each node holds a share of the
+//!   shards (`shards.rs`) for as long as its heartbeat is live, rebalanced as
+//!   nodes come and go, and sleeps to each owned shard's earliest deadline
+//!   (due time or lease end) to the millisecond; then the fire script files
+//!   what came due and gives back expired leases. A sweep every [`SWEEP_MS`]
+//!   ([`SWEEP_IDLE_MS`] for a shard with no deadline) is a safety net for a
+//!   lost hint, counted apart ([`RedisBackend::fired`]).
+//! - **Fencing.** A shard's holder carries an epoch from a counter that is
+//!   never deleted; the fire script runs only for the current holder, so a
+//!   node that was stopped past its lease changes nothing when it resumes.
 //! - **Claims from any node.** Changes that make a task due publish a hint
 //!   (queue and shard) on one channel; every node's waiting claims wake on it
 //!   and look only at the shards hinted (`watch.rs`), with a bounded fallback
@@ -81,8 +82,9 @@ pub use conn::{RedisCa, Target, REPLY_TIMEOUT};
 pub use error::ConnectError;
 pub use health::{OUTAGE_LOG_INTERVAL_FIRST, OUTAGE_LOG_INTERVAL_MAX};
 pub use options::{
-    RedisOptions, CLAIM_RECHECK_MS, CLAIM_SHARE_MIN, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE,
-    SHARDS_DEFAULT, SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_MAX, SHARD_LEASE_MS_MIN, SWEEP_MS,
+    RedisOptions, BEATS_PER_READ, CLAIM_RECHECK_MS, CLAIM_SHARE_MIN, FIRE_BATCH_MAX, FIRE_QUEUES_MAX,
+    RENEWALS_PER_LEASE, SHARDS_DEFAULT, SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_MAX, SHARD_LEASE_MS_MIN, SWEEP_IDLE_MS,
+    SWEEP_MS,
 };
 
 use conn::Conn;
@@ -265,14 +267,14 @@ impl RedisBackend {
         &self.node
     }
 
-    /// Heartbeats now, and adds what this node counted to the cluster's
-    /// figures, as its membership does every renewal period (a
-    /// [`RENEWALS_PER_LEASE`]th of the shard lease).
+    /// Heartbeats now, reads who is alive, and adds what this node counted
+    /// to the cluster's figures, as its membership does every renewal period
+    /// (a [`RENEWALS_PER_LEASE`]th of the shard lease).
     ///
     /// # Errors
     /// [`QueueError::StoreUnavailable`] if Redis does not answer.
     pub async fn beat(self: &Arc<Self>) -> Result<(), QueueError> {
-        self.tick().await
+        self.tick(true).await
     }
 
     /// The shards this node holds now.
@@ -338,8 +340,8 @@ impl RedisBackend {
 
     /// Closes (as [`Backend::close`]) and lets go of this node's shards and
     /// its place in the membership, so that the other nodes take the shards
-    /// at their next renewal (a quarter of a lease) rather than when the
-    /// leases run out.
+    /// at their next read of the membership (every [`BEATS_PER_READ`]
+    /// heartbeats) rather than once this node's heartbeat is a lease old.
     pub async fn shutdown(&self) {
         self.close();
         self.leave().await;

@@ -1,16 +1,20 @@
-//! A node's share of the work: the membership, its leases on shards, each
+//! A node's share of the work: the membership, its hold on shards, each
 //! owned shard's timer, and the channel of hints.
 //!
-//! Every node heartbeats into one sorted set every `lease / RENEWALS_PER_LEASE`
-//! and counts as alive while its heartbeat is younger than a lease. The live
-//! nodes, sorted, each take the shards `s` with `s % nodes == rank`: a node
-//! acquires those that are free, renews those it holds, and lets go of those
-//! no longer its own. A node that dies stops renewing, its leases run out, and
-//! the others take its shards within a lease and a renewal period. Each
-//! acquisition takes a new epoch from a counter never deleted, and the holder
-//! (`node:epoch`) is what the fire script checks: a node that was stopped
-//! (SIGSTOP, a long pause) past its lease is refused when it resumes, and
-//! drops the shard.
+//! Every node heartbeats into one sorted set every `lease /
+//! RENEWALS_PER_LEASE` (reading the set every [`BEATS_PER_READ`]th time; the
+//! others are a `ZADD` alone) and counts as alive while its heartbeat is
+//! younger than a lease. The live nodes, sorted, each take the shards `s`
+//! with `s % nodes == rank`: a node acquires those that are free or held by a
+//! node no longer alive, and lets go of those no longer its own. The
+//! heartbeat is the only lease: a shard's holder has no time to live, so an
+//! idle node renews nothing shard by shard. A node that dies stops beating,
+//! and the others take its shards within a lease and [`BEATS_PER_READ`]
+//! renewal periods. Each acquisition takes a new epoch from a counter never
+//! deleted, and the holder (`node:epoch`) is what the fire script checks: a
+//! node that was stopped (SIGSTOP, a long pause) past its lease is refused
+//! when it resumes if another took the shard, and drops it; having missed its
+//! own heartbeats, it lets go of every shard and takes them again.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -27,7 +31,7 @@ use crate::alarms::Ring;
 use crate::conn::{client, redact, subscribe_urls};
 use crate::error::{storage, unexpected};
 use crate::health::is_unreachable;
-use crate::options::{FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_MS};
+use crate::options::{BEATS_PER_READ, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_IDLE_MS, SWEEP_MS};
 use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -61,42 +65,47 @@ impl Wake {
     }
 }
 
-/// The shards this node holds.
+/// The shards this node holds, and when its heartbeat last answered.
 #[derive(Default)]
-pub(crate) struct Owned(Mutex<HashMap<u16, Held>>);
+pub(crate) struct Owned {
+    held: Mutex<HashMap<u16, Held>>,
+    beat_at: Mutex<Option<std::time::Instant>>,
+    /// The live nodes as last read, sorted by name.
+    nodes: Mutex<Vec<String>>,
+}
 
 impl Owned {
     pub(crate) fn holders(&self) -> Vec<(u16, String)> {
-        let mut held: Vec<(u16, String)> = self.0.lock().iter().map(|(&s, h)| (s, h.holder.clone())).collect();
+        let mut held: Vec<(u16, String)> = self.held.lock().iter().map(|(&s, h)| (s, h.holder.clone())).collect();
         held.sort();
         held
     }
 
     pub(crate) fn abort_all(&self) {
-        for (_, held) in self.0.lock().drain() {
+        for (_, held) in self.held.lock().drain() {
             held.task.abort();
         }
     }
 
     fn holder(&self, shard: u16) -> Option<String> {
-        self.0.lock().get(&shard).map(|held| held.holder.clone())
+        self.held.lock().get(&shard).map(|held| held.holder.clone())
     }
 
     fn wake(&self, shard: u16) {
-        if let Some(held) = self.0.lock().get(&shard) {
+        if let Some(held) = self.held.lock().get(&shard) {
             held.wake.hint();
         }
     }
 
     fn wake_all(&self) {
-        for held in self.0.lock().values() {
+        for held in self.held.lock().values() {
             held.wake.hint();
         }
     }
 
     /// Lets go of `shard` if `holder` still holds it here.
     fn drop_shard(&self, shard: u16, holder: &str) {
-        let mut owned = self.0.lock();
+        let mut owned = self.held.lock();
         if owned.get(&shard).is_some_and(|held| held.holder == holder) {
             if let Some(held) = owned.remove(&shard) {
                 held.task.abort();
@@ -116,10 +125,10 @@ pub(crate) fn start(backend: &Arc<RedisBackend>) {
 }
 
 async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    loop {
+    for beat in 0u64.. {
         let Some(node) = backend.upgrade() else { return };
         let every = Duration::from_millis(node.options.shard_lease_ms / RENEWALS_PER_LEASE);
-        match node.tick().await {
+        match node.tick(beat % BEATS_PER_READ == 0).await {
             Ok(()) => node.health.answered(),
             Err(QueueError::StoreUnavailable(failure)) => match failure.source() {
                 Some(redis) => node.health.unreachable(redis),
@@ -209,33 +218,50 @@ impl RedisBackend {
         }
     }
 
-    /// Heartbeats, reads who is alive, and takes, keeps or lets go of each
-    /// shard accordingly.
-    pub(super) async fn tick(self: &Arc<Self>) -> Result<(), QueueError> {
-        let mut nodes = self.heartbeat(self.redis_ms()).await?;
-        // By name: the same order on every node, whatever their heartbeats.
-        nodes.sort_unstable();
+    /// Heartbeats, reads who is alive, and takes or lets go of each shard
+    /// accordingly. A node whose heartbeat went unanswered for most of a
+    /// lease (three quarters: from the start of the last that answered to
+    /// the answer of this one) may have been taken for dead, and its shards
+    /// taken: it lets go of them all and takes its share again (what
+    /// another holds is answered `held`, and taken at a later tick, once
+    /// given back).
+    pub(super) async fn tick(self: &Arc<Self>, read: bool) -> Result<(), QueueError> {
+        let started = std::time::Instant::now();
+        let read = read || self.owned.nodes.lock().is_empty();
+        let nodes = match self.heartbeat(self.redis_ms(), read).await? {
+            Some(mut nodes) => {
+                // By name: the same order on every node, whatever their heartbeats.
+                nodes.sort_unstable();
+                *self.owned.nodes.lock() = nodes.clone();
+                nodes
+            }
+            None => self.owned.nodes.lock().clone(),
+        };
+        let previous = self.owned.beat_at.lock().replace(started);
+        let stall = Duration::from_millis(self.options.shard_lease_ms * 3 / 4);
+        if let Some(stalled) = previous.map(|at| at.elapsed()).filter(|&gap| gap > stall) {
+            let held = self.owned.holders();
+            tracing::warn!(?stalled, shards = held.len(), "this node's heartbeats stalled; taking its shards again");
+            for (shard, holder) in held {
+                self.let_go(shard, &holder);
+            }
+        }
         let rank = nodes.iter().position(|n| *n == self.node).unwrap_or(0);
         let count = nodes.len().max(1);
         let work = (0..self.shards).map(|shard| {
             let mine = usize::from(shard) % count == rank;
             let node = self.clone();
             async move {
-                let holder = node.owned.holder(shard);
-                let op = match (&holder, mine) {
-                    (Some(_), true) => "renew",
-                    (Some(_), false) => "release",
-                    (None, true) => "acquire",
-                    (None, false) => return Ok(()),
-                };
-                let answer = node.shard_lease(shard, op, holder.as_deref().unwrap_or("")).await?;
-                match (op, answer) {
-                    ("acquire", Some(holder)) => node.hold(shard, holder),
-                    ("renew", None) => {
-                        tracing::warn!(shard, "lost the lease on a shard");
-                        node.let_go(shard, holder.as_deref().unwrap_or(""));
+                match (node.owned.holder(shard), mine) {
+                    (None, true) => {
+                        if let Some(holder) = node.acquire(shard).await? {
+                            node.hold(shard, holder);
+                        }
                     }
-                    ("release", _) => node.let_go(shard, holder.as_deref().unwrap_or("")),
+                    (Some(holder), false) => {
+                        node.let_go(shard, &holder);
+                        node.release(shard, &holder).await?;
+                    }
                     _ => {}
                 }
                 Ok::<_, QueueError>(())
@@ -248,7 +274,8 @@ impl RedisBackend {
     }
 
     /// The live nodes, by name, with their heartbeats and the shards each
-    /// holds (by its leases, which a node that died holds until they end).
+    /// holds (by their holders: a node that died holds its shards until
+    /// another takes them).
     pub(crate) async fn nodes(&self) -> Result<Vec<NodeStats>, QueueError> {
         let mut conn = self.conn();
         let heartbeats: Vec<(String, u64)> =
@@ -269,7 +296,7 @@ impl RedisBackend {
             let node = owner.rsplit_once(':').map_or(owner.as_str(), |(node, _)| node);
             match nodes.iter_mut().find(|n| n.name == node) {
                 Some(holder) => holder.shards.push(shard),
-                // A node past its heartbeats whose leases have yet to end.
+                // A node past its heartbeats whose shards are yet to be taken.
                 None => {
                     nodes.push(NodeStats { name: node.to_owned(), this: false, heartbeat_ms: 0, shards: vec![shard] })
                 }
@@ -279,21 +306,40 @@ impl RedisBackend {
         Ok(nodes)
     }
 
-    /// The shard lease script; the holder if it answered `ok`.
-    async fn shard_lease(&self, shard: u16, op: &str, holder: &str) -> Result<Option<String>, QueueError> {
+    /// Takes `shard` if it is free, held by this node's name, or by a node
+    /// whose heartbeat is a lease old: the new holder, or `None` if it is
+    /// held. The heartbeat is read after the holder, and a node beats before
+    /// it acquires: a node that joined since this one read the membership is
+    /// seen alive, and keeps what it took. The script takes the shard only
+    /// from the holder read.
+    async fn acquire(&self, shard: u16) -> Result<Option<String>, QueueError> {
+        let mut conn = self.conn();
+        let current: Option<String> = conn.get(self.keys.shard(shard, "owner")).await.map_err(storage)?;
+        if let Some(node) = current.as_deref().and_then(|holder| holder.rsplit_once(':')).map(|(node, _)| node) {
+            if node != self.node {
+                let beat: Option<u64> = conn.zscore(self.keys.global("nodes"), node).await.map_err(storage)?;
+                if beat.is_some_and(|at| at + self.options.shard_lease_ms >= self.redis_ms()) {
+                    return Ok(None);
+                }
+            }
+        }
         let mut invocation = SCRIPTS.shard_lease.key(self.keys.shard(shard, "owner"));
-        invocation
-            .key(self.keys.shard(shard, "epoch"))
-            .arg(op)
-            .arg(&self.node)
-            .arg(holder)
-            .arg(self.options.shard_lease_ms);
-        let value: redis::Value = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
+        invocation.key(self.keys.shard(shard, "epoch")).arg("acquire").arg(&self.node);
+        invocation.arg(current.as_deref().unwrap_or(""));
+        let value: redis::Value = invocation.invoke_async(&mut conn).await.map_err(storage)?;
         let mut reply = Reply::new(value)?;
         Ok(match reply.text()?.as_str() {
             "ok" => Some(reply.text()?),
             _ => None,
         })
+    }
+
+    /// Gives `shard` back if `holder` still holds it.
+    async fn release(&self, shard: u16, holder: &str) -> Result<(), QueueError> {
+        let mut invocation = SCRIPTS.shard_lease.key(self.keys.shard(shard, "owner"));
+        invocation.key(self.keys.shard(shard, "epoch")).arg("release").arg(&self.node).arg(holder);
+        let _: redis::Value = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
+        Ok(())
     }
 
     /// Lets go of `shard` if `holder` still holds it here, and of its timer.
@@ -307,25 +353,26 @@ impl RedisBackend {
         tracing::debug!(shard, holder, "holding a shard");
         let wake = Arc::new(Wake::default());
         let task = tokio::spawn(fire_loop(Arc::downgrade(self), shard, holder.clone(), wake.clone()));
-        let old = self.owned.0.lock().insert(shard, Held { holder, wake, task });
+        let old = self.owned.held.lock().insert(shard, Held { holder, wake, task });
         if let Some(old) = old {
             old.task.abort();
         }
     }
 
     /// Leaves the membership and lets go of every shard, so that the others
-    /// take them at their next renewal rather than after the leases run out.
+    /// take them at their next read of the membership rather than once its
+    /// heartbeat is a lease old.
     pub(super) async fn leave(&self) {
         // What this node counted goes into the figures first: a clean stop
         // loses none of it.
         for _ in 0..2 {
-            if self.heartbeat(self.redis_ms()).await.is_err() || !self.figures.pending() {
+            if self.heartbeat(self.redis_ms(), true).await.is_err() || !self.figures.pending() {
                 break;
             }
         }
         for (shard, holder) in self.owned.holders() {
             self.let_go(shard, &holder);
-            let _ = self.shard_lease(shard, "release", &holder).await;
+            let _ = self.release(shard, &holder).await;
         }
         let _: Result<(), _> = self.conn().zrem(self.keys.global("nodes"), &self.node).await;
     }
@@ -443,7 +490,7 @@ impl RedisBackend {
 /// A held shard's timer: sets the node's alarm for the shard's next
 /// deadline (or a sweep, at the latest) and waits for it (or a hint of an
 /// earlier one), fires, and again. Ends when the shard is let go, or its
-/// lease is found stale.
+/// holder is found fenced.
 async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake: Arc<Wake>) {
     let mut by_sweep = false;
     // The shard's heads as the last fire script left them: read again after
@@ -482,7 +529,8 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
             by_sweep = false;
             continue;
         }
-        let sweep = now_ms + SWEEP_MS;
+        // A shard with no deadline at all is swept less often.
+        let sweep = now_ms + if next.is_some() { SWEEP_MS } else { SWEEP_IDLE_MS };
         let until = next.map_or(sweep, |next| next.min(sweep));
         by_sweep = next.is_none_or(|next| next > sweep);
         let local_until = node.local_ms(until);

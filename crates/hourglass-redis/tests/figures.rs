@@ -10,7 +10,7 @@ use hourglass_queue::{Nack, NewTask, QueueStats, RunAt, Totals};
 use hourglass_redis::RedisBackend;
 use hourglass_test_support::redis::{Cluster, Server};
 
-use crate::{node, until};
+use crate::{calls_in, node, until};
 
 /// Tasks each node enqueues into each queue.
 const EACH: usize = 40;
@@ -20,12 +20,6 @@ fn by_name(mut queues: Vec<QueueStats>) -> Vec<QueueStats> {
     queues.retain(|q| QUEUES.contains(&&*q.name));
     queues.sort_by(|a, b| a.name.cmp(&b.name));
     queues
-}
-
-/// Calls of `HGETALL` Redis has answered (the figures are read with it).
-fn hgetalls(info: &str) -> u64 {
-    let line = info.lines().find(|line| line.starts_with("cmdstat_hgetall:")).unwrap_or("");
-    line.split(['=', ',']).nth(1).and_then(|calls| calls.parse().ok()).unwrap_or(0)
 }
 
 async fn figures_agree(url: &str, what: &str, commandstats: impl Fn() -> String) {
@@ -155,12 +149,16 @@ async fn figures_agree(url: &str, what: &str, commandstats: impl Fn() -> String)
         n.beat().await.unwrap();
     }
     let first = nodes[1].totals().await;
-    let before = hgetalls(&commandstats());
+    let before = calls_in(&commandstats(), "hgetall");
     for n in &nodes {
         n.beat().await.unwrap();
     }
     let again = nodes[1].totals().await;
-    assert_eq!(hgetalls(&commandstats()), before, "{what}: the figures were read again, though nothing changed");
+    assert_eq!(
+        calls_in(&commandstats(), "hgetall"),
+        before,
+        "{what}: the figures were read again, though nothing changed"
+    );
     assert_eq!(Totals { counters_as_of_ms: None, ..again }, Totals { counters_as_of_ms: None, ..first });
     assert!(again.counters_as_of_ms >= first.counters_as_of_ms, "{what}: as fresh as the latest heartbeats");
 
@@ -189,7 +187,7 @@ async fn three_nodes_show_the_same_figures_on_a_cluster() {
     let commandstats = || cluster.masters.iter().map(|m| m.cli(&["INFO", "commandstats"])).collect::<Vec<_>>();
     // Summed over the masters.
     let sum = move || {
-        let calls: u64 = commandstats().iter().map(|info| hgetalls(info)).sum();
+        let calls: u64 = commandstats().iter().map(|info| calls_in(info, "hgetall")).sum();
         format!("cmdstat_hgetall:calls={calls},")
     };
     figures_agree(&cluster.url(), "cluster", sum).await;

@@ -1,17 +1,19 @@
 -- A node's heartbeat, and what it counted since its last (figures.rs).
 -- KEYS: nodes, the node's last flush applied, then the hashes it adds to:
--- the totals' figures (always given), each queue's, the second's history.
+-- the totals' figures (when it flushes), each queue's, the second's history.
 -- ARGV: node now_ms lease_ms seq kept_ms start beat, then for each hash:
 -- how long it lives (ms, 0: for ever), a count n, then n pairs of a field
 -- and what to add to it ('m' is a maximum, not a sum).
 -- A flush whose seq was applied already (or 0) adds nothing; one applied adds
 -- one to the totals' `version` (which begins at `start`). The heartbeat is
 -- given only if `beat` is 1: the last of a heartbeat's scripts.
--- Returns the totals' version, and the live nodes with their heartbeats
--- (none if it did not beat).
+-- Returns the live nodes with their heartbeats (none if it did not beat). An
+-- idle heartbeat (no flush, no node gone) is two commands and this script's
+-- call: a node beats every renewal period. A reading of the sums reads their
+-- version itself.
 local nodes, flushed = KEYS[1], KEYS[2]
 local node, now, lease, seq = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if seq > tonumber(redis.call('GET', flushed) or '0') then
+if seq > 0 and seq > tonumber(redis.call('GET', flushed) or '0') then
   redis.call('SET', flushed, seq, 'PX', ARGV[5])
   if redis.call('HEXISTS', KEYS[3], 'version') == 0 then redis.call('HSET', KEYS[3], 'version', ARGV[6]) end
   redis.call('HINCRBY', KEYS[3], 'version', 1)
@@ -33,8 +35,14 @@ if seq > tonumber(redis.call('GET', flushed) or '0') then
     if kept > 0 and n > 0 then redis.call('PEXPIRE', KEYS[k], kept) end
   end
 end
-local version = redis.call('HGET', KEYS[3], 'version')
-if ARGV[7] ~= '1' then return { version, {} } end
+if ARGV[7] ~= '1' then return {} end
 redis.call('ZADD', nodes, now, node)
-redis.call('ZREMRANGEBYSCORE', nodes, '-inf', '(' .. (now - lease))
-return { version, redis.call('ZRANGE', nodes, 0, -1, 'WITHSCORES') }
+local all, live = redis.call('ZRANGE', nodes, 0, -1, 'WITHSCORES'), {}
+for i = 1, #all, 2 do
+  if tonumber(all[i + 1]) >= now - lease then
+    table.insert(live, all[i])
+    table.insert(live, all[i + 1])
+  end
+end
+if #live < #all then redis.call('ZREMRANGEBYSCORE', nodes, '-inf', '(' .. (now - lease)) end
+return live
