@@ -8,8 +8,9 @@
 //! queues, the heartbeat itself in the last. So a node's heartbeat in the
 //! membership means that everything it counted before it is in the sums: a
 //! reading holds every node's counts up to the oldest heartbeat of the live
-//! nodes ([`Totals::counters_as_of_ms`]), a renewal period old while they are
-//! well, and the reading node's own up to now.
+//! nodes ([`Totals::counters_as_of_ms`]), up to [`BEATS_PER_READ`](crate::options::BEATS_PER_READ)
+//! renewal periods old while they are well (as last read: it never goes
+//! back), and the reading node's own up to now.
 //!
 //! - **Layout.** `{prefix}:figures` holds the totals' counters by name and
 //!   the sums' `version`; `{prefix}:figures:q:QUEUE` a queue's (`counted.rs`).
@@ -74,10 +75,11 @@ struct Seen {
     as_of_ms: u64,
 }
 
-/// The sums as last read, and their version.
+/// The sums as last read, their version, and how fresh they were.
 struct Cache {
     version: u64,
     sums: Counted,
+    as_of_ms: u64,
 }
 
 /// This node's counts not yet in the store's sums, and the sums as last read.
@@ -202,7 +204,9 @@ impl RedisBackend {
             };
             let cached = if unconfirmed.is_empty() { self.cached(queues).await? } else { None };
             let (mut sum, as_of_ms) = match cached {
-                Some(sums) => (sums, seen.as_of_ms),
+                // The same sums are as fresh as the later of the heartbeat
+                // seen since and the reading that cached them.
+                Some((sums, cached_as_of_ms)) => (sums, seen.as_of_ms.max(cached_as_of_ms)),
                 None => self.read_sums(queues, &unconfirmed).await?,
             };
             let state = self.figures.state.lock();
@@ -217,17 +221,20 @@ impl RedisBackend {
         Ok(Read { totals, queues })
     }
 
-    /// The sums of `queues` as last read, if they hold every queue asked
-    /// for and the sums' version in Redis is still the one read with them.
-    async fn cached(&self, queues: &[Arc<str>]) -> Result<Option<Counted>, QueueError> {
+    /// The sums of `queues` as last read, and how fresh they were then, if
+    /// they hold every queue asked for and the sums' version in Redis is
+    /// still the one read with them.
+    async fn cached(&self, queues: &[Arc<str>]) -> Result<Option<(Counted, u64)>, QueueError> {
         let sums = |cache: &Cache| {
             let queues: Option<HashMap<Arc<str>, Tally>> =
                 queues.iter().map(|q| cache.sums.queues.get(q).map(|tally| (q.clone(), tally.clone()))).collect();
-            Some((cache.version, Counted { totals: cache.sums.totals, queues: queues? }))
+            Some((cache.version, Counted { totals: cache.sums.totals, queues: queues? }, cache.as_of_ms))
         };
-        let Some((version, sums)) = self.figures.cache.lock().as_ref().and_then(sums) else { return Ok(None) };
+        let Some((version, sums, as_of_ms)) = self.figures.cache.lock().as_ref().and_then(sums) else {
+            return Ok(None);
+        };
         let now: Option<u64> = self.conn().hget(self.keys.global("figures"), "version").await.map_err(storage)?;
-        Ok((now.unwrap_or(0) == version).then_some(sums))
+        Ok((now.unwrap_or(0) == version).then_some((sums, as_of_ms)))
     }
 
     /// The sums in Redis of the totals and of `queues`, read in one
@@ -261,16 +268,17 @@ impl RedisBackend {
         for (queue, fields) in queues.iter().zip(sums) {
             sum.queues.insert(queue.clone(), Tally::from_fields(fields));
         }
+        let as_of_ms = as_of_ms(&nodes, &self.node, self.redis_ms());
         if unconfirmed.is_empty() {
             let version = totals.get("version").copied().unwrap_or(0);
-            *self.figures.cache.lock() = Some(Cache { version, sums: sum.clone() });
+            *self.figures.cache.lock() = Some(Cache { version, sums: sum.clone(), as_of_ms });
         }
         for (seq, part) in unconfirmed {
             if *seq > flushed.unwrap_or(0) {
                 sum.add(part);
             }
         }
-        Ok((sum, as_of_ms(&nodes, &self.node, self.redis_ms())))
+        Ok((sum, as_of_ms))
     }
 }
 

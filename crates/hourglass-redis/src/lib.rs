@@ -300,6 +300,12 @@ impl RedisBackend {
         self.takers.waiting()
     }
 
+    /// The shard task `id` lives in. For tests of one shard.
+    #[doc(hidden)]
+    pub fn shard_of(&self, id: u64) -> Option<u16> {
+        keys::split(id, self.shards).map(|(shard, _)| shard)
+    }
+
     /// The shards this node holds, with their holders (`node:epoch`).
     #[doc(hidden)]
     pub fn holders(&self) -> Vec<(u16, String)> {

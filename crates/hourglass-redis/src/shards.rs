@@ -14,12 +14,23 @@
 //! deleted, and the holder (`node:epoch`) is what the fire script checks: a
 //! node that was stopped (SIGSTOP, a long pause) past its lease is refused
 //! when it resumes if another took the shard, and drops it; having missed its
-//! own heartbeats, it lets go of every shard and takes them again.
+//! own heartbeats, it reads each of its shards' holders and lets go of those
+//! taken.
+//!
+//! With no time to live, a holder outlives its node's interest in it only by
+//! a fault (a release whose reply was lost, Redis's data rolled back): a live
+//! node named holder of a shard it does not hold. Nothing fires it while no
+//! rule takes it; so the node whose turn it is takes it from a live holder
+//! that kept it [`KEPT_LEASES`] leases past its turn (a node gives a shard
+//! back within one: its next read of the membership). Fencing keeps that
+//! safe should the holder hold it after all. A node refused by the fence
+//! takes the shard back at once if it is still its turn, rather than at its
+//! next tick.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use redis::AsyncCommands;
@@ -36,6 +47,11 @@ use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::RedisBackend;
+
+/// Leases past its turn a live node may keep a shard before the node whose
+/// turn it is takes it: a node gives a shard back at its next read of the
+/// membership, within a lease.
+const KEPT_LEASES: u64 = 2;
 
 /// A shard's heads (`h`): each queue's earliest due time or lease end, by
 /// member (`s:QUEUE`, `l:QUEUE`), earliest first.
@@ -69,9 +85,15 @@ impl Wake {
 #[derive(Default)]
 pub(crate) struct Owned {
     held: Mutex<HashMap<u16, Held>>,
-    beat_at: Mutex<Option<std::time::Instant>>,
+    beat_at: Mutex<Option<Instant>>,
     /// The live nodes as last read, sorted by name.
     nodes: Mutex<Vec<String>>,
+    /// One tick at a time (the membership's, [`RedisBackend::beat`], a
+    /// shard taken back after a fence), and none once the node leaves.
+    ticking: tokio::sync::Mutex<()>,
+    /// Shards of this node's turn that a live node's holder keeps: the
+    /// holder, and when this node first found it there.
+    kept: Mutex<HashMap<u16, (String, Instant)>>,
 }
 
 impl Owned {
@@ -100,6 +122,19 @@ impl Owned {
     fn wake_all(&self) {
         for held in self.held.lock().values() {
             held.wake.hint();
+        }
+    }
+
+    /// Whether `holder`, found holding `shard` in this node's turn, has kept
+    /// it longer than `limit` since this node first found it there.
+    fn kept_past(&self, shard: u16, holder: &str, limit: Duration) -> bool {
+        let mut kept = self.kept.lock();
+        match kept.get(&shard) {
+            Some((seen, since)) if seen == holder => since.elapsed() > limit,
+            _ => {
+                kept.insert(shard, (holder.to_owned(), Instant::now()));
+                false
+            }
         }
     }
 
@@ -134,7 +169,7 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
                 Some(redis) => node.health.unreachable(redis),
                 None => node.health.unreachable(&failure),
             },
-            Err(error) => tracing::warn!(%error, "cannot renew this node's shards"),
+            Err(error) => tracing::warn!(%error, "cannot heartbeat, or take or give back shards"),
         }
         drop(node);
         tokio::select! {
@@ -218,15 +253,19 @@ impl RedisBackend {
         }
     }
 
-    /// Heartbeats, reads who is alive, and takes or lets go of each shard
-    /// accordingly. A node whose heartbeat went unanswered for most of a
-    /// lease (three quarters: from the start of the last that answered to
-    /// the answer of this one) may have been taken for dead, and its shards
-    /// taken: it lets go of them all and takes its share again (what
-    /// another holds is answered `held`, and taken at a later tick, once
-    /// given back).
+    /// Heartbeats, reads who is alive if it is to `read` (or knows no one),
+    /// and takes or gives back each shard accordingly. A node whose
+    /// heartbeat went unanswered for most of a lease (three quarters: from
+    /// the start of the last that answered to the answer of this one) may
+    /// have been taken for dead, and its shards taken: it reads their
+    /// holders and lets go of those no longer its own (what another holds is
+    /// answered `held`, and taken at a later tick, once given back).
     pub(super) async fn tick(self: &Arc<Self>, read: bool) -> Result<(), QueueError> {
-        let started = std::time::Instant::now();
+        let _one = self.owned.ticking.lock().await;
+        if *self.stop.borrow() {
+            return Ok(());
+        }
+        let started = Instant::now();
         let read = read || self.owned.nodes.lock().is_empty();
         let nodes = match self.heartbeat(self.redis_ms(), read).await? {
             Some(mut nodes) => {
@@ -240,37 +279,74 @@ impl RedisBackend {
         let previous = self.owned.beat_at.lock().replace(started);
         let stall = Duration::from_millis(self.options.shard_lease_ms * 3 / 4);
         if let Some(stalled) = previous.map(|at| at.elapsed()).filter(|&gap| gap > stall) {
-            let held = self.owned.holders();
-            tracing::warn!(?stalled, shards = held.len(), "this node's heartbeats stalled; taking its shards again");
-            for (shard, holder) in held {
-                self.let_go(shard, &holder);
-            }
+            tracing::warn!(?stalled, "this node's heartbeats stalled; reading its shards' holders");
+            self.let_go_of_taken().await;
         }
-        let rank = nodes.iter().position(|n| *n == self.node).unwrap_or(0);
-        let count = nodes.len().max(1);
+        let turn = Turn::of(&nodes, &self.node);
         let work = (0..self.shards).map(|shard| {
-            let mine = usize::from(shard) % count == rank;
             let node = self.clone();
             async move {
-                match (node.owned.holder(shard), mine) {
-                    (None, true) => {
-                        if let Some(holder) = node.acquire(shard).await? {
-                            node.hold(shard, holder);
-                        }
-                    }
+                match (node.owned.holder(shard), turn.mine(shard)) {
+                    (None, true) => node.take(shard).await?,
+                    // Given back before it is let go of here: a release that
+                    // fails leaves it held and fired here, and tried again.
                     (Some(holder), false) => {
-                        node.let_go(shard, &holder);
                         node.release(shard, &holder).await?;
+                        node.let_go(shard, &holder);
                     }
                     _ => {}
                 }
                 Ok::<_, QueueError>(())
             }
         });
-        for done in futures_util::future::join_all(work).await {
-            done?;
+        let done = futures_util::future::join_all(work).await;
+        let held = self.owned.held.lock().keys().copied().collect::<Vec<_>>();
+        self.owned.kept.lock().retain(|shard, _| turn.mine(*shard) && !held.contains(shard));
+        done.into_iter().collect()
+    }
+
+    /// Takes `shard` if it is free, or held by a node no longer alive (or
+    /// kept past its turn), and starts its timer.
+    async fn take(self: &Arc<Self>, shard: u16) -> Result<(), QueueError> {
+        if let Some(holder) = self.acquire(shard).await? {
+            self.hold(shard, holder);
         }
         Ok(())
+    }
+
+    /// Takes `shard` back at once, if it is still this node's turn, after
+    /// its holder here was refused by the fence (the node that took it may
+    /// have given it back already).
+    async fn take_back(self: Arc<Self>, shard: u16) {
+        let _one = self.owned.ticking.lock().await;
+        let turn = Turn::of(&self.owned.nodes.lock(), &self.node);
+        if *self.stop.borrow() || !turn.mine(shard) || self.owned.holder(shard).is_some() {
+            return;
+        }
+        if let Err(error) = self.take(shard).await {
+            tracing::debug!(shard, %error, "cannot take a shard back; the next tick will");
+        }
+    }
+
+    /// Reads the holder of every shard held here and lets go of those held
+    /// by another now (or by none). One that cannot be read is kept: the
+    /// fence refuses its fires if it was taken.
+    async fn let_go_of_taken(&self) {
+        let held = self.owned.holders();
+        let read = futures_util::future::join_all(held.iter().map(|(shard, _)| {
+            let mut conn = self.conn();
+            let key = self.keys.shard(*shard, "owner");
+            async move { conn.get::<_, Option<String>>(key).await }
+        }))
+        .await;
+        for ((shard, holder), now) in held.into_iter().zip(read) {
+            if let Ok(now) = now {
+                if now.as_deref() != Some(holder.as_str()) {
+                    tracing::info!(shard, holder, now, "a shard was taken while this node stalled");
+                    self.let_go(shard, &holder);
+                }
+            }
+        }
     }
 
     /// The live nodes, by name, with their heartbeats and the shards each
@@ -306,20 +382,25 @@ impl RedisBackend {
         Ok(nodes)
     }
 
-    /// Takes `shard` if it is free, held by this node's name, or by a node
-    /// whose heartbeat is a lease old: the new holder, or `None` if it is
-    /// held. The heartbeat is read after the holder, and a node beats before
-    /// it acquires: a node that joined since this one read the membership is
-    /// seen alive, and keeps what it took. The script takes the shard only
-    /// from the holder read.
+    /// Takes `shard` if it is free, held by this node's name, by a node whose
+    /// heartbeat is a lease old, or by a live node that kept it
+    /// [`KEPT_LEASES`] leases past its turn: the new holder, or `None` if it
+    /// is held. The heartbeat is read after the holder, and a node beats
+    /// before it acquires: a node that joined since this one read the
+    /// membership is seen alive, and keeps what it took. The script takes
+    /// the shard only from the holder read.
     async fn acquire(&self, shard: u16) -> Result<Option<String>, QueueError> {
         let mut conn = self.conn();
         let current: Option<String> = conn.get(self.keys.shard(shard, "owner")).await.map_err(storage)?;
-        if let Some(node) = current.as_deref().and_then(|holder| holder.rsplit_once(':')).map(|(node, _)| node) {
+        if let Some((holder, node)) = current.as_deref().and_then(|h| Some((h, h.rsplit_once(':')?.0))) {
             if node != self.node {
                 let beat: Option<u64> = conn.zscore(self.keys.global("nodes"), node).await.map_err(storage)?;
-                if beat.is_some_and(|at| at + self.options.shard_lease_ms >= self.redis_ms()) {
-                    return Ok(None);
+                let lease = self.options.shard_lease_ms;
+                if beat.is_some_and(|at| at + lease >= self.redis_ms()) {
+                    if !self.owned.kept_past(shard, holder, Duration::from_millis(KEPT_LEASES * lease)) {
+                        return Ok(None);
+                    }
+                    tracing::warn!(shard, holder, "a live node kept a shard past its turn; taking it");
                 }
             }
         }
@@ -370,9 +451,11 @@ impl RedisBackend {
                 break;
             }
         }
+        // No tick takes a shard once this one has: the node is closed.
+        let _one = self.owned.ticking.lock().await;
         for (shard, holder) in self.owned.holders() {
-            self.let_go(shard, &holder);
             let _ = self.release(shard, &holder).await;
+            self.let_go(shard, &holder);
         }
         let _: Result<(), _> = self.conn().zrem(self.keys.global("nodes"), &self.node).await;
     }
@@ -510,7 +593,10 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
             Ok(next) => next,
             Err(None) => {
                 tracing::warn!(shard, holder, "fenced: another node holds the shard now");
+                // Letting go ends this task (at its next wait, after the
+                // return): the shard is taken back by a task of its own.
                 node.let_go(shard, &holder);
+                tokio::spawn(node.clone().take_back(shard));
                 return;
             }
             Err(Some(error)) => {
@@ -539,5 +625,23 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
         node.alarms.set(shard, local_until, ring, wake.notify.clone());
         drop(node);
         woken.await;
+    }
+}
+
+/// Whose turn each shard is, by the live nodes sorted by name: shard `s` is
+/// the turn of the node ranked `s % nodes`.
+#[derive(Clone, Copy)]
+struct Turn {
+    rank: usize,
+    count: usize,
+}
+
+impl Turn {
+    fn of(nodes: &[String], me: &str) -> Turn {
+        Turn { rank: nodes.iter().position(|n| n == me).unwrap_or(0), count: nodes.len().max(1) }
+    }
+
+    fn mine(self, shard: u16) -> bool {
+        usize::from(shard) % self.count == self.rank
     }
 }

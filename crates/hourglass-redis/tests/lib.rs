@@ -156,6 +156,55 @@ async fn an_idle_node_renews_no_shard_one_by_one() {
     a.close();
 }
 
+/// A fault can leave a live node named holder of a shard it does not hold (a
+/// release whose reply was lost, Redis's data rolled back). The node whose
+/// turn the shard is takes it once the holder kept it two leases, and the
+/// shard's tasks are delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_named_for_a_live_node_that_does_not_hold_it_is_taken() {
+    let Some(server) = Server::start() else { return };
+    let a = node(&server.url(), 600).await;
+    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    let b = node(&server.url(), 600).await;
+    until("the shards are shared out", Duration::from_secs(20), || {
+        a.held_shards().len() == 8 && b.held_shards().len() == 8
+    })
+    .await;
+    let (shard, _) = b.holders()[0];
+    let orphan = format!("{}:999999", a.node());
+    server.cli(&["SET", &format!("{{hg:{shard}}}:owner"), &orphan]);
+    // Tasks due soon, eight of them in that shard: b finds itself fenced
+    // when it fires them, and a does not hold the shard.
+    let started = Instant::now();
+    let (mut ids, mut in_shard) = (Vec::new(), 0);
+    while in_shard < 8 {
+        let id = a.enqueue("orphan", NewTask::new("{}", RunAt::Delay(100))).await.unwrap().id;
+        in_shard += usize::from(a.shard_of(id) == Some(shard));
+        ids.push(id);
+        assert!(ids.len() < 2_000, "tasks land in every shard");
+    }
+    let mut got = Vec::new();
+    while got.len() < ids.len() {
+        let claimed = a.claim("orphan", 100, 30_000, 20_000).await.unwrap();
+        assert!(!claimed.is_empty(), "every task is delivered: {} of {}", got.len(), ids.len());
+        got.extend(claimed.iter().map(|c| c.id));
+    }
+    got.sort();
+    ids.sort();
+    assert_eq!(got, ids);
+    let holder = redis_get(&server, &format!("{{hg:{shard}}}:owner"));
+    println!(
+        "shard {shard} named for live node a, which did not hold it: {} tasks delivered by {:?}, \
+         the shard now held by {holder} (leases of 600 ms)",
+        ids.len(),
+        started.elapsed()
+    );
+    assert_ne!(holder, orphan);
+    assert!(b.holders().iter().any(|(s, h)| *s == shard && *h == holder), "b holds it again: {:?}", b.holders());
+    a.close();
+    b.close();
+}
+
 fn redis_get(server: &Server, key: &str) -> String {
     server.cli(&["GET", key]).trim().to_owned()
 }
@@ -193,15 +242,16 @@ async fn a_killed_node_s_due_tasks_fire_late_never_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_shut_down_hands_its_shards_over_at_once() {
     let Some(server) = Server::start() else { return };
-    // Leases of 40 s, renewed every 10 s: b takes the shards at its next
-    // renewal; waiting the leases out would fail the bound below.
-    let a = node(&server.url(), 40_000).await;
+    // Leases of 30 s, heartbeats every 7.5 s, the membership read every
+    // 15 s: b takes the shards at its next read; waiting a's heartbeat out
+    // would take 30 s at least, past the bound below.
+    let a = node(&server.url(), 30_000).await;
     until("a holds every shard", Duration::from_secs(30), || a.held_shards().len() == 16).await;
-    let b = node(&server.url(), 40_000).await;
+    let b = node(&server.url(), 30_000).await;
     until("the shards are shared out", Duration::from_secs(30), || b.held_shards().len() == 8).await;
     a.shutdown().await;
     let took = until("b takes them all", Duration::from_secs(25), || b.held_shards().len() == 16).await;
-    println!("a node that shut down had its shards taken over in {took:?} (leases of 40 s)");
+    println!("a node that shut down had its shards taken over in {took:?} (leases of 30 s)");
     b.close();
 }
 

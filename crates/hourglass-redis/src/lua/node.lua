@@ -7,10 +7,11 @@
 -- A flush whose seq was applied already (or 0) adds nothing; one applied adds
 -- one to the totals' `version` (which begins at `start`). The heartbeat is
 -- given only if `beat` is 1: the last of a heartbeat's scripts.
--- Returns the live nodes with their heartbeats (none if it did not beat). An
--- idle heartbeat (no flush, no node gone) is two commands and this script's
--- call: a node beats every renewal period. A reading of the sums reads their
--- version itself.
+-- Returns the live nodes with their heartbeats (none if it did not beat).
+-- Called when the node reads who is alive (every `BEATS_PER_READ`th beat) or
+-- has counts to add; the other beats are a `ZADD` alone (figures.rs). An idle
+-- read is two commands and this script's call. A reading of the sums reads
+-- their version itself.
 local nodes, flushed = KEYS[1], KEYS[2]
 local node, now, lease, seq = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if seq > 0 and seq > tonumber(redis.call('GET', flushed) or '0') then
