@@ -48,6 +48,13 @@ use crate::RedisBackend;
 /// How long Redis remembers a node's last flush, to apply it once: far
 /// longer than a flush is sent again (a renewal period at a time).
 const FLUSHED_KEPT_MS: u64 = 24 * 60 * 60 * 1_000;
+/// How often a heartbeat reads Redis's clock (`TIME`, in the script that
+/// reads who is alive), at the least: a node that sends nothing else with a
+/// time in its reply still scores its heartbeats, and judges others', by an
+/// estimate of Redis's clock no older than this (rather than by its own
+/// clock, which may be seconds off). Once in ten reads of the membership: a
+/// tenth of a command a second a node.
+const CLOCK_READ_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 /// Times a reading starts again when heartbeats keep taking counts under
 /// it; then it adds what it copied (a heartbeat every renewal period makes
 /// a second try rare).
@@ -65,6 +72,8 @@ struct State {
     seq: u64,
     /// What the latest heartbeat saw.
     seen: Seen,
+    /// When a heartbeat last read Redis's clock.
+    clock_read: Option<std::time::Instant>,
 }
 
 /// What a heartbeat saw.
@@ -141,14 +150,15 @@ impl RedisBackend {
     /// `ZADD`, not the script.
     pub(crate) async fn heartbeat(&self, now_ms: u64, read: bool) -> Result<Option<Vec<String>>, QueueError> {
         let _one = self.figures.beating.lock().await;
-        let parts: Vec<(u64, Counted)> = {
+        let (parts, clock): (Vec<(u64, Counted)>, bool) = {
             let mut state = self.figures.state.lock();
             for part in state.counted.take_parts() {
                 state.seq += 1;
                 let seq = state.seq;
                 state.unconfirmed.push_back((seq, part));
             }
-            state.unconfirmed.iter().cloned().collect()
+            let clock = read && state.clock_read.is_none_or(|at| at.elapsed() >= CLOCK_READ_EVERY);
+            (state.unconfirmed.iter().cloned().collect(), clock)
         };
         if parts.is_empty() && !read {
             let _: () = self.conn().zadd(self.keys.global("nodes"), &self.node, now_ms).await.map_err(storage)?;
@@ -162,6 +172,7 @@ impl RedisBackend {
             let mut invocation = crate::scripts::SCRIPTS.node.key(self.keys.global("nodes"));
             invocation.key(self.flushed_key()).arg(&self.node).arg(now_ms).arg(self.options.shard_lease_ms);
             invocation.arg(part.map_or(0, |&(seq, _)| seq)).arg(FLUSHED_KEPT_MS).arg(start).arg(u8::from(beat));
+            invocation.arg(u8::from(beat && clock));
             let (keys, args) = match part {
                 Some((_, counted)) => counted.script_input(self, now_ms),
                 None => (Vec::new(), Vec::new()),
@@ -172,10 +183,17 @@ impl RedisBackend {
             for arg in args {
                 invocation.arg(arg);
             }
-            let nodes: Vec<(String, u64)> = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
+            let (redis_ms, nodes): (u64, Vec<(String, u64)>) =
+                invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
+            if redis_ms > 0 {
+                self.saw_time(redis_ms);
+            }
             let mut state = self.figures.state.lock();
             if beat {
-                state.seen.as_of_ms = as_of_ms(&nodes, &self.node, now_ms);
+                if redis_ms > 0 {
+                    state.clock_read = Some(std::time::Instant::now());
+                }
+                state.seen.as_of_ms = as_of_ms(&nodes, &self.node, now_ms.max(redis_ms));
             }
             if let Some(&(seq, _)) = part {
                 state.unconfirmed.retain(|&(sent, _)| sent != seq);

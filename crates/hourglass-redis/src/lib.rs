@@ -358,8 +358,9 @@ impl RedisBackend {
     /// membership without a word. For tests of failover.
     #[doc(hidden)]
     pub fn crash(&self) {
-        self.owned.abort_all();
+        // Closed first: no tick, and no shard taken back, starts after.
         self.close();
+        self.owned.abort_all();
     }
 
     fn conn(&self) -> Conn {

@@ -138,14 +138,13 @@ impl Owned {
         }
     }
 
-    /// Lets go of `shard` if `holder` still holds it here.
-    fn drop_shard(&self, shard: u16, holder: &str) {
+    /// Lets go of `shard` if `holder` still holds it here: whether it did.
+    fn drop_shard(&self, shard: u16, holder: &str) -> bool {
         let mut owned = self.held.lock();
-        if owned.get(&shard).is_some_and(|held| held.holder == holder) {
-            if let Some(held) = owned.remove(&shard) {
-                held.task.abort();
-            }
+        if owned.get(&shard).is_none_or(|held| held.holder != holder) {
+            return false;
         }
+        owned.remove(&shard).inspect(|held| held.task.abort()).is_some()
     }
 }
 
@@ -425,8 +424,10 @@ impl RedisBackend {
 
     /// Lets go of `shard` if `holder` still holds it here, and of its timer.
     fn let_go(&self, shard: u16, holder: &str) {
-        self.owned.drop_shard(shard, holder);
-        self.alarms.unset(shard);
+        // A stale holder's alarm is a newer one's now: left set.
+        if self.owned.drop_shard(shard, holder) {
+            self.alarms.unset(shard);
+        }
     }
 
     /// Starts the timer of a shard just acquired.
