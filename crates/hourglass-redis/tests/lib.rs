@@ -30,6 +30,18 @@ async fn sole_node(url: &str) -> Arc<RedisBackend> {
     backend
 }
 
+/// Two nodes of a service on `url`, `a` started first, once they share the
+/// shards out; and how long that took after `b` started.
+async fn two_nodes(url: &str, shard_lease_ms: u64) -> (Arc<RedisBackend>, Arc<RedisBackend>, Duration) {
+    let within = Duration::from_secs(30);
+    let a = node(url, shard_lease_ms).await;
+    until("a holds every shard", within, || a.held_shards().len() == 16).await;
+    let b = node(url, shard_lease_ms).await;
+    let took =
+        until("the shards are shared out", within, || a.held_shards().len() == 8 && b.held_shards().len() == 8).await;
+    (a, b, took)
+}
+
 /// Waits (polling, within `timeout`) until `done` holds.
 async fn until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> Duration {
     let started = Instant::now();
@@ -95,13 +107,7 @@ async fn conformance_push_and_flow_cluster_of_three_masters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_are_shared_out_and_a_stale_holder_is_fenced() {
     let Some(server) = Server::start() else { return };
-    let a = node(&server.url(), 600).await;
-    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
-    let b = node(&server.url(), 600).await;
-    let took = until("the shards are shared out", Duration::from_secs(20), || {
-        a.held_shards().len() == 8 && b.held_shards().len() == 8
-    })
-    .await;
+    let (a, b, took) = two_nodes(&server.url(), 600).await;
     println!("two nodes shared the 16 shards {took:?} after the second started");
     // b is killed: a takes its shards when their leases run out.
     b.crash();
@@ -170,13 +176,7 @@ async fn an_idle_node_renews_no_shard_one_by_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_named_for_a_live_node_that_does_not_hold_it_is_taken() {
     let Some(server) = Server::start() else { return };
-    let a = node(&server.url(), 600).await;
-    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
-    let b = node(&server.url(), 600).await;
-    until("the shards are shared out", Duration::from_secs(20), || {
-        a.held_shards().len() == 8 && b.held_shards().len() == 8
-    })
-    .await;
+    let (a, b, _) = two_nodes(&server.url(), 600).await;
     let (shard, _) = b.holders()[0];
     let orphan = format!("{}:999999", a.node());
     server.cli(&["SET", &format!("{{hg:{shard}}}:owner"), &orphan]);
@@ -219,10 +219,7 @@ fn redis_get(server: &Server, key: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_node_s_due_tasks_fire_late_never_lost() {
     let Some(server) = Server::start() else { return };
-    let a = node(&server.url(), 600).await;
-    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
-    let b = node(&server.url(), 600).await;
-    until("the shards are shared out", Duration::from_secs(20), || b.held_shards().len() == 8).await;
+    let (a, b, _) = two_nodes(&server.url(), 600).await;
     // Tasks on every shard, due soon; then b dies with half of them.
     let mut ids = Vec::new();
     for _ in 0..32 {
@@ -252,10 +249,7 @@ async fn a_node_shut_down_hands_its_shards_over_at_once() {
     // Leases of 30 s, heartbeats every 7.5 s, the membership read every
     // 15 s: b takes the shards at its next read; waiting a's heartbeat out
     // would take 30 s at least, past the bound below.
-    let a = node(&server.url(), 30_000).await;
-    until("a holds every shard", Duration::from_secs(30), || a.held_shards().len() == 16).await;
-    let b = node(&server.url(), 30_000).await;
-    until("the shards are shared out", Duration::from_secs(30), || b.held_shards().len() == 8).await;
+    let (a, b, _) = two_nodes(&server.url(), 30_000).await;
     a.shutdown().await;
     let took = until("b takes them all", Duration::from_secs(25), || b.held_shards().len() == 16).await;
     println!("a node that shut down had its shards taken over in {took:?} (leases of 30 s)");
