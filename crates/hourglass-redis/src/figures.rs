@@ -143,11 +143,18 @@ fn as_of_ms(nodes: &[(String, u64)], me: &str, now_ms: u64) -> u64 {
     nodes.iter().filter(|(node, _)| node != me).map(|&(_, at)| at).min().unwrap_or(now_ms).min(now_ms)
 }
 
+/// The nodes in `all` (each with its heartbeat) alive at `now_ms`: those
+/// whose heartbeat is younger than `lease_ms`.
+fn alive(all: Vec<(String, u64)>, now_ms: u64, lease_ms: u64) -> Vec<(String, u64)> {
+    all.into_iter().filter(|&(_, at)| at + lease_ms >= now_ms).collect()
+}
+
 impl RedisBackend {
     /// Heartbeats at `now_ms` (Redis's clock), first adding everything this
     /// node counted to the sums; returns the live nodes if it was to `read`
-    /// them. With nothing to add and nothing to read, the heartbeat is one
-    /// `ZADD`, not the script.
+    /// them. With nothing to add, the heartbeat is a `ZADD`, and a `ZRANGE`
+    /// if it reads who is alive, not the script (a command less: the
+    /// script's call); the script reads Redis's clock when that is due.
     pub(crate) async fn heartbeat(&self, now_ms: u64, read: bool) -> Result<Option<Vec<String>>, QueueError> {
         let _one = self.figures.beating.lock().await;
         let (parts, clock): (Vec<(u64, Counted)>, bool) = {
@@ -160,9 +167,16 @@ impl RedisBackend {
             let clock = read && state.clock_read.is_none_or(|at| at.elapsed() >= CLOCK_READ_EVERY);
             (state.unconfirmed.iter().cloned().collect(), clock)
         };
+        let key = self.keys.global("nodes");
         if parts.is_empty() && !read {
-            let _: () = self.conn().zadd(self.keys.global("nodes"), &self.node, now_ms).await.map_err(storage)?;
+            let _: () = self.conn().zadd(&key, &self.node, now_ms).await.map_err(storage)?;
             return Ok(None);
+        }
+        if parts.is_empty() && !clock {
+            let mut pipe = redis::pipe();
+            pipe.zadd(&key, &self.node, now_ms).ignore().zrange_withscores(&key, 0, -1);
+            let (all,): (Vec<(String, u64)>,) = pipe.query_async(&mut self.conn()).await.map_err(storage)?;
+            return self.beaten(all, now_ms).await.map(Some);
         }
         let start = rand::random::<u32>();
         let calls = parts.len().max(1);
@@ -170,7 +184,7 @@ impl RedisBackend {
             let beat = at + 1 == calls;
             let part = parts.get(at);
             let mut invocation = crate::scripts::SCRIPTS.node.key(self.keys.global("nodes"));
-            invocation.key(self.flushed_key()).arg(&self.node).arg(now_ms).arg(self.options.shard_lease_ms);
+            invocation.key(self.flushed_key()).arg(&self.node).arg(now_ms);
             invocation.arg(part.map_or(0, |&(seq, _)| seq)).arg(FLUSHED_KEPT_MS).arg(start).arg(u8::from(beat));
             invocation.arg(u8::from(beat && clock));
             let (keys, args) = match part {
@@ -183,27 +197,36 @@ impl RedisBackend {
             for arg in args {
                 invocation.arg(arg);
             }
-            let (redis_ms, nodes): (u64, Vec<(String, u64)>) =
+            let (redis_ms, all): (u64, Vec<(String, u64)>) =
                 invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
-            if redis_ms > 0 {
-                self.saw_time(redis_ms);
+            if let Some(&(seq, _)) = part {
+                self.figures.state.lock().unconfirmed.retain(|&(sent, _)| sent != seq);
             }
-            let mut state = self.figures.state.lock();
             if beat {
                 if redis_ms > 0 {
-                    state.clock_read = Some(std::time::Instant::now());
+                    self.saw_time(redis_ms);
+                    self.figures.state.lock().clock_read = Some(std::time::Instant::now());
                 }
-                state.seen.as_of_ms = as_of_ms(&nodes, &self.node, now_ms.max(redis_ms));
-            }
-            if let Some(&(seq, _)) = part {
-                state.unconfirmed.retain(|&(sent, _)| sent != seq);
-            }
-            drop(state);
-            if beat {
-                return Ok(Some(nodes.into_iter().map(|(node, _)| node).collect()));
+                return self.beaten(all, now_ms.max(redis_ms)).await.map(Some);
             }
         }
         unreachable!("the last call beats")
+    }
+
+    /// After a heartbeat at `now_ms` that read the membership (`all`, each
+    /// node with its heartbeat): the live nodes, and what the figures are as
+    /// fresh as. Those past their lease are taken out of it (by score: a
+    /// node that beat meanwhile stays).
+    async fn beaten(&self, all: Vec<(String, u64)>, now_ms: u64) -> Result<Vec<String>, QueueError> {
+        let lease_ms = self.options.shard_lease_ms;
+        let count = all.len();
+        let live = alive(all, now_ms, lease_ms);
+        if live.len() < count {
+            let stale = format!("({}", now_ms.saturating_sub(lease_ms));
+            let _: () = self.conn().zrembyscore(self.keys.global("nodes"), "-inf", stale).await.map_err(storage)?;
+        }
+        self.figures.state.lock().seen.as_of_ms = as_of_ms(&live, &self.node, now_ms);
+        Ok(live.into_iter().map(|(node, _)| node).collect())
     }
 
     fn flushed_key(&self) -> String {

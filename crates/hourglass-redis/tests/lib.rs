@@ -161,6 +161,10 @@ async fn an_idle_node_renews_no_shard_one_by_one() {
     // test's beats, unless the machine is very slow).
     let times = 1 + started.elapsed().as_secs() / 10;
     assert!(count("time") <= times, "the heartbeats read Redis's clock at most {times} times: {info}");
+    // Only those run the heartbeat's script: the others are a ZADD and a
+    // ZRANGE, the node having nothing counted to add.
+    assert!(count("evalsha") <= times, "a script only to read the clock: {info}");
+    assert!(count("zrange") >= BEATS, "each beat reads who is alive: {info}");
     for command in ["get", "set", "pexpire"] {
         assert_eq!(count(command), 0, "no shard's holder is read or renewed: {info}");
     }
