@@ -8,6 +8,7 @@
 #   bench/queue-vs-bullmq.sh          # every workload, ROUNDS rounds (3)
 #   FSYNC=everysec bench/queue-vs-bullmq.sh
 #   ONLY=lateness-5000-nodes bench/queue-vs-bullmq.sh  # that row of hourglass alone, ROUNDS times
+#   ONLY=idle bench/queue-vs-bullmq.sh                 # the idle row (both systems), ROUNDS times
 #   HG=/tmp/old/hourglass LOAD=... bench/queue-vs-bullmq.sh  # another build (not rebuilt)
 #
 # Lines start with the system's name; BENCHMARKS.md quotes the medians.
@@ -52,6 +53,33 @@ per_task() {
   after=$(info stats total_commands_processed)
   echo "  redis commands a task (whole life, every node's background work included): $(( (after - before) / tasks ))"
 }
+
+# Idle: nothing due, consumers waiting, 10 s; hourglass, then BullMQ.
+idle_row() {
+  fresh_redis; start_nodes
+  local waiters=() before after
+  for node in "${NODES[@]}" "${NODES[@]}"; do
+    (while true; do curl -s -XPOST "http://$node/v1/queues/idle/claim" -H 'content-type: application/json' -d '{"wait_ms":60000}' >/dev/null || sleep 1; done) &
+    waiters+=($!)
+  done
+  sleep 1
+  before=$(info stats total_commands_processed)
+  sleep 10
+  after=$(info stats total_commands_processed)
+  for pid in "${waiters[@]}"; do kill "$pid" 2>/dev/null || true; done
+  echo "hourglass idle: 3 nodes, 6 waiting claims, nothing due, 10 s: $(( (after - before) / 10 )) redis commands a second"
+  stop_pids; fresh_redis
+  bull idle 10 6
+}
+
+# ONLY=idle: the idle row alone, ROUNDS times.
+if [ "$ONLY" = idle ]; then
+  for round in $(seq "$ROUNDS"); do
+    echo "== round $round"
+    idle_row
+  done
+  exit 0
+fi
 
 # ONLY=lateness-RATE-nodes: hourglass's pull lateness row alone, then what each
 # node's fires handed straight to its waiting claims (logged as it stops).
@@ -100,21 +128,7 @@ for round in $(seq "$ROUNDS"); do
   echo "hourglass memory: 100000 delayed tasks: $(( (after - before) / 100000 )) bytes of redis memory a task"
   stop_pids; fresh_redis
   bull memory 100000
-  # Idle: nothing due, consumers waiting, 10 s.
-  fresh_redis; start_nodes
-  waiters=()
-  for node in "${NODES[@]}" "${NODES[@]}"; do
-    (while true; do curl -s -XPOST "http://$node/v1/queues/idle/claim" -H 'content-type: application/json' -d '{"wait_ms":60000}' >/dev/null || sleep 1; done) &
-    waiters+=($!)
-  done
-  sleep 1
-  before=$(info stats total_commands_processed)
-  sleep 10
-  after=$(info stats total_commands_processed)
-  for pid in "${waiters[@]}"; do kill "$pid" 2>/dev/null || true; done
-  echo "hourglass idle: 3 nodes, 6 waiting claims, nothing due, 10 s: $(( (after - before) / 10 )) redis commands a second"
-  stop_pids; fresh_redis
-  bull idle 10 6
+  idle_row
   # Redelivery: the node a consumer claimed a task through (lease 5 s) is
   # killed with kill -9; a consumer on another node waits for the task.
   fresh_redis; start_nodes
