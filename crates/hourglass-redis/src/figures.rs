@@ -43,13 +43,14 @@ use hourglass_queue::{QueueError, Totals};
 
 use crate::counted::{counters, Counted, Tally};
 use crate::error::{storage, unexpected};
+use crate::shards::alive;
 use crate::RedisBackend;
 
 /// How long Redis remembers a node's last flush, to apply it once: far
 /// longer than a flush is sent again (a renewal period at a time).
 const FLUSHED_KEPT_MS: u64 = 24 * 60 * 60 * 1_000;
-/// How often a heartbeat reads Redis's clock (`TIME`, in the script that
-/// reads who is alive), at the least: a node that sends nothing else with a
+/// How often a heartbeat that reads who is alive reads Redis's clock too
+/// (`TIME`, in the heartbeat's script), at the least: a node that sends nothing else with a
 /// time in its reply still scores its heartbeats, and judges others', by an
 /// estimate of Redis's clock no older than this (rather than by its own
 /// clock, which may be seconds off). Once in ten reads of the membership: a
@@ -143,12 +144,6 @@ fn as_of_ms(nodes: &[(String, u64)], me: &str, now_ms: u64) -> u64 {
     nodes.iter().filter(|(node, _)| node != me).map(|&(_, at)| at).min().unwrap_or(now_ms).min(now_ms)
 }
 
-/// The nodes in `all` (each with its heartbeat) alive at `now_ms`: those
-/// whose heartbeat is younger than `lease_ms`.
-fn alive(all: Vec<(String, u64)>, now_ms: u64, lease_ms: u64) -> Vec<(String, u64)> {
-    all.into_iter().filter(|&(_, at)| at + lease_ms >= now_ms).collect()
-}
-
 impl RedisBackend {
     /// Heartbeats at `now_ms` (Redis's clock), first adding everything this
     /// node counted to the sums; returns the live nodes if it was to `read`
@@ -183,7 +178,7 @@ impl RedisBackend {
         for at in 0..calls {
             let beat = at + 1 == calls;
             let part = parts.get(at);
-            let mut invocation = crate::scripts::SCRIPTS.node.key(self.keys.global("nodes"));
+            let mut invocation = crate::scripts::SCRIPTS.node.key(&key);
             invocation.key(self.flushed_key()).arg(&self.node).arg(now_ms);
             invocation.arg(part.map_or(0, |&(seq, _)| seq)).arg(FLUSHED_KEPT_MS).arg(start).arg(u8::from(beat));
             invocation.arg(u8::from(beat && clock));
@@ -220,7 +215,7 @@ impl RedisBackend {
     async fn beaten(&self, all: Vec<(String, u64)>, now_ms: u64) -> Result<Vec<String>, QueueError> {
         let lease_ms = self.options.shard_lease_ms;
         let count = all.len();
-        let live = alive(all, now_ms, lease_ms);
+        let live: Vec<(String, u64)> = all.into_iter().filter(|&(_, at)| alive(at, now_ms, lease_ms)).collect();
         if live.len() < count {
             let stale = format!("({}", now_ms.saturating_sub(lease_ms));
             let _: () = self.conn().zrembyscore(self.keys.global("nodes"), "-inf", stale).await.map_err(storage)?;

@@ -395,7 +395,7 @@ impl RedisBackend {
             if node != self.node {
                 let beat: Option<u64> = conn.zscore(self.keys.global("nodes"), node).await.map_err(storage)?;
                 let lease = self.options.shard_lease_ms;
-                if beat.is_some_and(|at| at + lease >= self.redis_ms()) {
+                if beat.is_some_and(|at| alive(at, self.redis_ms(), lease)) {
                     if !self.owned.kept_past(shard, holder, Duration::from_millis(KEPT_LEASES * lease)) {
                         return Ok(None);
                     }
@@ -627,6 +627,13 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
         drop(node);
         woken.await;
     }
+}
+
+/// Whether a node whose last heartbeat was at `heartbeat_ms` is alive at
+/// `now_ms`: the heartbeat is younger than a lease. The one rule, for the
+/// membership a heartbeat reads (`figures.rs`) and for a shard's holder.
+pub(crate) fn alive(heartbeat_ms: u64, now_ms: u64, lease_ms: u64) -> bool {
+    heartbeat_ms + lease_ms >= now_ms
 }
 
 /// Whose turn each shard is, by the live nodes sorted by name: shard `s` is
