@@ -5,7 +5,7 @@
 //! Without `redis-server` (and `redis-cli` for a Cluster) a test skips, and
 //! fails under `CI=true`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -14,11 +14,18 @@ use crate::{free_port, required, within};
 
 /// How long a server may take to answer once started.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// Times a first start moves to new ports when another process took one
+/// between [`free_port`] and the server's bind (suites run side by side).
+const START_TRIES: usize = 5;
 
 /// One `redis-server` process (or none, while it is stopped).
 pub struct Server {
     /// The port it listens on, on 127.0.0.1.
     pub port: u16,
+    /// A Cluster master's bus port.
+    bus: Option<u16>,
+    /// Whether the port is its TLS port (and none is in clear).
+    tls_only: bool,
     child: Option<Child>,
     dir: tempfile::TempDir,
     /// `redis-server`'s arguments past the port and the directory.
@@ -44,6 +51,8 @@ impl Server {
         }
         Some(Server {
             port: free_port(),
+            bus: None,
+            tls_only: false,
             child: None,
             dir: tempfile::tempdir().unwrap(),
             args: Vec::new(),
@@ -55,7 +64,7 @@ impl Server {
     fn with_args(extra: &[&str]) -> Option<Server> {
         let mut server = Server::not_started()?;
         server.args = extra.iter().map(|arg| arg.to_string()).collect();
-        server.restart();
+        server.start_first();
         Some(server)
     }
 
@@ -65,7 +74,7 @@ impl Server {
         let mut server = Server::not_started()?;
         server.args = vec!["--requirepass".into(), password.into()];
         server.auth = Some((None, password.into()));
-        server.restart();
+        server.start_first();
         Some(server)
     }
 
@@ -80,7 +89,7 @@ impl Server {
         server.args =
             ["--user", user, "on", &secret, "~*", "&*", "+@all", "--user", "default", "off"].map(String::from).to_vec();
         server.auth = Some((Some(user.into()), password.into()));
-        server.restart();
+        server.start_first();
         Some(server)
     }
 
@@ -95,7 +104,7 @@ impl Server {
             server.args.extend(["--requirepass".into(), password.into()]);
             server.auth = Some((None, password.into()));
         }
-        server.restart();
+        server.start_first();
         Some(server)
     }
 
@@ -103,10 +112,8 @@ impl Server {
     fn serve_tls(&mut self, authority: &Authority) {
         let (cert, key) = authority.issue(&LOCAL_NAMES, "redis").write(self.dir.path(), "redis");
         let ca = authority.write(self.dir.path(), "ca.pem");
-        let port = self.port.to_string();
-        // The last `port` wins: no port in clear.
-        let args = ["--port", "0", "--tls-port", &port, "--tls-auth-clients", "no"].map(String::from);
-        self.args.extend(args);
+        self.tls_only = true;
+        self.args.extend(["--tls-auth-clients", "no"].map(String::from));
         for (flag, path) in [("--tls-cert-file", &cert), ("--tls-key-file", &key), ("--tls-ca-cert-file", &ca)] {
             self.args.extend([flag.to_owned(), path.display().to_string()]);
         }
@@ -144,8 +151,32 @@ impl Server {
     /// returns once it answers.
     pub fn restart(&mut self) {
         self.kill();
-        self.child = Some(spawn(self.dir.path(), self.port, &self.args));
-        self.wait_until_up();
+        self.spawn();
+        if let Err(log) = self.wait_until_up() {
+            panic!("redis-server on port {} exited:\n{log}", self.port);
+        }
+    }
+
+    /// Starts it for the first time, its port known to no one yet: if
+    /// another process took the port (or the bus's) since it was chosen,
+    /// on new ones.
+    fn start_first(&mut self) {
+        for _ in 1..START_TRIES {
+            self.spawn();
+            match self.wait_until_up() {
+                Ok(()) => return,
+                Err(log) if log.contains("Address already in use") => self.choose_ports(),
+                Err(log) => panic!("redis-server on port {} exited:\n{log}", self.port),
+            }
+        }
+        self.restart();
+    }
+
+    /// New free ports, for a server not answering on its own.
+    fn choose_ports(&mut self) {
+        self.kill();
+        self.port = free_port();
+        self.bus = self.bus.map(|_| free_port());
     }
 
     /// `redis-cli` with these arguments against this server; its output.
@@ -164,9 +195,50 @@ impl Server {
         cli(self.port, &all)
     }
 
-    fn wait_until_up(&self) {
-        let what = format!("redis-server on port {} answers PING", self.port);
-        within(START_TIMEOUT, &what, || self.cli(&["PING"]).trim() == "PONG");
+    /// Waits until it answers (it, not another process that has its port);
+    /// `Err` with its log if it exited first.
+    fn wait_until_up(&mut self) -> Result<(), String> {
+        let what = format!("redis-server on port {} answers", self.port);
+        let pid = self.child.as_ref().map(|child| format!("process_id:{}", child.id()));
+        let mut exited = false;
+        within(START_TIMEOUT, &what, || {
+            exited = self.child.as_mut().is_some_and(|child| child.try_wait().is_ok_and(|status| status.is_some()));
+            exited || self.cli(&["INFO", "server"]).lines().any(|line| Some(line.trim()) == pid.as_deref())
+        });
+        match exited {
+            false => Ok(()),
+            true => {
+                self.child = None;
+                Err(std::fs::read_to_string(self.log()).unwrap_or_default())
+            }
+        }
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("redis-server.log")
+    }
+
+    fn spawn(&mut self) {
+        let port = self.port.to_string();
+        // TLS only: no port in clear.
+        let ports = match self.tls_only {
+            true => vec!["--port", "0", "--tls-port", &port],
+            false => vec!["--port", &port],
+        };
+        let bus = self.bus.iter().flat_map(|bus| ["--cluster-port".to_owned(), bus.to_string()]);
+        let log = std::fs::File::create(self.log()).expect("create redis-server's log");
+        let child = Command::new("redis-server")
+            .args(ports)
+            .args(["--bind", "127.0.0.1", "--dir"])
+            .arg(self.dir.path())
+            .args(["--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"])
+            .args(bus)
+            .args(&self.args)
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
     }
 }
 
@@ -174,18 +246,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn spawn(dir: &Path, port: u16, extra: &[String]) -> Child {
-    Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
-        .arg(dir)
-        .args(["--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server")
 }
 
 fn cli(port: u16, args: &[&str]) -> String {
@@ -210,7 +270,7 @@ impl Cluster {
     /// `redis-server` and `redis-cli`.
     pub fn start() -> Option<Cluster> {
         let mut cluster = Cluster::not_started()?;
-        cluster.start_now();
+        cluster.start_first();
         Some(cluster)
     }
 
@@ -223,7 +283,7 @@ impl Cluster {
             master.serve_tls(authority);
             master.args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
         }
-        cluster.start_now();
+        cluster.start_first();
         Some(cluster)
     }
 
@@ -240,20 +300,32 @@ impl Cluster {
             let mut master = Server::not_started()?;
             // The bus on a port of its own: the default, the port plus
             // 10,000, is refused past 55,535, where free ports may be.
-            let bus = free_port().to_string();
-            master.args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000", "--cluster-port", &bus]
-                .map(String::from)
-                .to_vec();
+            master.bus = Some(free_port());
+            master.args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"].map(String::from).to_vec();
             masters.push(master);
         }
         Some(Cluster { masters })
     }
 
-    /// Starts the masters and joins them; returns once the Cluster is ok.
+    /// Starts the masters on the ports they were given and joins them;
+    /// returns once the Cluster is ok.
     pub fn start_now(&mut self) {
         for master in &mut self.masters {
             master.restart();
         }
+        self.join();
+    }
+
+    /// [`Cluster::start_now`], each master moved to new ports if another
+    /// process took its own: for a Cluster whose ports no one knows yet.
+    fn start_first(&mut self) {
+        for master in &mut self.masters {
+            master.start_first();
+        }
+        self.join();
+    }
+
+    fn join(&mut self) {
         let nodes: Vec<String> = self.masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
         let mut create = vec!["--cluster", "create"];
         create.extend(nodes.iter().map(String::as_str));
@@ -270,5 +342,38 @@ impl Cluster {
         let nodes: Vec<String> = self.masters.iter().map(|m| format!("127.0.0.1:{}", m.port)).collect();
         let scheme = if self.masters.iter().any(|m| m.tls.is_some()) { "rediss" } else { "redis" };
         format!("{scheme}+cluster://{}", nodes.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port taken by another Redis between its choice and the bind (as
+    /// suites run side by side): the first start moves to a new one, and the
+    /// server that answers is this one, not the other.
+    #[test]
+    fn a_first_start_moves_off_a_port_another_redis_took() {
+        let Some(other) = Server::start() else { return };
+        let mut server = Server::not_started().unwrap();
+        server.port = other.port;
+        server.args = vec!["--requirepass".into(), "this-one".into()];
+        server.auth = Some((None, "this-one".into()));
+        server.start_first();
+        println!("port {} was taken; the server started on {}", other.port, server.port);
+        assert_ne!(server.port, other.port);
+        assert_eq!(server.cli(&["PING"]).trim(), "PONG");
+    }
+
+    /// A server that cannot start on the port it was given (a restart) is
+    /// named with its log, not taken for the process that has the port.
+    #[test]
+    fn a_restart_on_a_taken_port_fails_with_the_server_s_log() {
+        let Some(other) = Server::start() else { return };
+        let mut server = Server::not_started().unwrap();
+        server.port = other.port;
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.restart())).unwrap_err();
+        let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(message.contains("Address already in use"), "{message}");
     }
 }
