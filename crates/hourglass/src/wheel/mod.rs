@@ -58,10 +58,11 @@ use slab::{Slab, MAX_ENTRIES, NIL};
 /// occupancy word, so finding the next slot to process is two
 /// `trailing_zeros`, never a scan of empty slots.
 ///
-/// Each slot is four intrusive doubly linked lists (an entry's storage index
+/// Each slot is eight intrusive doubly linked lists (an entry's storage index
 /// picks one) through a paged slab of 32-byte entries (payload excluded), so
-/// insert and remove are O(1), and processing a slot walks the four lists
-/// round-robin: their cache misses overlap instead of following one chain.
+/// insert and remove are O(1), and processing a slot walks the eight lists in
+/// rounds, reading one entry of each before filing any: their cache misses
+/// overlap instead of following one chain.
 /// [`reset`](Wheel::reset) is O(1) too, and usually does not move the entry at
 /// all: moving a deadline later than the start of the entry's current slot
 /// only rewrites the deadline, and the entry is re-filed when its slot comes
@@ -390,6 +391,16 @@ impl<T> Wheel<T> {
     }
 
     /// Takes a slot's lists apart at `self.elapsed` == the slot's start.
+    ///
+    /// At a million timers nearly every step along a list is a cache miss,
+    /// and a list is a chain: its next entry is known only once this one is
+    /// read. So the walk goes in rounds, one step of every sublist each: it
+    /// first reads the round's entries, [`SUBLISTS`] independent loads whose
+    /// misses overlap, and only then files them, while the next round's loads
+    /// are already on their way. Each sublist keeps its entries in the order
+    /// they were filed, and the rounds take the sublists in turn, so a storm
+    /// of entries inserted one after another comes out in insertion order
+    /// without a sort.
     fn process_slot(&mut self, location: u16) {
         let base = location as usize * SUBLISTS;
         let mut cursors = [NIL; SUBLISTS];
@@ -401,19 +412,22 @@ impl<T> Wheel<T> {
         let now = self.elapsed;
         let before_batch = self.lists.tail[EXPIRED_LIST];
         let (mut batch_len, mut last_seq, mut in_order) = (0usize, 0u64, true);
+        let mut round = [(NIL, 0u64, 0u64); SUBLISTS];
         loop {
-            let mut walked = false;
-            // One step of each sublist per round: the next entry of each chain
-            // is already being fetched while the others are handled.
+            let mut taken = 0;
             for cursor in &mut cursors {
                 let index = *cursor;
-                if index == NIL {
-                    continue;
+                if index != NIL {
+                    let entry = self.slab.entry(index);
+                    round[taken] = (index, entry.deadline, entry.seq);
+                    taken += 1;
+                    *cursor = entry.next;
                 }
-                walked = true;
-                let entry = self.slab.entry(index);
-                let (next, deadline, seq) = (entry.next, entry.deadline, entry.seq);
-                *cursor = next;
+            }
+            if taken == 0 {
+                break;
+            }
+            for &(index, deadline, seq) in &round[..taken] {
                 if deadline <= now {
                     in_order &= batch_len == 0 || seq > last_seq;
                     last_seq = seq;
@@ -422,9 +436,6 @@ impl<T> Wheel<T> {
                 } else {
                     self.file(index, deadline);
                 }
-            }
-            if !walked {
-                break;
             }
         }
         if !in_order {
@@ -436,19 +447,31 @@ impl<T> Wheel<T> {
     /// `before` (or start the list). Needed when the round-robin walk of a
     /// slot's sublists met its entries out of insertion order (most batches of
     /// more than one entry), or an entry reset to a later deadline was re-filed
-    /// behind entries inserted after its reset.
-    #[cold]
+    /// behind entries inserted after its reset. A batch of up to
+    /// [`SORTED_ON_STACK`] entries, a tick's worth in most uses, is sorted
+    /// without allocating.
+    #[inline(never)]
     fn sort_expired_batch(&mut self, before: u32, len: usize) {
-        let mut batch = Vec::with_capacity(len);
+        if len <= SORTED_ON_STACK {
+            let mut batch = [(0, NIL); SORTED_ON_STACK];
+            self.relink_in_seq_order(before, &mut batch[..len]);
+        } else {
+            self.relink_in_seq_order(before, &mut vec![(0, NIL); len]);
+        }
+    }
+
+    /// [`sort_expired_batch`](Wheel::sort_expired_batch) with room for the
+    /// batch's `(seq, index)` pairs.
+    fn relink_in_seq_order(&mut self, before: u32, batch: &mut [(u64, u32)]) {
         let mut index = if before == NIL { self.lists.head[EXPIRED_LIST] } else { self.slab.entry(before).next };
-        while index != NIL {
-            batch.push((self.slab.entry(index).seq, index));
+        for pair in batch.iter_mut() {
+            *pair = (self.slab.entry(index).seq, index);
             index = self.slab.entry(index).next;
         }
-        debug_assert_eq!(batch.len(), len);
+        debug_assert_eq!(index, NIL, "the batch is the end of the expired list");
         batch.sort_unstable();
         let mut prev = before;
-        for &(_, index) in &batch {
+        for &(_, index) in batch.iter() {
             self.slab.entry_mut(index).prev = prev;
             if prev == NIL {
                 self.lists.head[EXPIRED_LIST] = index;
@@ -461,6 +484,9 @@ impl<T> Wheel<T> {
         self.lists.tail[EXPIRED_LIST] = prev;
     }
 }
+
+/// The most expired entries a slot's walk sorts in a buffer on the stack.
+const SORTED_ON_STACK: usize = 64;
 
 #[cfg(test)]
 mod tests;

@@ -120,3 +120,15 @@ fn drain_takes_everything() {
     assert_eq!(wheel.expired_len(), 0);
     assert_eq!(wheel.next_expiration(), None);
 }
+
+#[test]
+fn the_lists_cost_what_the_design_says() {
+    use super::level::NUM_SLOTS;
+    // 11 levels x 64 slots x 8 sublists, a u32 head and tail each, and the
+    // expired list's; a u64 bound and a u32 witness a slot; the occupancy
+    // words; padded to the u64s' alignment.
+    let lists = ((NUM_SLOTS * SUBLISTS + 1) * 2 * 4 + NUM_SLOTS * (8 + 4) + NUM_LEVELS * 8 + 4).next_multiple_of(8);
+    assert_eq!(std::mem::size_of::<Lists>(), lists);
+    assert_eq!(lists / 1024, 52, "DESIGN.md: 52 KiB a wheel");
+    assert_eq!(Wheel::<()>::new().allocated_bytes(), lists, "an empty wheel holds its lists alone");
+}
