@@ -114,7 +114,8 @@ impl<T> DelayQueue<T> {
     /// past it panics.
     pub const MAX_ENTRIES: usize = Wheel::<T>::MAX_ENTRIES;
 
-    /// An empty queue; it allocates nothing until a value is inserted.
+    /// An empty queue. It allocates the wheel's lists (52 KiB) and no entry
+    /// storage until a value is inserted.
     pub fn new() -> DelayQueue<T> {
         DelayQueue::with_capacity(0)
     }
