@@ -399,8 +399,9 @@ impl<T> Wheel<T> {
     /// misses overlap, and only then files them, while the next round's loads
     /// are already on their way. Each sublist keeps its entries in the order
     /// they were filed, and the rounds take the sublists in turn, so a storm
-    /// of entries inserted one after another comes out in insertion order
-    /// without a sort.
+    /// of entries stored at consecutive indices from a multiple of
+    /// [`SUBLISTS`] (one inserted into a fresh wheel) comes out in insertion
+    /// order without a sort; any other batch out of order is sorted once.
     fn process_slot(&mut self, location: u16) {
         let base = location as usize * SUBLISTS;
         let mut cursors = [NIL; SUBLISTS];
@@ -444,8 +445,8 @@ impl<T> Wheel<T> {
     }
 
     /// Restores insertion order in the last `len` expired entries, which follow
-    /// `before` (or start the list). Needed when the round-robin walk of a
-    /// slot's sublists met its entries out of insertion order (most batches of
+    /// `before` (or start the list). Needed when the rounds over a slot's
+    /// sublists met its entries out of insertion order (most batches of
     /// more than one entry), or an entry reset to a later deadline was re-filed
     /// behind entries inserted after its reset. A batch of up to
     /// [`SORTED_ON_STACK`] entries, a tick's worth in most uses, is sorted
