@@ -43,7 +43,7 @@ use hourglass_queue::{QueueError, Totals};
 
 use crate::counted::{counters, Counted, Tally};
 use crate::error::{storage, unexpected};
-use crate::shards::alive;
+use crate::shards::{alive, oldest_alive};
 use crate::RedisBackend;
 
 /// How long Redis remembers a node's last flush, to apply it once: far
@@ -217,7 +217,7 @@ impl RedisBackend {
         let count = all.len();
         let live: Vec<(String, u64)> = all.into_iter().filter(|&(_, at)| alive(at, now_ms, lease_ms)).collect();
         if live.len() < count {
-            let stale = format!("({}", now_ms.saturating_sub(lease_ms));
+            let stale = format!("({}", oldest_alive(now_ms, lease_ms));
             let _: () = self.conn().zrembyscore(self.keys.global("nodes"), "-inf", stale).await.map_err(storage)?;
         }
         self.figures.state.lock().seen.as_of_ms = as_of_ms(&live, &self.node, now_ms);

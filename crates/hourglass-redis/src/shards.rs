@@ -630,10 +630,16 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
 }
 
 /// Whether a node whose last heartbeat was at `heartbeat_ms` is alive at
-/// `now_ms`: the heartbeat is younger than a lease. The one rule, for the
-/// membership a heartbeat reads (`figures.rs`) and for a shard's holder.
+/// `now_ms`: the heartbeat is no older than a lease. The one rule, for the
+/// membership a heartbeat reads (`figures.rs`, which also takes the dead out
+/// of it by [`oldest_alive`]) and for a shard's holder.
 pub(crate) fn alive(heartbeat_ms: u64, now_ms: u64, lease_ms: u64) -> bool {
-    heartbeat_ms + lease_ms >= now_ms
+    heartbeat_ms >= oldest_alive(now_ms, lease_ms)
+}
+
+/// The oldest heartbeat of a node still alive at `now_ms`.
+pub(crate) fn oldest_alive(now_ms: u64, lease_ms: u64) -> u64 {
+    now_ms.saturating_sub(lease_ms)
 }
 
 /// Whose turn each shard is, by the live nodes sorted by name: shard `s` is

@@ -31,9 +31,10 @@ async fn sole_node(url: &str) -> Arc<RedisBackend> {
 }
 
 /// Two nodes of a service on `url`, `a` started first, once they share the
-/// shards out; and how long that took after `b` started.
+/// shards out; and how long that took after `b` started. Each step may take
+/// 20 s, or a lease where that is longer.
 async fn two_nodes(url: &str, shard_lease_ms: u64) -> (Arc<RedisBackend>, Arc<RedisBackend>, Duration) {
-    let within = Duration::from_secs(30);
+    let within = Duration::from_secs(20).max(Duration::from_millis(shard_lease_ms));
     let a = node(url, shard_lease_ms).await;
     until("a holds every shard", within, || a.held_shards().len() == 16).await;
     let b = node(url, shard_lease_ms).await;
