@@ -275,6 +275,30 @@ fn python_clients_from_pypi_run_their_scenario() {
     assert!(output.status.success(), "the clients' scenario failed:\n{}", String::from_utf8_lossy(&output.stderr));
 }
 
+#[test]
+fn commands_pipelined_behind_a_waiting_reserve_are_answered_after_it_in_order() {
+    /// Past the bytes a connection holds while its reserve waits
+    /// (`WAITING_HELD_MAX`, 16 KiB): the rest waits in the socket.
+    const PIPELINED: usize = 3_000;
+    let data = tempfile::tempdir().unwrap();
+    let server = start_hourglass(data.path());
+    let mut waiter = Client::connect(server.beanstalk_port());
+    let pipeline = [b"reserve\r\n".to_vec(), b"list-tube-used\r\n".repeat(PIPELINED)].concat();
+    assert!(pipeline.len() > 40_000);
+    waiter.stream.get_mut().write_all(&pipeline).unwrap();
+    // Once the reserve waits, a job ends its wait.
+    let mut producer = Client::connect(server.beanstalk_port());
+    within(REPLY_WITHIN, "the reserve to wait", || {
+        producer.send(b"stats-tube default\r\n").contains("current-waiting: 1\n")
+    });
+    assert_eq!(producer.send(b"put 0 0 60 2\r\nhi\r\n"), "INSERTED 1\r\n");
+    assert_eq!(waiter.reply(), "RESERVED 1 2\r\nhi\r\n");
+    for n in 0..PIPELINED {
+        assert_eq!(waiter.reply(), "USING default\r\n", "reply {n} of the pipeline");
+    }
+    println!("{} bytes pipelined behind a waiting reserve, {PIPELINED} commands answered after it", pipeline.len());
+}
+
 /// Jobs put before a kill, with the bodies they were put with.
 type Inserted = Vec<(u64, String)>;
 

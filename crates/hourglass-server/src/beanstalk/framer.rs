@@ -11,6 +11,17 @@ use super::command::LINE_BYTES_MAX;
 /// job body it is reading.
 pub const READ_BYTES: usize = 16 * 1024;
 
+/// The most bytes a connection holds unframed while a `reserve` waits: what
+/// arrives meanwhile is answered after the reserve, and past this much the
+/// connection is not read until it is.
+pub const WAITING_HELD_MAX: usize = READ_BYTES;
+
+/// The buffer's capacity kept between reads: one grown past it for a large
+/// job body shrinks back to a read's worth once the body is framed.
+const KEPT_BYTES_MAX: usize = 4 * READ_BYTES;
+
+const _: () = assert!(LINE_BYTES_MAX <= READ_BYTES && READ_BYTES < KEPT_BYTES_MAX);
+
 /// What the bytes so far make.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
@@ -38,20 +49,37 @@ enum Want {
 /// The framing state of one connection.
 #[derive(Debug)]
 pub struct Framer {
+    /// Bytes read; those before `start` are framed already, and dropped
+    /// before the next read (one move a read, not one a frame).
     buffer: Vec<u8>,
+    start: usize,
     want: Want,
 }
 
 impl Default for Framer {
     fn default() -> Self {
-        Framer { buffer: Vec::new(), want: Want::Line }
+        Framer { buffer: Vec::new(), start: 0, want: Want::Line }
     }
 }
 
 impl Framer {
-    /// Bytes that came in.
+    /// The buffer the next read appends to, at most [`READ_BYTES`]: its
+    /// framed bytes dropped, and room made for a read. The socket reads
+    /// straight into it.
+    pub fn room(&mut self) -> &mut Vec<u8> {
+        self.buffer.drain(..self.start);
+        self.start = 0;
+        if self.buffer.capacity() > KEPT_BYTES_MAX && self.buffer.len() <= READ_BYTES {
+            self.buffer.shrink_to(self.buffer.len() + READ_BYTES);
+        }
+        self.buffer.reserve(READ_BYTES);
+        &mut self.buffer
+    }
+
+    /// Bytes that came in (what a read into [`room`](Framer::room) does).
+    #[cfg(test)]
     pub fn push(&mut self, bytes: &[u8]) {
-        self.buffer.extend_from_slice(bytes);
+        self.room().extend_from_slice(bytes);
     }
 
     /// After a `put`'s line: the next `bytes` and the `\r\n` after them are its body.
@@ -67,30 +95,29 @@ impl Framer {
     /// The next frame, if the bytes so far complete one.
     pub fn next(&mut self) -> Option<Frame> {
         loop {
+            let pending = &self.buffer[self.start..];
             match self.want {
                 Want::Line | Want::EndOfLine => {
                     let malformed = self.want == Want::EndOfLine;
                     // The first `\r` ends the line, and must be followed by `\n`.
-                    match self.buffer.iter().position(|&b| b == b'\r') {
-                        Some(at) if at + 1 < self.buffer.len() => {
-                            let line: Vec<u8> = self.buffer.drain(..at + 2).collect();
-                            if line[at + 1] != b'\n' {
+                    match pending.iter().position(|&b| b == b'\r') {
+                        Some(at) if at + 1 < pending.len() => {
+                            if pending[at + 1] != b'\n' {
                                 // A lone `\r`: malformed, dropped up to the end of the line.
-                                self.buffer.splice(0..0, line[at + 1..].iter().copied());
+                                self.start += at + 1;
                                 self.want = Want::EndOfLine;
                                 continue;
                             }
+                            let line = (!malformed && at + 2 <= LINE_BYTES_MAX).then(|| pending[..at].to_vec());
+                            self.start += at + 2;
                             self.want = Want::Line;
-                            if malformed || at + 2 > LINE_BYTES_MAX {
-                                return Some(Frame::Malformed);
-                            }
-                            return Some(Frame::Line(line[..at].to_vec()));
+                            return Some(line.map_or(Frame::Malformed, Frame::Line));
                         }
                         found => {
                             // No complete line yet: past the limit, its bytes so far are dropped.
-                            let pending = found.map_or(self.buffer.len(), |at| at);
-                            if self.want == Want::EndOfLine || pending >= LINE_BYTES_MAX {
-                                self.buffer.drain(..pending);
+                            let held = found.unwrap_or(pending.len());
+                            if self.want == Want::EndOfLine || held >= LINE_BYTES_MAX {
+                                self.start += held;
                                 self.want = Want::EndOfLine;
                             }
                             return None;
@@ -98,16 +125,18 @@ impl Framer {
                     }
                 }
                 Want::Body(bytes) => {
-                    if self.buffer.len() < bytes {
+                    if pending.len() < bytes {
                         return None;
                     }
+                    // Copied out at its own size: the buffer is kept for the next read.
+                    let body = pending[..bytes].to_vec();
+                    self.start += bytes;
                     self.want = Want::Line;
-                    let rest = self.buffer.split_off(bytes);
-                    return Some(Frame::Body(std::mem::replace(&mut self.buffer, rest)));
+                    return Some(Frame::Body(body));
                 }
                 Want::Skip(left) => {
-                    let dropped = left.min(self.buffer.len() as u64);
-                    self.buffer.drain(..dropped as usize);
+                    let dropped = left.min(pending.len() as u64);
+                    self.start += dropped as usize;
                     if dropped == left {
                         self.want = Want::Line;
                         return Some(Frame::Skipped);
@@ -119,9 +148,9 @@ impl Framer {
         }
     }
 
-    /// Bytes held: a line's worth past a read, or the body being read.
+    /// Bytes held and not yet framed: a line's worth past a read, or the body being read.
     pub fn held(&self) -> usize {
-        self.buffer.len()
+        self.buffer.len() - self.start
     }
 }
 
@@ -192,6 +221,23 @@ mod tests {
             assert_eq!(framer.next(), None);
             assert!(framer.held() < LINE_BYTES_MAX);
         }
+    }
+
+    #[test]
+    fn a_large_body_leaves_with_its_own_bytes_and_the_buffer_shrinks_back() {
+        let mut framer = Framer::default();
+        let body = vec![b'b'; 10 * READ_BYTES];
+        framer.push(b"put 163840\r\n");
+        assert_eq!(framer.next(), Some(Frame::Line(b"put 163840".to_vec())));
+        framer.body(body.len());
+        for piece in [body.as_slice(), b"\r\nquit"].concat().chunks(READ_BYTES) {
+            framer.push(piece);
+        }
+        let Some(Frame::Body(got)) = framer.next() else { panic!("the body, whole") };
+        assert_eq!(got.len(), body.len() + 2);
+        assert_eq!(got.capacity(), got.len(), "a payload holds no spare buffer");
+        assert!(framer.room().capacity() < 2 * READ_BYTES, "the buffer is given back");
+        assert_eq!(framer.held(), 4, "`quit` is kept for its line");
     }
 
     proptest! {

@@ -2,6 +2,7 @@
 //! has yet to send. Replies pile up in `out` while pipelined commands are
 //! answered, and go out in one write before the next read.
 
+use bytes::BufMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 
 use crate::beanstalk::framer::{Framer, READ_BYTES};
@@ -28,15 +29,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Io<S> {
     }
 
     /// Reads more bytes into the framer; `false` once the peer has closed.
+    /// Cancel-safe: a read that did not finish took nothing.
     pub(super) async fn fill(&mut self) -> bool {
-        let mut chunk = [0u8; READ_BYTES];
-        match self.read.read(&mut chunk).await {
-            Ok(0) | Err(_) => false,
-            Ok(n) => {
-                self.framer.push(&chunk[..n]);
-                true
-            }
-        }
+        // Straight into the framer's buffer: a chunk on the stack made this
+        // future, and every command's that reads while it waits, 16 KiB to
+        // zero and to move on every read (BENCHMARKS.md, 2b).
+        let mut room = self.framer.room().limit(READ_BYTES);
+        matches!(self.read.read_buf(&mut room).await, Ok(n) if n > 0)
     }
 
     /// Writes the replies so far; `false` if the peer is gone.

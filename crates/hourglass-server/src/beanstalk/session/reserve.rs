@@ -9,6 +9,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::io::{Flow, Io};
 use super::state::Session;
+use crate::beanstalk::framer::WAITING_HELD_MAX;
 use crate::beanstalk::reply;
 
 /// beanstalkd's safety margin: a `reserve` by a connection whose reserved
@@ -81,10 +82,12 @@ impl Session {
             }
             let claim = self.front.backend.claim_any(&tubes, LEASE_MS_DEFAULT, slice_ms);
             let claimed = if waiting {
-                // Waiting: also watch for the peer hanging up (or sending more).
+                // Waiting: also watch for the peer hanging up (or sending
+                // more, up to a bound: what it sends is answered after this).
+                let read = io.framer.held() < WAITING_HELD_MAX;
                 tokio::select! {
                     claimed = claim => claimed,
-                    open = io.fill() => {
+                    open = io.fill(), if read => {
                         if open { continue } else { break Flow::Close }
                     }
                 }
