@@ -275,28 +275,47 @@ fn python_clients_from_pypi_run_their_scenario() {
     assert!(output.status.success(), "the clients' scenario failed:\n{}", String::from_utf8_lossy(&output.stderr));
 }
 
+/// Waits until `tube` has `count` reserves waiting, asked through `client`.
+fn until_waiting(client: &mut Client, tube: &str, count: usize) {
+    within(REPLY_WITHIN, &format!("{count} reserves waiting on {tube}"), || {
+        client.send(format!("stats-tube {tube}\r\n").as_bytes()).contains(&format!("current-waiting: {count}\n"))
+    });
+}
+
 #[test]
-fn commands_pipelined_behind_a_waiting_reserve_are_answered_after_it_in_order() {
-    /// Past the bytes a connection holds while its reserve waits
-    /// (`WAITING_HELD_MAX`, 16 KiB): the rest waits in the socket.
-    const PIPELINED: usize = 3_000;
+fn commands_pipelined_behind_a_waiting_reserve_are_answered_after_it_or_past_a_bound_closed() {
+    /// Under the bytes a connection may hold while its reserve waits
+    /// (`WAITING_HELD_MAX`, 16 KiB), and far past them.
+    const UNDER: usize = 500;
+    const PAST: usize = 3_000;
     let data = tempfile::tempdir().unwrap();
     let server = start_hourglass(data.path());
-    let mut waiter = Client::connect(server.beanstalk_port());
-    let pipeline = [b"reserve\r\n".to_vec(), b"list-tube-used\r\n".repeat(PIPELINED)].concat();
-    assert!(pipeline.len() > 40_000);
-    waiter.stream.get_mut().write_all(&pipeline).unwrap();
-    // Once the reserve waits, a job ends its wait.
-    let mut producer = Client::connect(server.beanstalk_port());
-    within(REPLY_WITHIN, "the reserve to wait", || {
-        producer.send(b"stats-tube default\r\n").contains("current-waiting: 1\n")
-    });
+    let port = server.beanstalk_port();
+    let mut producer = Client::connect(port);
+    let pipeline = |commands| [b"reserve\r\n".to_vec(), b"list-tube-used\r\n".repeat(commands)].concat();
+
+    // Under the bound: answered after the reserve, every one, in order.
+    let mut waiter = Client::connect(port);
+    waiter.stream.get_mut().write_all(&pipeline(UNDER)).unwrap();
+    until_waiting(&mut producer, "default", 1);
     assert_eq!(producer.send(b"put 0 0 60 2\r\nhi\r\n"), "INSERTED 1\r\n");
     assert_eq!(waiter.reply(), "RESERVED 1 2\r\nhi\r\n");
-    for n in 0..PIPELINED {
+    for n in 0..UNDER {
         assert_eq!(waiter.reply(), "USING default\r\n", "reply {n} of the pipeline");
     }
-    println!("{} bytes pipelined behind a waiting reserve, {PIPELINED} commands answered after it", pipeline.len());
+
+    // Far past it: the connection is closed, its reserve given up, and a
+    // job put afterwards is left for others.
+    let mut flooder = Client::connect(port);
+    let flood = pipeline(PAST);
+    // The server may close before it has taken every byte: a write cut short is the close seen early.
+    let _ = flooder.stream.get_mut().write_all(&flood);
+    assert_eq!(flooder.reply(), "<closed>", "{} bytes behind a waiting reserve", flood.len());
+    until_waiting(&mut producer, "default", 0);
+    assert_eq!(producer.send(b"put 0 0 60 2\r\nho\r\n"), "INSERTED 2\r\n");
+    assert!(producer.send(b"stats-tube default\r\n").contains("current-jobs-ready: 1\n"));
+    assert_eq!(waiter.send(b"delete 1\r\n"), "DELETED\r\n");
+    println!("{UNDER} commands behind a waiting reserve answered after it; {} bytes behind one: closed", flood.len());
 }
 
 /// Jobs put before a kill, with the bodies they were put with.

@@ -11,16 +11,18 @@ use super::command::LINE_BYTES_MAX;
 /// job body it is reading.
 pub const READ_BYTES: usize = 16 * 1024;
 
-/// The most bytes a connection holds unframed while a `reserve` waits: what
-/// arrives meanwhile is answered after the reserve, and past this much the
-/// connection is not read until it is.
+/// The most bytes a connection may hold unframed while a `reserve` waits:
+/// what arrives meanwhile is answered after the reserve, and a connection
+/// that sends this much behind it is closed. A read past it is at most
+/// [`READ_BYTES`], so a waiting connection holds less than twice this.
 pub const WAITING_HELD_MAX: usize = READ_BYTES;
 
-/// The buffer's capacity kept between reads: one grown past it for a large
-/// job body shrinks back to a read's worth once the body is framed.
-const KEPT_BYTES_MAX: usize = 4 * READ_BYTES;
+/// A buffer's spare capacity beyond what its frame needs that is given back
+/// before the next read: one grown for a large job body shrinks back to a
+/// read's worth once the body is framed.
+const SPARE_KEPT_MAX: usize = 2 * READ_BYTES;
 
-const _: () = assert!(LINE_BYTES_MAX <= READ_BYTES && READ_BYTES < KEPT_BYTES_MAX);
+const _: () = assert!(LINE_BYTES_MAX <= READ_BYTES && READ_BYTES < SPARE_KEPT_MAX);
 
 /// What the bytes so far make.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,15 +66,23 @@ impl Default for Framer {
 
 impl Framer {
     /// The buffer the next read appends to, at most [`READ_BYTES`]: its
-    /// framed bytes dropped, and room made for a read. The socket reads
-    /// straight into it.
+    /// framed bytes dropped, and room made for a read, or for the rest of
+    /// the body being read. The socket reads straight into it.
     pub fn room(&mut self) -> &mut Vec<u8> {
         self.buffer.drain(..self.start);
         self.start = 0;
-        if self.buffer.capacity() > KEPT_BYTES_MAX && self.buffer.len() <= READ_BYTES {
-            self.buffer.shrink_to(self.buffer.len() + READ_BYTES);
+        let held = self.buffer.len();
+        let wanted = match self.want {
+            Want::Body(bytes) => bytes.saturating_sub(held).max(READ_BYTES),
+            Want::Line | Want::EndOfLine | Want::Skip(_) => READ_BYTES,
+        };
+        if self.buffer.capacity() > held + wanted.max(SPARE_KEPT_MAX) {
+            self.buffer.shrink_to(held + wanted);
         }
-        self.buffer.reserve(READ_BYTES);
+        if self.buffer.capacity() - held < READ_BYTES {
+            // Exact: a connection holds a read's worth, not twice that.
+            self.buffer.reserve_exact(wanted);
+        }
         &mut self.buffer
     }
 
@@ -224,8 +234,16 @@ mod tests {
     }
 
     #[test]
-    fn a_large_body_leaves_with_its_own_bytes_and_the_buffer_shrinks_back() {
+    fn the_buffer_holds_a_read_and_a_large_body_leaves_with_its_own_bytes() {
         let mut framer = Framer::default();
+        for _ in 0..100 {
+            framer.push(b"list-tubes\r\nlist-tube");
+            assert_eq!(framer.next(), Some(Frame::Line(b"list-tubes".to_vec())));
+            framer.push(b"-used\r\n");
+            assert_eq!(framer.next(), Some(Frame::Line(b"list-tube-used".to_vec())));
+        }
+        let capacity = framer.room().capacity();
+        assert!(capacity <= READ_BYTES + LINE_BYTES_MAX, "a read's worth and a line, not twice it: {capacity}");
         let body = vec![b'b'; 10 * READ_BYTES];
         framer.push(b"put 163840\r\n");
         assert_eq!(framer.next(), Some(Frame::Line(b"put 163840".to_vec())));
@@ -236,7 +254,7 @@ mod tests {
         let Some(Frame::Body(got)) = framer.next() else { panic!("the body, whole") };
         assert_eq!(got.len(), body.len() + 2);
         assert_eq!(got.capacity(), got.len(), "a payload holds no spare buffer");
-        assert!(framer.room().capacity() < 2 * READ_BYTES, "the buffer is given back");
+        assert!(framer.room().capacity() <= 4 + READ_BYTES, "the buffer is given back");
         assert_eq!(framer.held(), 4, "`quit` is kept for its line");
     }
 

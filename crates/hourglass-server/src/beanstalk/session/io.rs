@@ -33,7 +33,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Io<S> {
     pub(super) async fn fill(&mut self) -> bool {
         // Straight into the framer's buffer: a chunk on the stack made this
         // future, and every command's that reads while it waits, 16 KiB to
-        // zero and to move on every read (BENCHMARKS.md, 2b).
+        // zero and to move on every read (BENCHMARKS.md, "The beanstalk
+        // front reads into its framer's buffer").
         let mut room = self.framer.room().limit(READ_BYTES);
         matches!(self.read.read_buf(&mut room).await, Ok(n) if n > 0)
     }

@@ -50,7 +50,9 @@ impl Session {
 
     /// Waits up to `wait` (for ever if `None`) for a job of a watched tube,
     /// or until a job reserved here nears the end of its time-to-run. A peer
-    /// that hangs up while waiting ends the wait and the connection.
+    /// that hangs up while waiting ends the wait and the connection; so does
+    /// one that sends [`WAITING_HELD_MAX`] bytes or more behind the reserve
+    /// (less is answered after it, in order).
     ///
     /// The engine's claim waits at most [`WAIT_MS_MAX`] at a time, so the
     /// wait is a loop of claims, each cut short by the timeout or by the
@@ -82,13 +84,21 @@ impl Session {
             }
             let claim = self.front.backend.claim_any(&tubes, LEASE_MS_DEFAULT, slice_ms);
             let claimed = if waiting {
-                // Waiting: also watch for the peer hanging up (or sending
-                // more, up to a bound: what it sends is answered after this).
-                let read = io.framer.held() < WAITING_HELD_MAX;
+                // Waiting: also watch for the peer hanging up, or sending
+                // more (answered after this, up to a bound: past it, the
+                // connection is closed, as one that never stops sending
+                // would otherwise be held in memory whole).
                 tokio::select! {
                     claimed = claim => claimed,
-                    open = io.fill(), if read => {
-                        if open { continue } else { break Flow::Close }
+                    open = io.fill() => {
+                        if !open {
+                            break Flow::Close;
+                        }
+                        if io.framer.held() >= WAITING_HELD_MAX {
+                            tracing::debug!(held = io.framer.held(), "a beanstalk connection sent too much behind a waiting reserve: closed");
+                            break Flow::Close;
+                        }
+                        continue;
                     }
                 }
             } else {
