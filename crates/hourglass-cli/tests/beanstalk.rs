@@ -53,8 +53,14 @@ impl Client {
 
     fn reply(&mut self) -> String {
         let mut line = String::new();
-        if self.stream.read_line(&mut line).unwrap_or(0) == 0 {
-            return "<closed>".into();
+        match self.stream.read_line(&mut line) {
+            Ok(0) => return "<closed>".into(),
+            Ok(_) => {}
+            // No reply within REPLY_WITHIN: a server that stalls, not one that closed.
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return "<no reply>".into()
+            }
+            Err(_) => return "<closed>".into(),
         }
         let words: Vec<&str> = line.split_whitespace().collect();
         let body_len = match words.as_slice() {
@@ -303,6 +309,13 @@ fn commands_pipelined_behind_a_waiting_reserve_are_answered_after_it_or_past_a_b
     for n in 0..UNDER {
         assert_eq!(waiter.reply(), "USING default\r\n", "reply {n} of the pipeline");
     }
+
+    // A hang-up during the wait ends it.
+    let mut leaver = Client::connect(port);
+    leaver.stream.get_mut().write_all(b"reserve\r\n").unwrap();
+    until_waiting(&mut producer, "default", 1);
+    drop(leaver);
+    until_waiting(&mut producer, "default", 0);
 
     // Far past it: the connection is closed, its reserve given up, and a
     // job put afterwards is left for others.

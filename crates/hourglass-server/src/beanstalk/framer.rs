@@ -17,10 +17,11 @@ pub const READ_BYTES: usize = 16 * 1024;
 /// [`READ_BYTES`], so a waiting connection holds less than twice this.
 pub const WAITING_HELD_MAX: usize = READ_BYTES;
 
-/// A buffer's spare capacity beyond what its frame needs that is given back
-/// before the next read: one grown for a large job body shrinks back to a
-/// read's worth once the body is framed.
-const SPARE_KEPT_MAX: usize = 2 * READ_BYTES;
+/// A buffer's spare room kept between frames: a buffer grown for a job body
+/// longer than a read shrinks back to a read's worth once the body is
+/// framed. (Room made exactly for a read grows by the tail of a line at
+/// most, which stays under this.)
+const SPARE_KEPT_MAX: usize = READ_BYTES + LINE_BYTES_MAX;
 
 const _: () = assert!(LINE_BYTES_MAX <= READ_BYTES && READ_BYTES < SPARE_KEPT_MAX);
 
@@ -66,22 +67,24 @@ impl Default for Framer {
 
 impl Framer {
     /// The buffer the next read appends to, at most [`READ_BYTES`]: its
-    /// framed bytes dropped, and room made for a read, or for the rest of
-    /// the body being read. The socket reads straight into it.
+    /// framed bytes dropped, and room made for a read. The socket reads
+    /// straight into it.
     pub fn room(&mut self) -> &mut Vec<u8> {
         self.buffer.drain(..self.start);
         self.start = 0;
         let held = self.buffer.len();
-        let wanted = match self.want {
-            Want::Body(bytes) => bytes.saturating_sub(held).max(READ_BYTES),
-            Want::Line | Want::EndOfLine | Want::Skip(_) => READ_BYTES,
-        };
-        if self.buffer.capacity() > held + wanted.max(SPARE_KEPT_MAX) {
-            self.buffer.shrink_to(held + wanted);
-        }
-        if self.buffer.capacity() - held < READ_BYTES {
-            // Exact: a connection holds a read's worth, not twice that.
-            self.buffer.reserve_exact(wanted);
+        let spare = self.buffer.capacity() - held;
+        if held <= READ_BYTES && spare > SPARE_KEPT_MAX {
+            self.buffer.shrink_to(held + READ_BYTES);
+        } else if spare < READ_BYTES {
+            if held < READ_BYTES {
+                // Exact: a connection holds a read's worth, not twice that.
+                self.buffer.reserve_exact(READ_BYTES);
+            } else {
+                // A body longer than a read grows as its bytes come (not
+                // by its declared size), doubling: no copy a read.
+                self.buffer.reserve(READ_BYTES);
+            }
         }
         &mut self.buffer
     }
@@ -248,8 +251,10 @@ mod tests {
         framer.push(b"put 163840\r\n");
         assert_eq!(framer.next(), Some(Frame::Line(b"put 163840".to_vec())));
         framer.body(body.len());
-        for piece in [body.as_slice(), b"\r\nquit"].concat().chunks(READ_BYTES) {
+        for (read, piece) in [body.as_slice(), b"\r\nquit"].concat().chunks(READ_BYTES).enumerate() {
             framer.push(piece);
+            let room = framer.room().capacity();
+            assert!(room < 4 * (read + 1) * READ_BYTES, "room grows with the bytes received, not the size declared");
         }
         let Some(Frame::Body(got)) = framer.next() else { panic!("the body, whole") };
         assert_eq!(got.len(), body.len() + 2);

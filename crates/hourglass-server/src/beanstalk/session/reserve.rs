@@ -51,8 +51,9 @@ impl Session {
     /// Waits up to `wait` (for ever if `None`) for a job of a watched tube,
     /// or until a job reserved here nears the end of its time-to-run. A peer
     /// that hangs up while waiting ends the wait and the connection; so does
-    /// one that sends [`WAITING_HELD_MAX`] bytes or more behind the reserve
-    /// (less is answered after it, in order).
+    /// one found holding [`WAITING_HELD_MAX`] bytes or more sent behind the
+    /// reserve while it waits (what arrives is otherwise answered after it,
+    /// in order).
     ///
     /// The engine's claim waits at most [`WAIT_MS_MAX`] at a time, so the
     /// wait is a loop of claims, each cut short by the timeout or by the
