@@ -13,7 +13,7 @@ pub const READ_BYTES: usize = 16 * 1024;
 
 /// The most bytes a connection may hold unframed while a `reserve` waits:
 /// what arrives meanwhile is answered after the reserve, and a connection
-/// that sends this much behind it is closed. A read past it is at most
+/// found holding this much while it waits is closed. A read is at most
 /// [`READ_BYTES`], so a waiting connection holds less than twice this.
 pub const WAITING_HELD_MAX: usize = READ_BYTES;
 
