@@ -264,6 +264,22 @@ async fn keys(b: &dyn Backend, queue: &str) {
     let again = b.enqueue(queue, task.clone()).await.unwrap();
     assert!(first.created && !again.created);
     assert_eq!((again.id, again.run_at_ms), (first.id, first.run_at_ms));
+    // In one batch: a held key, a new one, no key, the new one again.
+    let keyed = |key: Option<&str>, delay_ms| {
+        let mut task = NewTask::new("{}", RunAt::Delay(delay_ms));
+        task.key = key.map(Into::into);
+        task
+    };
+    let batch =
+        vec![keyed(Some("order-42"), 1_000), keyed(Some("order-7"), 50_000), keyed(None, 0), keyed(Some("order-7"), 0)];
+    let done = b.enqueue_batch(queue, batch).await.unwrap();
+    assert_eq!(done.iter().map(|e| e.created).collect::<Vec<_>>(), [false, true, true, false]);
+    assert_eq!((done[0].id, done[0].run_at_ms), (first.id, first.run_at_ms), "a held key answers its task");
+    assert_eq!((done[3].id, done[3].run_at_ms), (done[1].id, done[1].run_at_ms), "a key repeated in a batch");
+    assert!(done[1].id != done[2].id && done[1].run_at_ms > done[2].run_at_ms);
+    for made in [&done[1], &done[2]] {
+        b.cancel(made.id).await.unwrap();
+    }
     let found = b.find_by_key(queue, "order-42").await.unwrap().unwrap();
     assert_eq!(found.task.key.as_deref(), Some("order-42"));
     assert!(b.find_by_key(queue, "order-43").await.unwrap().is_none());

@@ -3,6 +3,9 @@
 -- per task: payload run_kind ('d' delay, 'a' at) run key max priority lease
 -- every expiry_kind ('', 'd', 'a') expiry target (MessagePack, '' none).
 -- Returns {'ok', now, then seq due created per task} or {'too_many_tasks'}.
+-- A batch costs its writes once, not once a task: one INCRBY for the new
+-- tasks' sequence numbers, one HSET a hash and one ZADD a set for all of
+-- them, and one look at the queue's head.
 local t, p, seqk, h = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local Q = queue_keys(5)
 local channel, shard, q, cap = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -10,20 +13,45 @@ local n = (#ARGV - 4) / 11
 local now, now_past = time_now()
 if redis.call('HLEN', t) + n > cap then return { 'too_many_tasks' } end
 local before = head_min(h)
+
+-- Which tasks are new: one whose key is held, by a task stored before or by
+-- one earlier in this batch, is answered with that task instead.
+local holder = {} -- key -> the batch's task (i) that takes it
+local same = {}   -- i -> the batch's task it repeats
+local stored = {} -- i -> the stored task's sequence number
+local fresh = 0
+for i = 0, n - 1 do
+  local key = ARGV[5 + i * 11 + 3]
+  if key ~= '' and holder[key] then
+    same[i] = holder[key]
+  else
+    local existing = key ~= '' and redis.call('HGET', Q.k, key)
+    if existing then
+      stored[i] = tonumber(existing)
+    else
+      fresh = fresh + 1
+      if key ~= '' then holder[key] = i end
+    end
+  end
+end
+
 local out = { 'ok', now }
-local ready = false
+local seq = fresh > 0 and redis.call('INCRBY', seqk, fresh) - fresh or 0
+local seqs, runs = {}, {}
+local records, payloads, keyed = {}, {}, {}
+local scheduled, due_pulled, due_pushed, oldest = {}, {}, {}, {}
+local first_scheduled
+local queue_pushes
 for i = 0, n - 1 do
   local a = 5 + i * 11
-  local key = ARGV[a + 3]
-  local existing = key ~= '' and redis.call('HGET', Q.k, key)
-  if existing then
-    local seq = tonumber(existing)
-    local rec = load(t, seq)
-    table.insert(out, seq)
-    table.insert(out, rec.r)
-    table.insert(out, 0)
+  if stored[i] then
+    local rec = load(t, stored[i])
+    seqs[i], runs[i] = stored[i], rec.r
+    table.insert(out, seqs[i]); table.insert(out, rec.r); table.insert(out, 0)
+  elseif same[i] then
+    table.insert(out, seqs[same[i]]); table.insert(out, runs[same[i]]); table.insert(out, 0)
   else
-    local seq = redis.call('INCR', seqk)
+    seq = seq + 1
     local run = tonumber(ARGV[a + 2])
     if ARGV[a + 1] == 'd' then run = after(now, now_past, run) end
     local rec = { q = q, r = run, a = 0, m = tonumber(ARGV[a + 4]), p = tonumber(ARGV[a + 5]), c = now, s = 's' }
@@ -34,18 +62,43 @@ for i = 0, n - 1 do
       if ARGV[a + 8] == 'd' then rec.x = after(now, now_past, rec.x) end
     end
     if ARGV[a + 10] ~= '' then rec.h = cmsgpack.unpack(ARGV[a + 10]) end
+    local key = ARGV[a + 3]
     if key ~= '' then
       rec.k = key
-      redis.call('HSET', Q.k, key, seq)
+      table.insert(keyed, key); table.insert(keyed, seq)
     end
-    save(t, seq, rec)
-    redis.call('HSET', p, field(seq), ARGV[a])
-    if file(Q, h, q, seq, rec, now) then ready = true end
-    table.insert(out, seq)
-    table.insert(out, run)
-    table.insert(out, 1)
+    local f = field(seq)
+    table.insert(records, f); table.insert(records, cmsgpack.pack(rec))
+    table.insert(payloads, f); table.insert(payloads, ARGV[a])
+    -- As `file` in the prelude, for a new task: due now, or scheduled.
+    if run <= now then
+      if queue_pushes == nil then queue_pushes = redis.call('EXISTS', Q.P) == 1 end
+      local ready = (rec.h ~= nil or queue_pushes) and due_pushed or due_pulled
+      table.insert(ready, 0); table.insert(ready, ready_member(rec.p, run, seq))
+      table.insert(oldest, 0); table.insert(oldest, at_member(run, seq))
+    else
+      table.insert(scheduled, 0); table.insert(scheduled, at_member(run, seq))
+      if not first_scheduled or run < first_scheduled then first_scheduled = run end
+    end
+    seqs[i], runs[i] = seq, run
+    table.insert(out, seq); table.insert(out, run); table.insert(out, 1)
   end
 end
-if ready then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
+
+if #records > 0 then
+  redis.call('HSET', t, unpack(records))
+  redis.call('HSET', p, unpack(payloads))
+end
+if #keyed > 0 then redis.call('HSET', Q.k, unpack(keyed)) end
+if #scheduled > 0 then
+  redis.call('ZADD', Q.s, unpack(scheduled))
+  head_by(h, 's:' .. q, first_scheduled)
+end
+if #due_pulled > 0 then redis.call('ZADD', Q.r, unpack(due_pulled)) end
+if #due_pushed > 0 then redis.call('ZADD', Q.R, unpack(due_pushed)) end
+if #oldest > 0 then
+  redis.call('ZADD', Q.o, unpack(oldest))
+  redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q)
+end
 hint_head(channel, shard, h, before)
 return out
