@@ -3,7 +3,6 @@
 //! `listing.rs`, `counts.rs`) and keeps this node's counters. Its
 //! [`Schedules`](hourglass_queue::Schedules) are in `schedules.rs`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -18,6 +17,7 @@ use hourglass_queue::{NodeStats, QueueError, QueueSettings, QueueStats, Second, 
 use crate::error::{storage, unexpected};
 use crate::options::COUNTED_FRESH_FOR;
 use crate::scripts::SCRIPTS;
+use crate::tasks::Planned;
 use crate::{keys, record, registry, RedisBackend};
 
 #[async_trait]
@@ -31,25 +31,37 @@ impl Tasks for RedisBackend {
         if checked.iter().any(|task| task.http.is_some()) {
             self.may_push(queue).await?;
         }
-        // Tasks with a key go to their key's shard; the others with the
-        // first of those, or to the next shard in turn: one shard, one
-        // atomic script, unless keys send a batch to several.
-        let turn = (self.next_shard.fetch_add(1, Ordering::Relaxed) % u64::from(self.shards)) as u16;
-        let home =
-            checked.iter().find_map(|t| t.key.as_deref()).map_or(turn, |key| keys::key_shard(queue, key, self.shards));
-        let mut by_shard: Vec<(u16, Vec<_>)> = Vec::new();
-        for (at, (task, (run_at, expires))) in checked.into_iter().zip(times).enumerate() {
-            let shard = task.key.as_deref().map_or(home, |key| keys::key_shard(queue, key, self.shards));
-            match by_shard.iter_mut().find(|(s, _)| *s == shard) {
-                Some((_, tasks)) => tasks.push((at, task, run_at, expires)),
-                None => by_shard.push((shard, vec![(at, task, run_at, expires)])),
+        let planned: Vec<Planned> = checked
+            .into_iter()
+            .zip(times)
+            .enumerate()
+            .map(|(at, (task, (run_at, expires)))| (at, task, run_at, expires))
+            .collect();
+        let name: Arc<str> = queue.into();
+        // Tasks with a key go to their key's shard, the others with the
+        // first of those: one shard, one atomic script, unless keys send a
+        // batch to several. Without keys, to the next shard in turn, with
+        // any of the queue's enqueues that wait beside them.
+        let done = match planned.iter().find_map(|(_, task, ..)| task.key.as_deref()) {
+            None => self.enqueue_grouped(&name, planned).await?,
+            Some(key) => {
+                let home = keys::key_shard(queue, key, self.shards);
+                let mut by_shard: Vec<(u16, Vec<Planned>)> = Vec::new();
+                for task in planned {
+                    let shard = task.1.key.as_deref().map_or(home, |key| keys::key_shard(queue, key, self.shards));
+                    match by_shard.iter_mut().find(|(s, _)| *s == shard) {
+                        Some((_, tasks)) => tasks.push(task),
+                        None => by_shard.push((shard, vec![task])),
+                    }
+                }
+                let mut done = Vec::new();
+                for (shard, tasks) in &by_shard {
+                    done.extend(self.enqueue_shard(queue, *shard, tasks).await?);
+                }
+                done.sort_by_key(|(at, _)| *at);
+                done
             }
-        }
-        let mut done = Vec::new();
-        for (shard, tasks) in &by_shard {
-            done.extend(self.enqueue_shard(queue, *shard, tasks).await?);
-        }
-        done.sort_by_key(|(at, _)| *at);
+        };
         let created = done.iter().filter(|(_, e)| e.created).count() as u64;
         if created > 0 {
             self.figures.count(queue, |c, t| {
@@ -57,7 +69,6 @@ impl Tasks for RedisBackend {
                 t.enqueued += created;
             });
         }
-        let name: Arc<str> = queue.into();
         for (_, enqueued) in &done {
             self.remember(enqueued.id, &name);
         }

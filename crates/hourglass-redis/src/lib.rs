@@ -44,6 +44,7 @@ mod conn;
 mod contract;
 mod counted;
 mod counts;
+mod enqueue_groups;
 mod error;
 mod figures;
 mod flow;
@@ -146,6 +147,10 @@ pub struct RedisBackend {
     /// The schedules' timetables, read once for each rule (`schedules.rs`).
     timetables: schedules::Timetables,
     next_shard: AtomicU64,
+    /// Enqueues waiting to go together (`enqueue_groups.rs`).
+    enqueue_groups: enqueue_groups::EnqueueGroups,
+    /// Enqueue scripts this node has sent.
+    enqueue_scripts: AtomicU64,
     /// Redis's clock minus this node's: see [`Offset`].
     offset: Mutex<Offset>,
     /// The shards' timers; their thread stops when the backend is closed, or
@@ -209,6 +214,8 @@ impl RedisBackend {
             schedules_counted: Mutex::default(),
             timetables: schedules::Timetables::default(),
             next_shard: AtomicU64::new(rand::random::<u64>() % u64::from(shards)),
+            enqueue_groups: enqueue_groups::EnqueueGroups::default(),
+            enqueue_scripts: AtomicU64::new(0),
             offset: Mutex::new(Offset::default()),
             alarms,
             by_timer: AtomicU64::new(0),
@@ -291,6 +298,17 @@ impl RedisBackend {
             handed_over: self.handed.load(Ordering::Relaxed),
             given_back: self.given_back.load(Ordering::Relaxed),
         }
+    }
+
+    /// The shard whose turn it is to take tasks that have no key.
+    pub(crate) fn next_turn(&self) -> u16 {
+        (self.next_shard.fetch_add(1, Ordering::Relaxed) % u64::from(self.shards)) as u16
+    }
+
+    /// How many enqueue scripts this node has sent. For tests of grouping.
+    #[doc(hidden)]
+    pub fn enqueue_scripts(&self) -> u64 {
+        self.enqueue_scripts.load(Ordering::Relaxed)
     }
 
     /// How many claims wait on this node for a fire to hand them tasks. For

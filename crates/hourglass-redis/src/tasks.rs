@@ -1,6 +1,7 @@
 //! One task's scripts: enqueues, reads, and the changes of a task by id.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use redis::{AsyncCommands, Value};
@@ -21,6 +22,10 @@ pub(crate) struct TaskDone {
     pub(crate) record: Record,
     pub(crate) payload: hourglass_queue::Payload,
 }
+
+/// A task to enqueue: its place in its batch, the task, when it is due and
+/// when it expires (as asked: a script resolves delays by Redis's clock).
+pub(crate) type Planned = (usize, validate::Checked, RunAt, Option<RunAt>);
 
 /// An ack in a group: its place in the batch, its task's sequence number and
 /// its lease token.
@@ -117,7 +122,7 @@ impl RedisBackend {
         &self,
         queue: &str,
         shard: u16,
-        tasks: &[(usize, validate::Checked, RunAt, Option<RunAt>)],
+        tasks: &[Planned],
     ) -> Result<Vec<(usize, Enqueued)>, QueueError> {
         let mut invocation = SCRIPTS.enqueue.key(self.keys.shard(shard, "t"));
         invocation.key(self.keys.shard(shard, "p")).key(self.keys.shard(shard, "seq")).key(self.keys.shard(shard, "h"));
@@ -150,6 +155,7 @@ impl RedisBackend {
                 .arg(expiry)
                 .arg(task.http.as_deref().map(crate::push::pack_target).unwrap_or_default());
         }
+        self.enqueue_scripts.fetch_add(1, Ordering::Relaxed);
         let mut reply = Reply::new(invocation.invoke_async(&mut self.conn()).await.map_err(storage)?)?;
         match reply.text()?.as_str() {
             "ok" => {}

@@ -2,6 +2,7 @@
 //! Cluster of three masters), and the contract's conformance kit against both.
 
 mod claims;
+mod enqueues;
 mod figures;
 mod flow;
 mod handover;
