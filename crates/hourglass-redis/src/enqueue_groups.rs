@@ -1,25 +1,34 @@
 //! Enqueues of one queue, grouped: while this node has [`IN_FLIGHT_MAX`]
 //! enqueue scripts of a queue under way, the queue's next enqueues wait, and
-//! go as one script when one of those ends (as many as [`BATCH_MAX`] tasks).
+//! go as one script when one of those ends (up to [`BATCH_MAX`] tasks and
+//! [`GROUP_BYTES_MAX`] bytes of payload).
 //!
 //! Redis spends most of an enqueue script's cost on the script, not on its
 //! tasks: the call, the reads of the shard's count and head, and the framing
 //! of its writes in the append-only file. At 64 producers sending one task a
-//! request, Redis spent 36 µs of CPU a task when each went alone, 19 µs when
-//! they came five to a request (BENCHMARKS.md). An enqueue that finds fewer
-//! scripts under way goes at once, alone: at low load nothing waits.
+//! request, Redis spent 36 µs of CPU a task when each went alone
+//! (BENCHMARKS.md). An enqueue that finds fewer scripts under way goes at
+//! once, alone: at low load nothing waits.
 //!
 //! What a reply means does not change. Each enqueue is answered after the
 //! script that wrote its tasks, as durable as Redis's `appendfsync` makes it,
-//! and nothing of it is visible before that script. A group that would pass
-//! the shard's cap of tasks is sent again one enqueue at a time, so that each
-//! is refused or taken as it would have been alone. Only enqueues without
-//! keys are grouped: a key sends its task to the key's shard.
+//! and nothing of it is visible before that script. An enqueue whose caller
+//! went away before its group was sent is left out, as it would not have
+//! been sent alone. A group that would pass the shard's cap of tasks is sent
+//! again one enqueue a script, all at once, so that each is refused or taken
+//! as it would have been alone. Only enqueues without keys are grouped: a key
+//! sends its task to the key's shard.
+//!
+//! A caller that goes away while its own script is under way gives its place
+//! to the next group at once, so for a moment a queue may have more than
+//! [`IN_FLIGHT_MAX`] scripts under way.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
+use futures_util::future::join_all;
 use parking_lot::Mutex;
+use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use hourglass_queue::limits::BATCH_MAX;
@@ -32,12 +41,17 @@ use crate::RedisBackend;
 /// next enqueues wait to go together.
 pub(crate) const IN_FLIGHT_MAX: usize = 2;
 
+/// Bytes of payload a group holds at most (unless its first enqueue alone
+/// holds more): a script's arguments are held whole by Redis as it reads them.
+pub(crate) const GROUP_BYTES_MAX: usize = 4 << 20;
+
 /// Each task's place in its own batch, and what became of it.
 type Answer = Result<Vec<(usize, Enqueued)>, QueueError>;
 
 /// An enqueue waiting for its queue's next script.
 struct Waiting {
     tasks: Vec<Planned>,
+    bytes: usize,
     answer: oneshot::Sender<Answer>,
 }
 
@@ -56,21 +70,36 @@ struct Queue {
 
 /// Every queue with an enqueue under way on this node; a queue's entry goes
 /// when its last script ends.
-#[derive(Default)]
 pub(crate) struct EnqueueGroups {
     queues: Mutex<HashMap<Arc<str>, Queue>>,
+    /// The runtime the backend was connected on, which sends the groups.
+    runtime: Handle,
 }
 
-/// A script under way. Dropped, whether it ended or its caller went away, it
-/// hands its place to the waiting enqueues, or gives it up.
-struct InFlight<'a> {
-    backend: &'a RedisBackend,
-    queue: &'a Arc<str>,
+impl EnqueueGroups {
+    pub(crate) fn new(runtime: Handle) -> EnqueueGroups {
+        EnqueueGroups { queues: Mutex::default(), runtime }
+    }
+
+    /// Queues with an enqueue under way or waiting.
+    pub(crate) fn queues_under_way(&self) -> usize {
+        self.queues.lock().len()
+    }
 }
 
-impl Drop for InFlight<'_> {
+/// A script's place among its queue's [`IN_FLIGHT_MAX`]. Dropped, whether
+/// its script ended or its caller went away, it passes to the waiting
+/// enqueues, or is given up.
+struct Place {
+    backend: Weak<RedisBackend>,
+    queue: Arc<str>,
+}
+
+impl Drop for Place {
     fn drop(&mut self) {
-        self.backend.script_ended(self.queue);
+        if let Some(backend) = self.backend.upgrade() {
+            backend.script_ended(&self.queue);
+        }
     }
 }
 
@@ -88,33 +117,40 @@ impl RedisBackend {
                 Turn::Now(tasks)
             } else {
                 let (answer, answered) = oneshot::channel();
-                state.waiting.push_back(Waiting { tasks, answer });
+                let bytes = tasks.iter().map(|(_, task, ..)| task.payload.len()).sum();
+                state.waiting.push_back(Waiting { tasks, bytes, answer });
                 Turn::Later(answered)
             }
         };
         match turn {
             Turn::Now(tasks) => {
-                let _in_flight = InFlight { backend: self, queue };
+                let _place = Place { backend: self.me.clone(), queue: queue.clone() };
                 self.enqueue_shard(queue, self.next_turn(), &tasks).await
             }
-            // The sender is dropped unanswered only when the backend is.
+            // A group's sender answers every enqueue in it; it is dropped
+            // unanswered only when the runtime shuts down.
             Turn::Later(answered) => answered.await.unwrap_or(Err(QueueError::ShuttingDown)),
         }
     }
 
-    /// A script of `queue` ended: the enqueues waiting first, up to
-    /// [`BATCH_MAX`] tasks, go as the next, or the queue has one fewer under way.
+    /// A script of `queue` ended: the enqueues waiting first go as the next,
+    /// or the queue has one fewer under way.
     fn script_ended(&self, queue: &Arc<str>) {
         let group = {
             let mut queues = self.enqueue_groups.queues.lock();
             let Some(state) = queues.get_mut(queue) else { return };
-            let mut group: Vec<Waiting> = Vec::new();
-            let mut tasks = 0;
+            let (mut group, mut tasks, mut bytes) = (Vec::new(), 0, 0);
             while let Some(next) = state.waiting.front() {
-                if !group.is_empty() && tasks + next.tasks.len() > BATCH_MAX {
+                if next.answer.is_closed() {
+                    state.waiting.pop_front(); // Its caller went away: not sent.
+                    continue;
+                }
+                let fits = tasks + next.tasks.len() <= BATCH_MAX && bytes + next.bytes <= GROUP_BYTES_MAX;
+                if !group.is_empty() && !fits {
                     break;
                 }
                 tasks += next.tasks.len();
+                bytes += next.bytes;
                 group.extend(state.waiting.pop_front());
             }
             if group.is_empty() {
@@ -126,23 +162,21 @@ impl RedisBackend {
             }
             group
         };
-        // The place passes to the group, whose enqueues are answered from a
-        // task of its own: none of their callers has to stay to send it.
-        match (self.me.upgrade(), tokio::runtime::Handle::try_current()) {
-            (Some(backend), Ok(runtime)) => {
-                let queue = queue.clone();
-                runtime.spawn(async move { backend.enqueue_group(&queue, group).await });
-            }
-            // The backend is going: the group's enqueues are answered that
-            // it is shutting down, as their senders drop.
-            _ => drop(group),
+        // The place passes to the group, which a task of its own sends and
+        // answers: none of its callers has to stay for it. Should the task
+        // be dropped unrun, its place is dropped with it, and passes on.
+        let place = Place { backend: self.me.clone(), queue: queue.clone() };
+        if let Some(backend) = self.me.upgrade() {
+            self.enqueue_groups.runtime.spawn(async move {
+                backend.enqueue_group(&place.queue, group).await;
+                drop(place);
+            });
         }
     }
 
-    /// Sends `group` as one script (or, past the shard's cap, one enqueue at
-    /// a time) and answers each of its enqueues.
+    /// Sends `group` as one script (or, past the shard's cap, one enqueue a
+    /// script) and answers each of its enqueues.
     async fn enqueue_group(&self, queue: &Arc<str>, group: Vec<Waiting>) {
-        let _in_flight = InFlight { backend: self, queue };
         let mut lens = Vec::with_capacity(group.len());
         let mut answers = Vec::with_capacity(group.len());
         let mut tasks = Vec::with_capacity(group.iter().map(|waiting| waiting.tasks.len()).sum());
@@ -155,16 +189,20 @@ impl RedisBackend {
             Ok(done) => {
                 let mut done = done.into_iter();
                 for (len, answer) in lens.into_iter().zip(answers) {
-                    // An enqueue whose caller went away is still made: as alone.
+                    // Its caller may have gone away since: its tasks were
+                    // sent, as they would have been alone.
                     let _ = answer.send(Ok(done.by_ref().take(len).collect()));
                 }
             }
             Err(QueueError::TooManyTasks { .. }) if answers.len() > 1 => {
                 let mut start = 0;
-                for (len, answer) in lens.into_iter().zip(answers) {
-                    let alone = self.enqueue_shard(queue, self.next_turn(), &tasks[start..start + len]).await;
-                    let _ = answer.send(alone);
+                let alone = lens.iter().map(|&len| {
+                    let tasks = &tasks[start..start + len];
                     start += len;
+                    self.enqueue_shard(queue, self.next_turn(), tasks)
+                });
+                for (answer, done) in answers.into_iter().zip(join_all(alone).await) {
+                    let _ = answer.send(done);
                 }
             }
             Err(error) => {

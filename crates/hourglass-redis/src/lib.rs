@@ -214,7 +214,7 @@ impl RedisBackend {
             schedules_counted: Mutex::default(),
             timetables: schedules::Timetables::default(),
             next_shard: AtomicU64::new(rand::random::<u64>() % u64::from(shards)),
-            enqueue_groups: enqueue_groups::EnqueueGroups::default(),
+            enqueue_groups: enqueue_groups::EnqueueGroups::new(tokio::runtime::Handle::current()),
             enqueue_scripts: AtomicU64::new(0),
             offset: Mutex::new(Offset::default()),
             alarms,
@@ -309,6 +309,13 @@ impl RedisBackend {
     #[doc(hidden)]
     pub fn enqueue_scripts(&self) -> u64 {
         self.enqueue_scripts.load(Ordering::Relaxed)
+    }
+
+    /// How many queues have an enqueue under way or waiting on this node.
+    /// For tests of grouping.
+    #[doc(hidden)]
+    pub fn enqueues_under_way(&self) -> usize {
+        self.enqueue_groups.queues_under_way()
     }
 
     /// How many claims wait on this node for a fire to hand them tasks. For

@@ -298,6 +298,28 @@ async fn batches(b: &dyn Backend, queue: &str) {
     assert!(matches!(b.enqueue_batch(queue, bad).await, Err(QueueError::Invalid(m)) if m.contains("task 2")));
     let stats = b.queue(queue).await.unwrap();
     assert_eq!((stats.scheduled, stats.due), (20, 0), "a refused batch adds nothing");
+
+    // Due and scheduled tasks in one batch, the earliest scheduled not first:
+    // the due ones are claimed at once, in claim order, and the earliest
+    // scheduled one when it is due, not before.
+    let mixed = format!("{queue}-mixed");
+    let mut urgent = due("urgent");
+    urgent.priority = Some(0);
+    let batch =
+        vec![NewTask::new("late", RunAt::Delay(60_000)), due("due"), NewTask::new("soon", RunAt::Delay(300)), urgent];
+    let done = b.enqueue_batch(&mixed, batch).await.unwrap();
+    let claimed = b.claim(&mixed, 10, LEASE_MS, WAIT_MS).await.unwrap();
+    let payloads: Vec<_> = claimed.iter().map(|task| task.payload.as_text().unwrap()).collect();
+    assert_eq!(payloads, ["urgent", "due"]);
+    let soon = b.claim(&mixed, 10, LEASE_MS, WAIT_MS).await.unwrap();
+    assert_eq!((soon.len(), soon[0].id), (1, done[2].id));
+    assert!(now_ms() >= done[2].run_at_ms, "not early");
+    for task in claimed.iter().chain(&soon) {
+        b.ack(task.id, task.lease).await.unwrap();
+    }
+    let stats = b.queue(&mixed).await.unwrap();
+    assert_eq!((stats.scheduled, stats.due, stats.leased), (1, 0, 0));
+    b.cancel(done[0].id).await.unwrap();
 }
 
 async fn waiting_claim(b: &dyn Backend, queue: &str) {

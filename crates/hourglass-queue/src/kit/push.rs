@@ -82,6 +82,15 @@ async fn own_targets(b: &dyn Backend, queue: &str) {
     let pulled = b.claim(queue, 10, LEASE_MS, WAIT_MS).await.unwrap();
     assert_eq!(pulled.iter().map(|c| (c.id, c.target.is_none())).collect::<Vec<_>>(), [(pull, true)]);
     ack_all(b, &pulled).await;
+    // In one batch, a task without a target and one with its own: each to
+    // its own kind of claim.
+    let done = b.enqueue_batch(queue, vec![due("{}"), aimed("https://receiver.example/hook")]).await.unwrap();
+    let pushed = push_claim(b, 10, WAIT_MS).await;
+    assert_eq!(pushed.iter().map(|c| c.id).collect::<Vec<_>>(), [done[1].id]);
+    let pulled = b.claim(queue, 10, LEASE_MS, WAIT_MS).await.unwrap();
+    assert_eq!(pulled.iter().map(|c| c.id).collect::<Vec<_>>(), [done[0].id]);
+    ack_all(b, &pushed).await;
+    ack_all(b, &pulled).await;
 }
 
 async fn queue_targets(b: &dyn Backend, queue: &str, other: &str) {
