@@ -6,7 +6,7 @@
 //! Redis spends most of an enqueue script's cost on the script, not on its
 //! tasks: the call, the reads of the shard's count and head, and the framing
 //! of its writes in the append-only file. At 64 producers sending one task a
-//! request, Redis spent 36 µs of CPU a task when each went alone
+//! request, Redis spent 35 µs of CPU a task when each went alone
 //! (BENCHMARKS.md). An enqueue that finds fewer scripts under way goes at
 //! once, alone: at low load nothing waits.
 //!
