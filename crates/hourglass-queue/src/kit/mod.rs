@@ -135,8 +135,11 @@ async fn claim_order(b: &dyn Backend, queue: &str) {
     let answers = b.ack_batch(&[leases[1], stale, leases[2]]).await.unwrap();
     assert_eq!(answers, [Ok(()), Err(QueueError::StaleLease(stale.0)), Ok(())]);
     assert!(matches!(b.ack_batch(&[]).await, Err(QueueError::Invalid(_))));
+    // The same ack twice in a batch: the second finds the task gone.
+    let answers = b.ack_batch(&[leases[3], leases[3]]).await.unwrap();
+    assert_eq!(answers, [Ok(()), Err(QueueError::NotFound(leases[3].0))]);
     let stats = b.queue(queue).await.unwrap();
-    assert_eq!((stats.leased, stats.due, stats.acked), (4, 0, 2));
+    assert_eq!((stats.leased, stats.due, stats.acked), (3, 0, 3));
 }
 
 async fn claim_any(b: &dyn Backend, a: &str, z: &str) {

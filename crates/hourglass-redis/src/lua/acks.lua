@@ -9,28 +9,42 @@ local Q = queue_keys(4)
 local channel, shard, q = ARGV[1], ARGV[2], ARGV[3]
 local now = now_ms()
 local before = head_min(h)
+local seqs = {}
+for i = 4, #ARGV, 2 do table.insert(seqs, tonumber(ARGV[i])) end
+local recs = load_all(t, seqs)
+-- The records are read at once, so a task acked twice in one batch is
+-- answered the second time as it then is: gone, or (repeating) rescheduled.
+local acked = {}
+local w = writes()
 local out = {}
-for i = 4, #ARGV, 2 do
-  local seq, token = tonumber(ARGV[i]), ARGV[i + 1]
-  local rec = load(t, seq)
-  if not rec then
+for k, seq in ipairs(seqs) do
+  local rec, token = recs[k], ARGV[3 + 2 * k]
+  if acked[seq] then
+    table.insert(out, acked[seq])
+  elseif not rec then
     table.insert(out, 'not_found')
   elseif rec.q ~= q then
     table.insert(out, 'queue')
   elseif rec.s ~= 'l' or rec.L ~= token then
     table.insert(out, 'stale')
-  else
+  elseif rec.e then
     unfile(Q, q, seq, rec, now)
-    if rec.e then
-      rec.a, rec.s, rec.L, rec.u = 0, 's', nil, nil
-      rec.r = next_run(rec.r, rec.e, now)
-      save(t, seq, rec)
-      if file(Q, h, q, seq, rec, now) then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
-    else
-      forget(Q, t, p, seq, rec)
-    end
+    rec.a, rec.s, rec.L, rec.u = 0, 's', nil, nil
+    rec.r = next_run(rec.r, rec.e, now)
+    save(t, seq, rec)
+    if file(Q, h, q, seq, rec, now) then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
+    acked[seq] = 'stale'
+    table.insert(out, 'ok')
+  else
+    -- Leased (checked above): `unfile` and `forget`, gathered.
+    rem_later(w, Q.l, at_member(rec.u, seq))
+    del_later(w, t, field(seq))
+    del_later(w, p, field(seq))
+    if rec.k then del_later(w, Q.k, rec.k) end
+    acked[seq] = 'not_found'
     table.insert(out, 'ok')
   end
 end
+write_all(w, t)
 hint_head(channel, shard, h, before)
 return out

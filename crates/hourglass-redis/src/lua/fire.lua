@@ -39,18 +39,35 @@ for i = first, #ARGV, PER_QUEUE do
   local q = ARGV[i]
   local Q = queue_keys(7 + at * QUEUE_KEY_COUNT)
   local ready = false
-  for _, m in ipairs(redis.call('ZRANGE', Q.s, '-', upto, 'BYLEX', 'LIMIT', 0, max)) do
-    local seq = member_seq(m)
-    local rec = load(t, seq)
-    redis.call('ZREM', Q.s, m)
-    if rec.x and rec.x <= now then
-      rec.s = 'd'
-      rec.X = 1
-      save(t, seq, rec)
-      died, past_expiry = died + 1, past_expiry + 1
+  -- What came due, read, unfiled and filed a batch at a time (as `file`
+  -- would, one task at a time).
+  local members = redis.call('ZRANGE', Q.s, '-', upto, 'BYLEX', 'LIMIT', 0, max)
+  if #members > 0 then
+    local seqs = {}
+    for k, m in ipairs(members) do seqs[k] = member_seq(m) end
+    local recs = load_all(t, seqs)
+    redis.call('ZREM', Q.s, unpack(members))
+    local w = writes()
+    local queue_pushes
+    for k, seq in ipairs(seqs) do
+      local rec = recs[k]
+      if rec.x and rec.x <= now then
+        rec.s = 'd'
+        rec.X = 1
+        save_later(w, seq, rec)
+        add_later(w, Q.d, field(seq))
+        died, past_expiry = died + 1, past_expiry + 1
+      elseif rec.s == 's' and rec.r <= now then
+        if queue_pushes == nil then queue_pushes = redis.call('EXISTS', Q.P) == 1 end
+        add_later(w, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, ready_member(rec.p, rec.r, seq))
+        add_later(w, Q.o, at_member(rec.r, seq))
+        ready = true
+      elseif file(Q, h, q, seq, rec, now) then
+        ready = true
+      end
+      due = due + 1
     end
-    if file(Q, h, q, seq, rec, now) then ready = true end
-    due = due + 1
+    write_all(w, t)
   end
   set_head(h, 's:' .. q, Q.s)
   for _, m in ipairs(redis.call('ZRANGE', Q.l, '-', upto, 'BYLEX', 'LIMIT', 0, max)) do

@@ -68,6 +68,51 @@ local function load(t, seq)
 end
 local function save(t, seq, rec) redis.call('HSET', t, field(seq), cmsgpack.pack(rec)) end
 
+-- The records of `seqs` in one HMGET: recs[k] is seqs[k]'s (nil if none).
+local function load_all(t, seqs)
+  local recs = {}
+  if #seqs == 0 then return recs end
+  local fields = {}
+  for k, seq in ipairs(seqs) do fields[k] = field(seq) end
+  local raws = redis.call('HMGET', t, unpack(fields))
+  for k = 1, #seqs do
+    if raws[k] then recs[k] = cmsgpack.unpack(raws[k]) end
+  end
+  return recs
+end
+
+-- Writes gathered to go together when `write_all` sends them: records to
+-- save (one HSET), members to add to sorted sets (one ZADD a set, all scores
+-- 0) or remove (one ZREM a set), fields to delete from hashes (one HDEL a
+-- hash). A script reads nothing it gathered before it writes it. A script's
+-- batches are at most a thousand tasks, so no call passes Lua's limit on
+-- unpacked values (8,000).
+local function lists() return { by = {}, keys = {} } end
+local function writes() return { saved = {}, add = lists(), rem = lists(), del = lists() } end
+-- Appends the values after `key` to the list of `key` in `into`.
+local function gather(into, key, ...)
+  local list = into.by[key]
+  if not list then
+    list = {}
+    into.by[key] = list
+    table.insert(into.keys, key)
+  end
+  for _, value in ipairs({ ... }) do table.insert(list, value) end
+end
+local function save_later(w, seq, rec)
+  table.insert(w.saved, field(seq))
+  table.insert(w.saved, cmsgpack.pack(rec))
+end
+local function add_later(w, key, member) gather(w.add, key, 0, member) end
+local function rem_later(w, key, member) gather(w.rem, key, member) end
+local function del_later(w, key, name) gather(w.del, key, name) end
+local function write_all(w, t)
+  if #w.saved > 0 then redis.call('HSET', t, unpack(w.saved)) end
+  for _, key in ipairs(w.add.keys) do redis.call('ZADD', key, unpack(w.add.by[key])) end
+  for _, key in ipairs(w.rem.keys) do redis.call('ZREM', key, unpack(w.rem.by[key])) end
+  for _, key in ipairs(w.del.keys) do redis.call('HDEL', key, unpack(w.del.by[key])) end
+end
+
 -- The earliest deadline of the shard, or nil.
 local function head_min(h)
   local first = redis.call('ZRANGE', h, 0, 0, 'WITHSCORES')
@@ -145,9 +190,10 @@ end
 -- shard's lease counter, which no two leases share. A client that holds one
 -- lease cannot work out another; two leases of a task differ but for odds
 -- of one in 2^64, as the embedded store's random ones do.
-local function new_lease(lseq, secret)
-  return string.sub(redis.sha1hex(secret .. ':' .. redis.call('INCR', lseq)), 1, 16)
+local function lease_token(secret, counter)
+  return string.sub(redis.sha1hex(secret .. ':' .. counter), 1, 16)
 end
+local function new_lease(lseq, secret) return lease_token(secret, redis.call('INCR', lseq)) end
 
 -- Hands the task out under a new lease (it is unfiled): one more attempt.
 local function lease(Q, h, t, lseq, q, seq, rec, now, lease_ms, secret)
@@ -183,20 +229,26 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
   local R = push and Q.R or Q.r
   local taken, looked = 0, 0
   local gone_r, gone_o, leased = {}, {}, {}
+  local w = writes()
   local first_end = nil
   local stop = STOP_DRAINED
   while taken < max and looked < scan_max and stop == STOP_DRAINED do
     local members = redis.call('ZRANGE', R, looked, looked + (max - taken) - 1)
     if #members == 0 then break end
-    for _, m in ipairs(members) do
-      local seq = member_seq(m)
-      local rec = load(t, seq)
+    local seqs = {}
+    for k, m in ipairs(members) do seqs[k] = member_seq(m) end
+    local recs = load_all(t, seqs)
+    -- One lease counter for each task looked at; those not handed out
+    -- leave theirs unused.
+    local counter = redis.call('INCRBY', lseq, #members) - #members
+    for k, m in ipairs(members) do
+      local seq, rec = seqs[k], recs[k]
       if rec.x and rec.x <= now then
         -- Not delivered by its expiry: dead, never late.
         rec.s = 'd'
         rec.X = 1
-        save(t, seq, rec)
-        redis.call('ZADD', Q.d, 0, field(seq))
+        save_later(w, seq, rec)
+        add_later(w, Q.d, field(seq))
       else
         local payload = redis.call('HGET', p, field(seq))
         if budget.got > 0 and #payload > budget.bytes then
@@ -207,9 +259,9 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
         budget.got = budget.got + 1
         rec.a = rec.a + 1
         rec.s = 'l'
-        rec.L = new_lease(lseq, secret)
+        rec.L = lease_token(secret, counter + k)
         rec.u = now + ((not push and rec.l) or lease_ms)
-        save(t, seq, rec)
+        save_later(w, seq, rec)
         table.insert(leased, 0)
         table.insert(leased, at_member(rec.u, seq))
         if not first_end or rec.u < first_end then first_end = rec.u end
@@ -223,6 +275,7 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
     end
   end
   if stop == STOP_DRAINED and taken < max and looked >= scan_max then stop = STOP_SCANNED end
+  write_all(w, t)
   if #gone_r > 0 then
     redis.call('ZREM', R, unpack(gone_r))
     redis.call('ZREM', Q.o, unpack(gone_o))
