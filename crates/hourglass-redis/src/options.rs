@@ -61,6 +61,17 @@ pub(crate) const SETTINGS_FRESH_FOR: std::time::Duration = std::time::Duration::
 /// Due tasks a claim script looks at, at most, past those it hands out (dead
 /// ones it meets past their expiry).
 pub(crate) const CLAIM_SCAN_MAX: usize = 2 * CLAIM_MAX;
+
+/// Values one Lua `unpack` may pass (Redis's `LUAI_MAXCSTACK`). A script
+/// gathers its writes and sends each as one call (`writes` in the prelude),
+/// two values a task at most: a claim's hand-out gathers every task it looks
+/// at (up to [`CLAIM_SCAN_MAX`] and a window of [`CLAIM_MAX`] past it), a
+/// fire a batch, an enqueue or a batch of acks its tasks.
+const LUA_UNPACK_MAX: usize = 8_000;
+const _: () = assert!(2 * (CLAIM_SCAN_MAX + CLAIM_MAX) <= LUA_UNPACK_MAX, "a claim's writes fit one unpack");
+const _: () = assert!(2 * FIRE_BATCH_MAX <= LUA_UNPACK_MAX, "a fire's writes fit one unpack");
+const _: () = assert!(2 * hourglass_queue::limits::BATCH_MAX <= LUA_UNPACK_MAX, "an enqueue's writes fit");
+const _: () = assert!(2 * hourglass_queue::limits::ACK_BATCH_MAX <= LUA_UNPACK_MAX, "a batch of acks fits");
 /// Ids whose queue a node remembers (for acks, nacks and the like, which name
 /// only the id): past it the memory is cleared, and a miss costs one more
 /// round trip.

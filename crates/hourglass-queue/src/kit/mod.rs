@@ -344,6 +344,14 @@ async fn repeating(b: &dyn Backend, queue: &str) {
     let info = b.get(enqueued.id).await.unwrap();
     assert_eq!((info.status, info.task.attempt), (Status::Scheduled, 0));
     assert_eq!(info.task.run_at_ms, enqueued.run_at_ms + 60_000, "on its grid");
+    // Acked twice in one batch: the second finds it scheduled again, its
+    // lease gone.
+    b.reschedule(enqueued.id, RunAt::Delay(0)).await.unwrap();
+    let claimed = b.claim(queue, 1, LEASE_MS, WAIT_MS).await.unwrap().remove(0);
+    let lease = (claimed.id, claimed.lease);
+    let answers = b.ack_batch(&[lease, lease]).await.unwrap();
+    assert_eq!(answers, [Ok(()), Err(QueueError::StaleLease(claimed.id))]);
+    assert_eq!(b.get(enqueued.id).await.unwrap().status, Status::Scheduled);
     b.cancel(enqueued.id).await.unwrap();
 }
 

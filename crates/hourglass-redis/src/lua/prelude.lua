@@ -84,9 +84,9 @@ end
 -- Writes gathered to go together when `write_all` sends them: records to
 -- save (one HSET), members to add to sorted sets (one ZADD a set, all scores
 -- 0) or remove (one ZREM a set), fields to delete from hashes (one HDEL a
--- hash). A script reads nothing it gathered before it writes it. A script's
--- batches are at most a thousand tasks, so no call passes Lua's limit on
--- unpacked values (8,000).
+-- hash). A script reads nothing it gathered before it writes it. Two values
+-- a task at most: `options.rs` asserts that every script's most tasks fit
+-- Lua's limit on the values one unpack passes (LUA_UNPACK_MAX).
 local function lists() return { by = {}, keys = {} } end
 local function writes() return { saved = {}, add = lists(), rem = lists(), del = lists() } end
 -- Appends the values after `key` to the list of `key` in `into`.
