@@ -45,6 +45,6 @@ for k, seq in ipairs(seqs) do
     table.insert(out, 'ok')
   end
 end
-write_all(w, t)
+write_all(w)
 hint_head(channel, shard, h, before)
 return out

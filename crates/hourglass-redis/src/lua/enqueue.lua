@@ -4,8 +4,8 @@
 -- every expiry_kind ('', 'd', 'a') expiry target (MessagePack, '' none).
 -- Returns {'ok', now, then seq due created per task} or {'too_many_tasks'}.
 -- A batch costs its writes once, not once a task: one INCRBY for the new
--- tasks' sequence numbers, one HSET a hash and one ZADD a set for all of
--- them, and one look at the queue's head.
+-- tasks' sequence numbers, its writes gathered (`writes` in the prelude),
+-- and one look at the queue's head.
 local t, p, seqk, h = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local Q = queue_keys(5)
 local channel, shard, q, cap = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -38,9 +38,8 @@ end
 local out = { 'ok', now }
 local seq = fresh > 0 and redis.call('INCRBY', seqk, fresh) - fresh or 0
 local seqs, runs = {}, {}
-local records, payloads, keyed = {}, {}, {}
-local scheduled, due_pulled, due_pushed, oldest = {}, {}, {}, {}
-local first_scheduled
+local w = writes()
+local first_scheduled, any_due
 local queue_pushes
 for i = 0, n - 1 do
   local a = 5 + i * 11
@@ -65,19 +64,17 @@ for i = 0, n - 1 do
     local key = ARGV[a + 3]
     if key ~= '' then
       rec.k = key
-      table.insert(keyed, key); table.insert(keyed, seq)
+      set_later(w, Q.k, key, seq)
     end
-    local f = field(seq)
-    table.insert(records, f); table.insert(records, cmsgpack.pack(rec))
-    table.insert(payloads, f); table.insert(payloads, ARGV[a])
+    save_later(w, t, seq, rec)
+    set_later(w, p, field(seq), ARGV[a])
     -- As `file` in the prelude, for a new task: due now, or scheduled.
     if run <= now then
       if queue_pushes == nil then queue_pushes = redis.call('EXISTS', Q.P) == 1 end
-      local ready = (rec.h ~= nil or queue_pushes) and due_pushed or due_pulled
-      table.insert(ready, 0); table.insert(ready, ready_member(rec.p, run, seq))
-      table.insert(oldest, 0); table.insert(oldest, at_member(run, seq))
+      file_due_later(w, Q, seq, rec, queue_pushes)
+      any_due = true
     else
-      table.insert(scheduled, 0); table.insert(scheduled, at_member(run, seq))
+      add_later(w, Q.s, at_member(run, seq))
       if not first_scheduled or run < first_scheduled then first_scheduled = run end
     end
     seqs[i], runs[i] = seq, run
@@ -85,20 +82,8 @@ for i = 0, n - 1 do
   end
 end
 
-if #records > 0 then
-  redis.call('HSET', t, unpack(records))
-  redis.call('HSET', p, unpack(payloads))
-end
-if #keyed > 0 then redis.call('HSET', Q.k, unpack(keyed)) end
-if #scheduled > 0 then
-  redis.call('ZADD', Q.s, unpack(scheduled))
-  head_by(h, 's:' .. q, first_scheduled)
-end
-if #due_pulled > 0 then redis.call('ZADD', Q.r, unpack(due_pulled)) end
-if #due_pushed > 0 then redis.call('ZADD', Q.R, unpack(due_pushed)) end
-if #oldest > 0 then
-  redis.call('ZADD', Q.o, unpack(oldest))
-  redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q)
-end
+write_all(w)
+if first_scheduled then head_by(h, 's:' .. q, first_scheduled) end
+if any_due then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
 hint_head(channel, shard, h, before)
 return out

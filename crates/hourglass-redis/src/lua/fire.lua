@@ -48,26 +48,24 @@ for i = first, #ARGV, PER_QUEUE do
     local recs = load_all(t, seqs)
     redis.call('ZREM', Q.s, unpack(members))
     local w = writes()
-    local queue_pushes
+    local queue_pushes = redis.call('EXISTS', Q.P) == 1
     for k, seq in ipairs(seqs) do
       local rec = recs[k]
       if rec.x and rec.x <= now then
         rec.s = 'd'
         rec.X = 1
-        save_later(w, seq, rec)
+        save_later(w, t, seq, rec)
         add_later(w, Q.d, field(seq))
         died, past_expiry = died + 1, past_expiry + 1
       elseif rec.s == 's' and rec.r <= now then
-        if queue_pushes == nil then queue_pushes = redis.call('EXISTS', Q.P) == 1 end
-        add_later(w, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, ready_member(rec.p, rec.r, seq))
-        add_later(w, Q.o, at_member(rec.r, seq))
+        file_due_later(w, Q, seq, rec, queue_pushes)
         ready = true
       elseif file(Q, h, q, seq, rec, now) then
         ready = true
       end
       due = due + 1
     end
-    write_all(w, t)
+    write_all(w)
   end
   set_head(h, 's:' .. q, Q.s)
   for _, m in ipairs(redis.call('ZRANGE', Q.l, '-', upto, 'BYLEX', 'LIMIT', 0, max)) do

@@ -81,36 +81,42 @@ local function load_all(t, seqs)
   return recs
 end
 
--- Writes gathered to go together when `write_all` sends them: records to
--- save (one HSET), members to add to sorted sets (one ZADD a set, all scores
--- 0) or remove (one ZREM a set), fields to delete from hashes (one HDEL a
--- hash). A script reads nothing it gathered before it writes it. Two values
--- a task at most: `options.rs` asserts that every script's most tasks fit
--- Lua's limit on the values one unpack passes (LUA_UNPACK_MAX).
+-- Writes gathered to go together when `write_all` sends them: fields to set
+-- in hashes (one HSET a hash), members to add to sorted sets (one ZADD a
+-- set, all scores 0) or remove (one ZREM a set), fields to delete from
+-- hashes (one HDEL a hash). A script reads nothing it gathered before it
+-- writes it. Two values a task at most: `options.rs` asserts that every
+-- script's most tasks fit Lua's limit on the values one unpack passes
+-- (LUA_UNPACK_MAX).
 local function lists() return { by = {}, keys = {} } end
-local function writes() return { saved = {}, add = lists(), rem = lists(), del = lists() } end
--- Appends the values after `key` to the list of `key` in `into`.
-local function gather(into, key, ...)
+local function writes() return { set = lists(), add = lists(), rem = lists(), del = lists() } end
+-- Appends `a`, and `b` if given, to the list of `key` in `into`.
+local function gather(into, key, a, b)
   local list = into.by[key]
   if not list then
     list = {}
     into.by[key] = list
     table.insert(into.keys, key)
   end
-  for _, value in ipairs({ ... }) do table.insert(list, value) end
+  table.insert(list, a)
+  if b ~= nil then table.insert(list, b) end
 end
-local function save_later(w, seq, rec)
-  table.insert(w.saved, field(seq))
-  table.insert(w.saved, cmsgpack.pack(rec))
-end
+local function set_later(w, key, name, value) gather(w.set, key, name, value) end
+local function save_later(w, t, seq, rec) set_later(w, t, field(seq), cmsgpack.pack(rec)) end
 local function add_later(w, key, member) gather(w.add, key, 0, member) end
 local function rem_later(w, key, member) gather(w.rem, key, member) end
 local function del_later(w, key, name) gather(w.del, key, name) end
-local function write_all(w, t)
-  if #w.saved > 0 then redis.call('HSET', t, unpack(w.saved)) end
+local function write_all(w)
+  for _, key in ipairs(w.set.keys) do redis.call('HSET', key, unpack(w.set.by[key])) end
   for _, key in ipairs(w.add.keys) do redis.call('ZADD', key, unpack(w.add.by[key])) end
   for _, key in ipairs(w.rem.keys) do redis.call('ZREM', key, unpack(w.rem.by[key])) end
   for _, key in ipairs(w.del.keys) do redis.call('HDEL', key, unpack(w.del.by[key])) end
+end
+-- As `file`, gathered in `w`, for a task that is due (state 's', due by
+-- now): `queue_pushes` says whether its queue has a target (flag P).
+local function file_due_later(w, Q, seq, rec, queue_pushes)
+  add_later(w, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, ready_member(rec.p, rec.r, seq))
+  add_later(w, Q.o, at_member(rec.r, seq))
 end
 
 -- The earliest deadline of the shard, or nil.
@@ -247,7 +253,7 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
         -- Not delivered by its expiry: dead, never late.
         rec.s = 'd'
         rec.X = 1
-        save_later(w, seq, rec)
+        save_later(w, t, seq, rec)
         add_later(w, Q.d, field(seq))
       else
         local payload = redis.call('HGET', p, field(seq))
@@ -261,7 +267,7 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
         rec.s = 'l'
         rec.L = lease_token(secret, counter + k)
         rec.u = now + ((not push and rec.l) or lease_ms)
-        save_later(w, seq, rec)
+        save_later(w, t, seq, rec)
         table.insert(leased, 0)
         table.insert(leased, at_member(rec.u, seq))
         if not first_end or rec.u < first_end then first_end = rec.u end
@@ -275,7 +281,7 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
     end
   end
   if stop == STOP_DRAINED and taken < max and looked >= scan_max then stop = STOP_SCANNED end
-  write_all(w, t)
+  write_all(w)
   if #gone_r > 0 then
     redis.call('ZREM', R, unpack(gone_r))
     redis.call('ZREM', Q.o, unpack(gone_o))
