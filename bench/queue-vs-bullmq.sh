@@ -67,7 +67,7 @@ idle_row() {
   sleep 10
   after=$(info stats total_commands_processed)
   for pid in "${waiters[@]}"; do kill "$pid" 2>/dev/null || true; done
-  echo "hourglass idle: 3 nodes, 6 waiting claims, nothing due, 10 s: $(( (after - before) / 10 )) redis commands a second"
+  echo "hourglass idle: 3 nodes, 6 waiting claims, nothing due, 10 s: $(awk "BEGIN { printf \"%.1f\", ($after - $before) / 10 }") redis commands a second"
   stop_pids; fresh_redis
   bull idle 10 6
 }

@@ -8,9 +8,9 @@
 //! queues, the heartbeat itself in the last. So a node's heartbeat in the
 //! membership means that everything it counted before it is in the sums: a
 //! reading holds every node's counts up to the oldest heartbeat of the live
-//! nodes ([`Totals::counters_as_of_ms`]), up to [`BEATS_PER_READ`](crate::options::BEATS_PER_READ)
-//! renewal periods old while they are well (as last read: it never goes
-//! back), and the reading node's own up to now.
+//! nodes ([`Totals::counters_as_of_ms`]), up to a renewal period old while
+//! they are well (as last read: it never goes back), and the reading node's
+//! own up to now.
 //!
 //! - **Layout.** `{prefix}:figures` holds the totals' counters by name and
 //!   the sums' `version`; `{prefix}:figures:q:QUEUE` a queue's (`counted.rs`).
@@ -146,11 +146,11 @@ fn as_of_ms(nodes: &[(String, u64)], me: &str, now_ms: u64) -> u64 {
 
 impl RedisBackend {
     /// Heartbeats at `now_ms` (Redis's clock), first adding everything this
-    /// node counted to the sums; returns the live nodes if it was to `read`
-    /// them. With nothing to add, the heartbeat is a `ZADD`, and a `ZRANGE`
-    /// if it reads who is alive, not the script (a command less: the
-    /// script's call); the script reads Redis's clock when that is due.
-    pub(crate) async fn heartbeat(&self, now_ms: u64, read: bool) -> Result<Option<Vec<String>>, QueueError> {
+    /// node counted to the sums; returns the live nodes. With nothing to
+    /// add, the heartbeat is a `ZADD` and a `ZRANGE` in one round trip, not
+    /// the script (a command less: the script's call); the script reads
+    /// Redis's clock when that is due.
+    pub(crate) async fn heartbeat(&self, now_ms: u64) -> Result<Vec<String>, QueueError> {
         let _one = self.figures.beating.lock().await;
         let (parts, clock): (Vec<(u64, Counted)>, bool) = {
             let mut state = self.figures.state.lock();
@@ -159,19 +159,15 @@ impl RedisBackend {
                 let seq = state.seq;
                 state.unconfirmed.push_back((seq, part));
             }
-            let clock = read && state.clock_read.is_none_or(|at| at.elapsed() >= CLOCK_READ_EVERY);
+            let clock = state.clock_read.is_none_or(|at| at.elapsed() >= CLOCK_READ_EVERY);
             (state.unconfirmed.iter().cloned().collect(), clock)
         };
         let key = self.keys.global("nodes");
-        if parts.is_empty() && !read {
-            let _: () = self.conn().zadd(&key, &self.node, now_ms).await.map_err(storage)?;
-            return Ok(None);
-        }
         if parts.is_empty() && !clock {
             let mut pipe = redis::pipe();
             pipe.zadd(&key, &self.node, now_ms).ignore().zrange_withscores(&key, 0, -1);
             let (all,): (Vec<(String, u64)>,) = pipe.query_async(&mut self.conn()).await.map_err(storage)?;
-            return self.beaten(all, now_ms).await.map(Some);
+            return self.beaten(all, now_ms).await;
         }
         let start = rand::random::<u32>();
         let calls = parts.len().max(1);
@@ -202,7 +198,7 @@ impl RedisBackend {
                     self.saw_time(redis_ms);
                     self.figures.state.lock().clock_read = Some(std::time::Instant::now());
                 }
-                return self.beaten(all, now_ms.max(redis_ms)).await.map(Some);
+                return self.beaten(all, now_ms.max(redis_ms)).await;
             }
         }
         unreachable!("the last call beats")

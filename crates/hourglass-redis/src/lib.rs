@@ -70,7 +70,7 @@ mod tasks;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -83,9 +83,8 @@ pub use conn::{RedisCa, Target, REPLY_TIMEOUT};
 pub use error::ConnectError;
 pub use health::{OUTAGE_LOG_INTERVAL_FIRST, OUTAGE_LOG_INTERVAL_MAX};
 pub use options::{
-    RedisOptions, BEATS_PER_READ, CLAIM_RECHECK_MS, CLAIM_SHARE_MIN, FIRE_BATCH_MAX, FIRE_QUEUES_MAX,
-    RENEWALS_PER_LEASE, SHARDS_DEFAULT, SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_MAX, SHARD_LEASE_MS_MIN, SWEEP_IDLE_MS,
-    SWEEP_MS,
+    RedisOptions, CLAIM_RECHECK_MS, CLAIM_SHARE_MIN, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE,
+    SHARDS_DEFAULT, SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_MAX, SHARD_LEASE_MS_MIN, SWEEP_IDLE_MS, SWEEP_MS,
 };
 
 use conn::Conn;
@@ -136,6 +135,8 @@ pub struct RedisBackend {
     figures: figures::Figures,
     /// Queues' settings as last read, and when (`push.rs`).
     settings: Mutex<HashMap<Arc<str>, (Instant, hourglass_queue::QueueSettings)>>,
+    /// Held while a queue's settings are read again (`push.rs`).
+    settings_reading: tokio::sync::Mutex<()>,
     /// Queues this node added to the set of those that may push (`push.rs`).
     pushing: Mutex<HashSet<Arc<str>>>,
     /// Every queue that may push, as last read, and when (`push.rs`).
@@ -158,6 +159,9 @@ pub struct RedisBackend {
     alarms: alarms::Alarms,
     by_timer: AtomicU64,
     by_sweep: AtomicU64,
+    /// Hints of a shard's earlier deadline are dropped on arrival. For tests
+    /// of the sweeps, which are the net for lost hints.
+    losing_head_hints: AtomicBool,
     /// This node's waiting claims, which its fires hand tasks to.
     takers: takers::Takers,
     handed: AtomicU64,
@@ -208,6 +212,7 @@ impl RedisBackend {
             queue_of: Mutex::default(),
             figures: figures::Figures::default(),
             settings: Mutex::default(),
+            settings_reading: tokio::sync::Mutex::default(),
             pushing: Mutex::default(),
             pushing_read: Mutex::default(),
             counted: Mutex::default(),
@@ -220,6 +225,7 @@ impl RedisBackend {
             alarms,
             by_timer: AtomicU64::new(0),
             by_sweep: AtomicU64::new(0),
+            losing_head_hints: AtomicBool::new(false),
             takers: takers::Takers::default(),
             handed: AtomicU64::new(0),
             firing: AtomicUsize::new(0),
@@ -281,7 +287,7 @@ impl RedisBackend {
     /// # Errors
     /// [`QueueError::StoreUnavailable`] if Redis does not answer.
     pub async fn beat(self: &Arc<Self>) -> Result<(), QueueError> {
-        self.tick(true).await
+        self.tick().await
     }
 
     /// The shards this node holds now.
@@ -303,6 +309,14 @@ impl RedisBackend {
     /// The shard whose turn it is to take tasks that have no key.
     pub(crate) fn next_turn(&self) -> u16 {
         (self.next_shard.fetch_add(1, Ordering::Relaxed) % u64::from(self.shards)) as u16
+    }
+
+    /// Drops (or, with `false`, takes again) the hints of a shard's earlier
+    /// deadline as they arrive, as if pub/sub had lost them. For tests of
+    /// the sweeps.
+    #[doc(hidden)]
+    pub fn lose_head_hints(&self, lose: bool) {
+        self.losing_head_hints.store(lose, Ordering::SeqCst);
     }
 
     /// How many enqueue scripts this node has sent. For tests of grouping.
@@ -371,8 +385,8 @@ impl RedisBackend {
 
     /// Closes (as [`Backend::close`]) and lets go of this node's shards and
     /// its place in the membership, so that the other nodes take the shards
-    /// at their next read of the membership (every [`BEATS_PER_READ`]
-    /// heartbeats) rather than once this node's heartbeat is a lease old.
+    /// at their next read of the membership (every heartbeat) rather than
+    /// once this node's heartbeat is a lease old.
     pub async fn shutdown(&self) {
         self.close();
         self.leave().await;

@@ -9,28 +9,31 @@ use crate::keys::SHARDS_MAX;
 /// Shards when the store has none yet.
 pub const SHARDS_DEFAULT: u16 = 16;
 /// A node's lease on its shards: a node whose heartbeat stops (dead, stopped
-/// or cut off) has its shards taken over within this, plus
-/// [`BEATS_PER_READ`] renewal periods.
-pub const SHARD_LEASE_MS_DEFAULT: u64 = 2_000;
+/// or cut off) has its shards taken over within this and a renewal period
+/// (4 s in all). A node's heartbeat may come this less a renewal period
+/// late (2 s) before the others take it for dead.
+///
+/// Three seconds and a heartbeat each second, rather than two and one each
+/// half second: an idle node costs Redis two commands a second (its
+/// heartbeat and the read of who is alive), not three, and tolerates a
+/// longer stall; a dead node's shards wait a second longer.
+pub const SHARD_LEASE_MS_DEFAULT: u64 = 3_000;
 /// The shortest shard lease: a renewal every [`RENEWALS_PER_LEASE`]th of it
 /// is a round trip to Redis each 100 ms.
 pub const SHARD_LEASE_MS_MIN: u64 = 400;
 /// The longest shard lease: a dead node's shards wait this long for another.
 pub const SHARD_LEASE_MS_MAX: u64 = 60_000;
-/// A node heartbeats (which renews its hold on all its shards) and looks at
-/// who is alive this many times a lease.
-pub const RENEWALS_PER_LEASE: u64 = 4;
-/// A node reads who is alive every this many heartbeats (the others are a
-/// `ZADD` alone): a dead node's shards are taken within a lease and this
-/// many renewal periods.
-pub const BEATS_PER_READ: u64 = 2;
+/// A node heartbeats (which renews its hold on all its shards) and reads who
+/// is alive this many times a lease.
+pub const RENEWALS_PER_LEASE: u64 = 3;
 /// The owner of a shard reads its deadlines again at least this often, in
 /// case a hint of an earlier one was lost. A safety net, not what delivers:
 /// see [`RedisBackend::fired`](crate::RedisBackend::fired).
 pub const SWEEP_MS: u64 = 1_000;
-/// The sweep of a shard that held no deadline at all when last read: an
-/// idle cluster's shards cost a read each this often, not each
-/// [`SWEEP_MS`]. A lost hint of a shard's first task costs at most this.
+/// The sweep of the shards that held no deadline at all when last read: a
+/// node looks at all of its idle shards together this often (one `EXISTS`
+/// on one Redis), not at each every [`SWEEP_MS`]. A lost hint of a shard's
+/// first task costs at most this.
 pub const SWEEP_IDLE_MS: u64 = 5_000;
 /// A waiting claim looks for due tasks at least this often, in case a hint
 /// was lost.
@@ -86,7 +89,7 @@ const _: () = assert!(SHARD_LEASE_MS_MIN <= SHARD_LEASE_MS_DEFAULT && SHARD_LEAS
 const _: () = assert!(SHARD_LEASE_MS_MIN / RENEWALS_PER_LEASE >= 100, "a renewal at most every 100 ms");
 const _: () = assert!(CLAIM_SHARE_MIN <= CLAIM_MAX);
 const _: () = assert!(SWEEP_MS <= SWEEP_IDLE_MS);
-const _: () = assert!(BEATS_PER_READ >= 1 && BEATS_PER_READ < RENEWALS_PER_LEASE, "a read within a lease");
+const _: () = assert!(RENEWALS_PER_LEASE >= 2, "a heartbeat may be late by a renewal period and still renew");
 
 /// How a Redis backend is set up.
 #[derive(Debug, Clone)]

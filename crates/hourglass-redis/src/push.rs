@@ -137,12 +137,20 @@ impl RedisBackend {
     }
 
     /// `queue`'s settings as this node last read them, if within
-    /// [`SETTINGS_FRESH_FOR`], else as stored now.
+    /// [`SETTINGS_FRESH_FOR`], else as stored now. One read at a time: the
+    /// claims of a queue that find its settings stale together (their looks
+    /// again each second fall together) read them once, not once each.
     pub(crate) async fn settings_of(&self, queue: &str) -> Result<QueueSettings, QueueError> {
-        if let Some((at, settings)) = self.settings.lock().get(queue) {
-            if at.elapsed() < SETTINGS_FRESH_FOR {
-                return Ok(settings.clone());
-            }
+        let fresh = || {
+            let settings = self.settings.lock();
+            settings.get(queue).filter(|(at, _)| at.elapsed() < SETTINGS_FRESH_FOR).map(|(_, s)| s.clone())
+        };
+        if let Some(settings) = fresh() {
+            return Ok(settings);
+        }
+        let _reading = self.settings_reading.lock().await;
+        if let Some(settings) = fresh() {
+            return Ok(settings);
         }
         let settings = self.stored_settings(queue).await?;
         self.settings.lock().insert(queue.into(), (std::time::Instant::now(), settings.clone()));

@@ -9,6 +9,7 @@ mod handover;
 mod leases;
 mod outage;
 mod schedules;
+mod sweeps;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
