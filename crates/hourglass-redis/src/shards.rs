@@ -189,7 +189,8 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
 }
 
 /// Hints from every node: `r SHARD QUEUE` (due tasks), `h SHARD MS` (an
-/// earlier deadline for the shard's owner), `p QUEUE` (a pause changed),
+/// earlier deadline for the shard's owner), `g SHARD` (a node gave the shard
+/// back), `p QUEUE` (a pause changed),
 /// `s QUEUE` (its settings changed), `q QUEUE` (it may push now).
 async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use futures_util::StreamExt;
@@ -242,7 +243,7 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
 }
 
 impl RedisBackend {
-    fn hinted(&self, text: &str) {
+    fn hinted(self: &Arc<Self>, text: &str) {
         let mut words = text.splitn(3, ' ');
         match (words.next(), words.next(), words.next()) {
             (Some("r"), Some(shard), Some(queue)) => {
@@ -256,6 +257,11 @@ impl RedisBackend {
                 }
                 if let Ok(shard) = shard.parse() {
                     self.owned.wake(shard);
+                }
+            }
+            (Some("g"), Some(shard), None) => {
+                if let Ok(shard) = shard.parse() {
+                    tokio::spawn(self.clone().take_back(shard));
                 }
             }
             (Some("p"), Some(queue), None) => self.watch.wake(queue),
@@ -320,9 +326,10 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// Takes `shard` back at once, if it is still this node's turn, after
-    /// its holder here was refused by the fence (the node that took it may
-    /// have given it back already).
+    /// Takes `shard` at once if it is this node's turn and not held here:
+    /// after its holder here was refused by the fence (the node that took it
+    /// may have given it back already), or when a node gave it back (hint
+    /// `g SHARD`), rather than at this node's next heartbeat.
     async fn take_back(self: Arc<Self>, shard: u16) {
         let _one = self.owned.ticking.lock().await;
         let turn = Turn::of(&self.owned.nodes.lock(), &self.node);
@@ -330,7 +337,7 @@ impl RedisBackend {
             return;
         }
         if let Err(error) = self.take(shard).await {
-            tracing::debug!(shard, %error, "cannot take a shard back; the next tick will");
+            tracing::debug!(shard, %error, "cannot take a shard at once; the next tick will");
         }
     }
 
@@ -425,6 +432,7 @@ impl RedisBackend {
     async fn release(&self, shard: u16, holder: &str) -> Result<(), QueueError> {
         let mut invocation = SCRIPTS.shard_lease.key(self.keys.shard(shard, "owner"));
         invocation.key(self.keys.shard(shard, "epoch")).arg("release").arg(&self.node).arg(holder);
+        invocation.arg(&self.channel).arg(shard);
         let _: redis::Value = invocation.invoke_async(&mut self.conn()).await.map_err(storage)?;
         Ok(())
     }

@@ -253,13 +253,40 @@ async fn a_killed_node_s_due_tasks_fire_late_never_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_shut_down_hands_its_shards_over_at_once() {
     let Some(server) = Server::start() else { return };
-    // Leases of 30 s, heartbeats every 7.5 s, the membership read every
-    // 15 s: b takes the shards at its next read; waiting a's heartbeat out
-    // would take 30 s at least, past the bound below.
+    // Leases of 30 s, a heartbeat every 10 s that reads the membership: b
+    // takes the shards at its next read; waiting a's heartbeat out would
+    // take 30 s at least, past the bound below.
     let (a, b, _) = two_nodes(&server.url(), 30_000).await;
     a.shutdown().await;
     let took = until("b takes them all", Duration::from_secs(25), || b.held_shards().len() == 16).await;
     println!("a node that shut down had its shards taken over in {took:?} (leases of 30 s)");
+    b.close();
+}
+
+/// A node that gives a shard back hints it (`g SHARD`), and the node whose
+/// turn it is takes it at once, not at its own next heartbeat: shards do not
+/// sit unfired for up to a heartbeat while nodes join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_given_back_is_taken_at_once_by_the_node_whose_turn_it_is() {
+    let Some(server) = Server::start() else { return };
+    // Leases of 60 s: each node's own heartbeats are 20 s apart (b's next
+    // one 20 s after it starts); the test beats for them.
+    let a = node(&server.url(), 60_000).await;
+    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let b = node(&server.url(), 60_000).await;
+    // b's first heartbeat reads the membership and looks at each shard of its
+    // share (its holder, then the holder's heartbeat: a `ZSCORE`, which
+    // nothing else of an idle node sends), and takes none: a is alive.
+    until("b looked at its share", Duration::from_secs(10), || calls(&server, "zscore") >= 8).await;
+    assert!(b.held_shards().is_empty(), "b waits for a to give its share back");
+    // a reads the membership with b in it and gives b's share back.
+    let started = Instant::now();
+    a.beat().await.unwrap();
+    until("b takes its share", Duration::from_secs(10), || b.held_shards().len() == 8).await;
+    println!("b took its share {:?} after a's heartbeat began (its own next heartbeat: 20 s)", started.elapsed());
+    assert_eq!(a.held_shards().len(), 8);
+    a.close();
     b.close();
 }
 
