@@ -5,7 +5,7 @@
 //! lateness, and the fifteen-minute chart) is the same, and exact.
 //!
 //! Real processes and real time: the nodes add their counts to Redis with
-//! their heartbeats (a quarter of the shard lease), so the check polls, within
+//! their heartbeats (a third of the shard lease), so the check polls, within
 //! a generous bound, and prints how long agreement took.
 
 use std::time::{Duration, Instant};

@@ -17,7 +17,7 @@ use hourglass_test_support::{free_port, within, within_async};
 use crate::{client, serve, Seq};
 
 /// Generous: a node finds Redis gone, or back, at its next heartbeat (a
-/// quarter of a shard lease) or request.
+/// third of a shard lease) or request.
 const NOTICED_WITHIN: Duration = Duration::from_secs(30);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -135,8 +135,8 @@ pub struct RedisBackend {
     figures: figures::Figures,
     /// Queues' settings as last read, and when (`push.rs`).
     settings: Mutex<HashMap<Arc<str>, (Instant, hourglass_queue::QueueSettings)>>,
-    /// Held while a queue's settings are read again (`push.rs`).
-    settings_reading: tokio::sync::Mutex<()>,
+    /// Each queue's lock while its settings are read again (`push.rs`).
+    settings_reading: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
     /// Queues this node added to the set of those that may push (`push.rs`).
     pushing: Mutex<HashSet<Arc<str>>>,
     /// Every queue that may push, as last read, and when (`push.rs`).
@@ -212,7 +212,7 @@ impl RedisBackend {
             queue_of: Mutex::default(),
             figures: figures::Figures::default(),
             settings: Mutex::default(),
-            settings_reading: tokio::sync::Mutex::default(),
+            settings_reading: Mutex::default(),
             pushing: Mutex::default(),
             pushing_read: Mutex::default(),
             counted: Mutex::default(),

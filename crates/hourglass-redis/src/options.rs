@@ -19,7 +19,7 @@ pub const SHARDS_DEFAULT: u16 = 16;
 /// longer stall; a dead node's shards wait a second longer.
 pub const SHARD_LEASE_MS_DEFAULT: u64 = 3_000;
 /// The shortest shard lease: a renewal every [`RENEWALS_PER_LEASE`]th of it
-/// is a round trip to Redis each 100 ms.
+/// is a round trip to Redis each 133 ms.
 pub const SHARD_LEASE_MS_MIN: u64 = 400;
 /// The longest shard lease: a dead node's shards wait this long for another.
 pub const SHARD_LEASE_MS_MAX: u64 = 60_000;

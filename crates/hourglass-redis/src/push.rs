@@ -137,9 +137,10 @@ impl RedisBackend {
     }
 
     /// `queue`'s settings as this node last read them, if within
-    /// [`SETTINGS_FRESH_FOR`], else as stored now. One read at a time: the
-    /// claims of a queue that find its settings stale together (their looks
-    /// again each second fall together) read them once, not once each.
+    /// [`SETTINGS_FRESH_FOR`], else as stored now. One read of a queue's at
+    /// a time: the claims of a queue that find its settings stale together
+    /// (their looks again each second fall together) read them once, not
+    /// once each; other queues' reads do not wait for it.
     pub(crate) async fn settings_of(&self, queue: &str) -> Result<QueueSettings, QueueError> {
         let fresh = || {
             let settings = self.settings.lock();
@@ -148,13 +149,21 @@ impl RedisBackend {
         if let Some(settings) = fresh() {
             return Ok(settings);
         }
-        let _reading = self.settings_reading.lock().await;
-        if let Some(settings) = fresh() {
-            return Ok(settings);
-        }
-        let settings = self.stored_settings(queue).await?;
-        self.settings.lock().insert(queue.into(), (std::time::Instant::now(), settings.clone()));
-        Ok(settings)
+        let reading = self.settings_reading.lock().entry(queue.into()).or_default().clone();
+        let read = async {
+            let _reading = reading.lock().await;
+            if let Some(settings) = fresh() {
+                return Ok(settings);
+            }
+            let settings = self.stored_settings(queue).await?;
+            self.settings.lock().insert(queue.into(), (std::time::Instant::now(), settings.clone()));
+            Ok(settings)
+        };
+        let settings = read.await;
+        drop(reading);
+        // The queue's lock is forgotten once no read of it waits.
+        self.settings_reading.lock().retain(|_, reading| Arc::strong_count(reading) > 1);
+        settings
     }
 
     /// Every queue's settings that are not the defaults, read in one

@@ -96,6 +96,9 @@ pub(crate) struct Owned {
     /// Shards of this node's turn that a live node's holder keeps: the
     /// holder, and when this node first found it there.
     kept: Mutex<HashMap<u16, (String, Instant)>>,
+    /// Wakes the membership for a tick now: a node gave a shard back (hint
+    /// `g SHARD`), which may be this node's turn. One tick for any number.
+    tick_soon: Arc<Notify>,
 }
 
 impl Owned {
@@ -172,6 +175,7 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
     loop {
         let Some(node) = backend.upgrade() else { return };
         let every = Duration::from_millis(node.options.shard_lease_ms / RENEWALS_PER_LEASE);
+        let soon = node.owned.tick_soon.clone();
         match node.tick().await {
             Ok(()) => node.health.answered(),
             Err(QueueError::StoreUnavailable(failure)) => match failure.source() {
@@ -183,6 +187,7 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
         drop(node);
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
+            _ = soon.notified() => {}
             _ = stop.wait_for(|&stop| stop) => break,
         }
     }
@@ -190,7 +195,7 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
 
 /// Hints from every node: `r SHARD QUEUE` (due tasks), `h SHARD MS` (an
 /// earlier deadline for the shard's owner), `g SHARD` (a node gave the shard
-/// back), `p QUEUE` (a pause changed),
+/// back: the membership ticks at once), `p QUEUE` (a pause changed),
 /// `s QUEUE` (its settings changed), `q QUEUE` (it may push now).
 async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use futures_util::StreamExt;
@@ -243,7 +248,7 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
 }
 
 impl RedisBackend {
-    fn hinted(self: &Arc<Self>, text: &str) {
+    fn hinted(&self, text: &str) {
         let mut words = text.splitn(3, ' ');
         match (words.next(), words.next(), words.next()) {
             (Some("r"), Some(shard), Some(queue)) => {
@@ -259,11 +264,7 @@ impl RedisBackend {
                     self.owned.wake(shard);
                 }
             }
-            (Some("g"), Some(shard), None) => {
-                if let Ok(shard) = shard.parse() {
-                    tokio::spawn(self.clone().take_back(shard));
-                }
-            }
+            (Some("g"), Some(_), None) => self.owned.tick_soon.notify_one(),
             (Some("p"), Some(queue), None) => self.watch.wake(queue),
             (Some("s"), Some(queue), None) => self.settings_changed(queue),
             (Some("q"), Some(_), None) => self.pushing_changed(),
@@ -326,10 +327,9 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// Takes `shard` at once if it is this node's turn and not held here:
-    /// after its holder here was refused by the fence (the node that took it
-    /// may have given it back already), or when a node gave it back (hint
-    /// `g SHARD`), rather than at this node's next heartbeat.
+    /// Takes `shard` back at once, if it is still this node's turn, after
+    /// its holder here was refused by the fence (the node that took it may
+    /// have given it back already).
     async fn take_back(self: Arc<Self>, shard: u16) {
         let _one = self.owned.ticking.lock().await;
         let turn = Turn::of(&self.owned.nodes.lock(), &self.node);
@@ -337,7 +337,7 @@ impl RedisBackend {
             return;
         }
         if let Err(error) = self.take(shard).await {
-            tracing::debug!(shard, %error, "cannot take a shard at once; the next tick will");
+            tracing::debug!(shard, %error, "cannot take a shard back; the next tick will");
         }
     }
 
@@ -447,6 +447,10 @@ impl RedisBackend {
 
     /// Starts the timer of a shard just acquired.
     fn hold(self: &Arc<Self>, shard: u16, holder: String) {
+        // A take under way as the node crashed or closed: no timer starts.
+        if *self.stop.borrow() {
+            return;
+        }
         tracing::debug!(shard, holder, "holding a shard");
         let wake = Arc::new(Wake::default());
         let task = tokio::spawn(fire_loop(Arc::downgrade(self), shard, holder.clone(), wake.clone()));
@@ -456,8 +460,9 @@ impl RedisBackend {
         }
     }
 
-    /// Leaves the membership and lets go of every shard, so that the others
-    /// take them at their next read of the membership rather than once its
+    /// Leaves the membership, then lets go of every shard: each release hints
+    /// the others (`g SHARD`), whose next tick, at once, reads a membership
+    /// without this node and takes the shards, rather than once its
     /// heartbeat is a lease old.
     pub(super) async fn leave(&self) {
         // What this node counted goes into the figures first: a clean stop
@@ -469,11 +474,11 @@ impl RedisBackend {
         }
         // No tick takes a shard once this one has: the node is closed.
         let _one = self.owned.ticking.lock().await;
+        let _: Result<(), _> = self.conn().zrem(self.keys.global("nodes"), &self.node).await;
         for (shard, holder) in self.owned.holders() {
             let _ = self.release(shard, &holder).await;
             self.let_go(shard, &holder);
         }
-        let _: Result<(), _> = self.conn().zrem(self.keys.global("nodes"), &self.node).await;
     }
 
     /// One pass of a shard's timer: fires the queues whose deadline has come
@@ -677,8 +682,13 @@ async fn sweep_idle(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
         match node.conn().exists::<_, u64>(heads).await {
             Ok(0) => {}
             Ok(_) => idle.iter().for_each(|(_, wake)| wake.notify.notify_one()),
-            // An outage is the heartbeat's to log; the next sweep looks again.
-            Err(error) => tracing::debug!(%error, "cannot sweep the idle shards"),
+            // Each looks for itself, as its own sweep did: on a Cluster one
+            // master out of reach fails the whole `EXISTS`, and the shards
+            // of the others are not to wait for it.
+            Err(error) => {
+                tracing::debug!(%error, "cannot sweep the idle shards together");
+                idle.iter().for_each(|(_, wake)| wake.notify.notify_one());
+            }
         }
     }
 }

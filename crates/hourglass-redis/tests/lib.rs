@@ -139,7 +139,7 @@ async fn shards_are_shared_out_and_a_stale_holder_is_fenced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_node_renews_no_shard_one_by_one() {
     let Some(server) = Server::start() else { return };
-    // A long lease: the node's own heartbeats are 15 s apart; the test beats.
+    // A long lease: the node's own heartbeats are 20 s apart; the test beats.
     let a = node(&server.url(), 60_000).await;
     until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
     let holders = a.holders();
@@ -253,13 +253,14 @@ async fn a_killed_node_s_due_tasks_fire_late_never_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_shut_down_hands_its_shards_over_at_once() {
     let Some(server) = Server::start() else { return };
-    // Leases of 30 s, a heartbeat every 10 s that reads the membership: b
-    // takes the shards at its next read; waiting a's heartbeat out would
-    // take 30 s at least, past the bound below.
-    let (a, b, _) = two_nodes(&server.url(), 30_000).await;
+    // Leases of 60 s, a heartbeat every 20 s: a leaves the membership, then
+    // gives its shards back, and each release hints b's membership to read
+    // at once, past the bound below (b's own next heartbeat is up to 20 s
+    // away, and waiting a's heartbeat out would take 60 s).
+    let (a, b, _) = two_nodes(&server.url(), 60_000).await;
     a.shutdown().await;
-    let took = until("b takes them all", Duration::from_secs(25), || b.held_shards().len() == 16).await;
-    println!("a node that shut down had its shards taken over in {took:?} (leases of 30 s)");
+    let took = until("b takes them all", Duration::from_secs(10), || b.held_shards().len() == 16).await;
+    println!("a node that shut down had its shards taken over in {took:?} (leases of 60 s)");
     b.close();
 }
 
