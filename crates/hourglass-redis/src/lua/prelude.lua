@@ -53,9 +53,19 @@ end
 local function hex(n, width)
   return string.format('%0' .. width .. 'x', n)
 end
-local function field(seq) return hex(seq, SEQ_DIGITS) end
-local function at_member(ms, seq) return hex(ms, MS_DIGITS) .. ':' .. field(seq) end
-local function ready_member(pri, ms, seq) return hex(pri, PRIORITY_DIGITS) .. ':' .. at_member(ms, seq) end
+-- The members' formats, built once a script: a member is one
+-- string.format, where building the format each time turned the width into
+-- a string with a printf of its own (printf was a tenth of Redis's CPU in a
+-- burst of due tasks, BENCHMARKS.md).
+local SEQ_FMT = '%0' .. SEQ_DIGITS .. 'x'
+local AT_FMT = '%0' .. MS_DIGITS .. 'x:' .. SEQ_FMT
+local READY_FMT = '%0' .. PRIORITY_DIGITS .. 'x:' .. AT_FMT
+-- The score of every member of the tasks' sets, as a string: Redis takes a
+-- string argument as it is, where it prints a number first (`%.17g`).
+local ZERO = '0'
+local function field(seq) return string.format(SEQ_FMT, seq) end
+local function at_member(ms, seq) return string.format(AT_FMT, ms, seq) end
+local function ready_member(pri, ms, seq) return string.format(READY_FMT, pri, ms, seq) end
 local function member_seq(m) return tonumber(string.sub(m, -SEQ_DIGITS), 16) end
 local function member_ms(m) return tonumber(string.sub(m, 1, MS_DIGITS), 16) end
 -- A due member without its priority: the task's member of the oldest-first set.
@@ -103,7 +113,7 @@ local function gather(into, key, a, b)
 end
 local function set_later(w, key, name, value) gather(w.set, key, name, value) end
 local function save_later(w, t, seq, rec) set_later(w, t, field(seq), cmsgpack.pack(rec)) end
-local function add_later(w, key, member) gather(w.add, key, 0, member) end
+local function add_later(w, key, member) gather(w.add, key, ZERO, member) end
 local function rem_later(w, key, member) gather(w.rem, key, member) end
 local function del_later(w, key, name) gather(w.del, key, name) end
 local function write_all(w)
@@ -150,16 +160,16 @@ local function pushed(Q, rec) return rec.h ~= nil or redis.call('EXISTS', Q.P) =
 -- Files `rec` by its state; returns true if it is due (ready to claim).
 local function file(Q, h, q, seq, rec, now)
   if rec.s == 'd' then
-    redis.call('ZADD', Q.d, 0, field(seq))
+    redis.call('ZADD', Q.d, ZERO, field(seq))
   elseif rec.s == 'l' then
-    redis.call('ZADD', Q.l, 0, at_member(rec.u, seq))
+    redis.call('ZADD', Q.l, ZERO, at_member(rec.u, seq))
     head_by(h, 'l:' .. q, rec.u)
   elseif rec.r <= now then
-    redis.call('ZADD', pushed(Q, rec) and Q.R or Q.r, 0, ready_member(rec.p, rec.r, seq))
-    redis.call('ZADD', Q.o, 0, at_member(rec.r, seq))
+    redis.call('ZADD', pushed(Q, rec) and Q.R or Q.r, ZERO, ready_member(rec.p, rec.r, seq))
+    redis.call('ZADD', Q.o, ZERO, at_member(rec.r, seq))
     return true
   else
-    redis.call('ZADD', Q.s, 0, at_member(rec.r, seq))
+    redis.call('ZADD', Q.s, ZERO, at_member(rec.r, seq))
     head_by(h, 's:' .. q, rec.r)
   end
   return false
@@ -197,7 +207,9 @@ end
 -- lease cannot work out another; two leases of a task differ but for odds
 -- of one in 2^64, as the embedded store's random ones do.
 local function lease_token(secret, counter)
-  return string.sub(redis.sha1hex(secret .. ':' .. counter), 1, 16)
+  -- `%d`, not the number concatenated: Lua prints that with `%.14g`, a
+  -- floating-point printf, which would also round counters past 10^14.
+  return string.sub(redis.sha1hex(secret .. ':' .. string.format('%d', counter)), 1, 16)
 end
 local function new_lease(lseq, secret) return lease_token(secret, redis.call('INCR', lseq)) end
 
@@ -268,7 +280,7 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
         rec.L = lease_token(secret, counter + k)
         rec.u = now + ((not push and rec.l) or lease_ms)
         save_later(w, t, seq, rec)
-        table.insert(leased, 0)
+        table.insert(leased, ZERO)
         table.insert(leased, at_member(rec.u, seq))
         if not first_end or rec.u < first_end then first_end = rec.u end
         taken = taken + 1

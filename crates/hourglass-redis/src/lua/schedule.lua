@@ -67,7 +67,7 @@ elseif op == 'put' then
   local rec = cmsgpack.unpack(ARGV[6])
   store(rec)
   redis.call('HSET', schp, name, ARGV[7])
-  redis.call('ZADD', sn, 0, name)
+  redis.call('ZADD', sn, ZERO, name)
   return { 'ok', cur and 0 or 1, redis.call('HGET', sch, name) }
 
 elseif op == 'pause' then

@@ -17,7 +17,7 @@ local moved = 0
 for _, m in ipairs(redis.call('ZRANGE', from, 0, -1)) do
   if pushes or not load(t, member_seq(m)).h then
     redis.call('ZREM', from, m)
-    redis.call('ZADD', to, 0, m)
+    redis.call('ZADD', to, ZERO, m)
     moved = moved + 1
   end
 end
