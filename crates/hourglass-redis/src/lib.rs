@@ -383,10 +383,10 @@ impl RedisBackend {
         (shard, self.owned.holders().into_iter().find(|(s, _)| *s == shard).map(|(_, holder)| holder))
     }
 
-    /// Closes (as [`Backend::close`]) and lets go of this node's shards and
-    /// its place in the membership, so that the other nodes take the shards
-    /// at their next read of the membership (every heartbeat) rather than
-    /// once this node's heartbeat is a lease old.
+    /// Closes (as [`Backend::close`]), leaves the membership and lets go of
+    /// this node's shards, whose releases hint the other nodes to read the
+    /// membership and take them at once, rather than once this node's
+    /// heartbeat is a lease old.
     pub async fn shutdown(&self) {
         self.close();
         self.leave().await;

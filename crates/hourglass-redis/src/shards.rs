@@ -3,12 +3,14 @@
 //!
 //! Every node heartbeats into one sorted set every `lease /
 //! RENEWALS_PER_LEASE`, reading the set with the same round trip, and counts
-//! as alive while its heartbeat is younger than a lease. The live nodes, sorted, each take the shards `s`
-//! with `s % nodes == rank`: a node acquires those that are free or held by a
-//! node no longer alive, and lets go of those no longer its own. The
-//! heartbeat is the only lease: a shard's holder has no time to live, so an
-//! idle node renews nothing shard by shard. A node that dies stops beating,
-//! and the others take its shards within a lease and a renewal period. Each acquisition takes a new epoch from a counter never
+//! as alive while its heartbeat is younger than a lease. The live nodes,
+//! sorted, each take the shards `s` with `s % nodes == rank`: a node acquires
+//! those that are free or held by a node no longer alive, and lets go of
+//! those no longer its own (a release hints the others, whose membership
+//! ticks at once). The heartbeat is the only lease: a shard's holder has no
+//! time to live, so an idle node renews nothing shard by shard. A node that
+//! dies stops beating, and the others take its shards within a lease and a
+//! renewal period. Each acquisition takes a new epoch from a counter never
 //! deleted, and the holder (`node:epoch`) is what the fire script checks: a
 //! node that was stopped (SIGSTOP, a long pause) past its lease is refused
 //! when it resumes if another took the shard, and drops it; having missed its
@@ -273,12 +275,12 @@ impl RedisBackend {
     }
 
     /// Heartbeats, reads who is alive, and takes or gives back each shard
-    /// accordingly. A node whose
-    /// heartbeat went unanswered for most of a lease (three quarters: from
-    /// the start of the last that answered to the answer of this one) may
-    /// have been taken for dead, and its shards taken: it reads their
-    /// holders and lets go of those no longer its own (what another holds is
-    /// answered `held`, and taken at a later tick, once given back).
+    /// accordingly. A node whose heartbeat went unanswered for most of a
+    /// lease (three quarters: from the start of the last that answered to
+    /// the answer of this one) may have been taken for dead, and its shards
+    /// taken: it reads their holders and lets go of those no longer its own
+    /// (what another holds is answered `held`, and taken at a later tick,
+    /// once given back).
     pub(super) async fn tick(self: &Arc<Self>) -> Result<(), QueueError> {
         let _one = self.owned.ticking.lock().await;
         if *self.stop.borrow() {
