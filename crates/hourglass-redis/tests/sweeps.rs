@@ -33,9 +33,8 @@ async fn idle_shards_are_swept_together_and_find_a_task_whose_hint_was_lost() {
     // shard's heads read on its own (a heartbeat's ZRANGE is the membership's,
     // one with each ZADD at most).
     server.cli(&["CONFIG", "RESETSTAT"]);
-    let stats = || server.cli(&["INFO", "commandstats"]);
-    until("two idle sweeps", WITHIN, || calls_in(&stats(), "exists") >= 2).await;
-    let info = stats();
+    until("two idle sweeps", WITHIN, || calls(&server, "exists") >= 2).await;
+    let info = server.cli(&["INFO", "commandstats"]);
     let (exists, zadd, zrange) = (calls_in(&info, "exists"), calls_in(&info, "zadd"), calls_in(&info, "zrange"));
     println!("idle, 16 shards: {exists} EXISTS, {zadd} ZADD, {zrange} ZRANGE");
     assert!(zrange <= zadd, "no shard's heads read by a sweep of its own: {info}");

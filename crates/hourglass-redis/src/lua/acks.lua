@@ -38,9 +38,7 @@ for k, seq in ipairs(seqs) do
   else
     -- Leased (checked above): `unfile` and `forget`, gathered.
     rem_later(w, Q.l, at_member(rec.u, seq))
-    del_later(w, t, field(seq))
-    del_later(w, p, field(seq))
-    if rec.k then del_later(w, Q.k, rec.k) end
+    forget_later(w, Q, t, p, seq, rec)
     acked[seq] = 'not_found'
     table.insert(out, 'ok')
   end

@@ -194,11 +194,18 @@ local function unfile(Q, q, seq, rec, now)
   end
 end
 
--- Removes the task for good.
+-- Removes the task for good, gathered in `w`: its record, its payload and
+-- its key.
+local function forget_later(w, Q, t, p, seq, rec)
+  del_later(w, t, field(seq))
+  del_later(w, p, field(seq))
+  if rec.k then del_later(w, Q.k, rec.k) end
+end
+-- Removes the task for good, now.
 local function forget(Q, t, p, seq, rec)
-  redis.call('HDEL', t, field(seq))
-  redis.call('HDEL', p, field(seq))
-  if rec.k then redis.call('HDEL', Q.k, rec.k) end
+  local w = writes()
+  forget_later(w, Q, t, p, seq, rec)
+  write_all(w)
 end
 
 -- A new lease token: the first 16 hex digits of the SHA-1 of `secret`, a
