@@ -1,6 +1,7 @@
 //! The hierarchical timing wheel: a pure data structure, with no threads, no
 //! clock and no I/O. Time is an integer tick count that the caller passes in.
 
+mod batch;
 mod key;
 pub(crate) mod level;
 mod lists;
@@ -8,6 +9,8 @@ mod next;
 mod slab;
 
 use std::fmt;
+
+use batch::Batch;
 
 pub use key::Key;
 use level::{level_for, location, slot_for, slot_start, split_location, NUM_LEVELS};
@@ -397,11 +400,8 @@ impl<T> Wheel<T> {
     /// read. So the walk goes in rounds, one step of every sublist each: it
     /// first reads the round's entries, [`SUBLISTS`] independent loads whose
     /// misses overlap, and only then files them, while the next round's loads
-    /// are already on their way. Each sublist keeps its entries in the order
-    /// they were filed, and the rounds take the sublists in turn, so a storm
-    /// of entries stored at consecutive indices from a multiple of
-    /// [`SUBLISTS`] (one inserted into a fresh wheel) comes out in insertion
-    /// order without a sort; any other batch out of order is sorted once.
+    /// are already on their way. The entries found due are put in insertion
+    /// order by their [`Batch`] before they join the expired list.
     fn process_slot(&mut self, location: u16) {
         let base = location as usize * SUBLISTS;
         let mut cursors = [NIL; SUBLISTS];
@@ -411,8 +411,7 @@ impl<T> Wheel<T> {
         }
         self.vacate(location as usize);
         let now = self.elapsed;
-        let before_batch = self.lists.tail[EXPIRED_LIST];
-        let (mut batch_len, mut last_seq, mut in_order) = (0usize, 0u64, true);
+        let mut batch = Batch::new(self);
         let mut round = [(NIL, 0u64, 0u64); SUBLISTS];
         loop {
             let mut taken = 0;
@@ -430,64 +429,15 @@ impl<T> Wheel<T> {
             }
             for &(index, deadline, seq) in &round[..taken] {
                 if deadline <= now {
-                    in_order &= batch_len == 0 || seq > last_seq;
-                    last_seq = seq;
-                    batch_len += 1;
-                    self.push_back(EXPIRED, index);
+                    batch.add(self, seq, index);
                 } else {
                     self.file(index, deadline);
                 }
             }
         }
-        if !in_order {
-            self.sort_expired_batch(before_batch, batch_len);
-        }
-    }
-
-    /// Restores insertion order in the last `len` expired entries, which follow
-    /// `before` (or start the list). Needed when the rounds over a slot's
-    /// sublists met its entries out of insertion order (most batches of
-    /// more than one entry), or an entry reset to a later deadline was re-filed
-    /// behind entries inserted after its reset. A batch of up to
-    /// [`SORTED_ON_STACK`] entries, a tick's worth in most uses, is sorted
-    /// without allocating.
-    #[inline(never)]
-    fn sort_expired_batch(&mut self, before: u32, len: usize) {
-        if len <= SORTED_ON_STACK {
-            let mut batch = [(0, NIL); SORTED_ON_STACK];
-            self.relink_in_seq_order(before, &mut batch[..len]);
-        } else {
-            self.relink_in_seq_order(before, &mut vec![(0, NIL); len]);
-        }
-    }
-
-    /// [`sort_expired_batch`](Wheel::sort_expired_batch) with room for the
-    /// batch's `(seq, index)` pairs.
-    fn relink_in_seq_order(&mut self, before: u32, batch: &mut [(u64, u32)]) {
-        let mut index = if before == NIL { self.lists.head[EXPIRED_LIST] } else { self.slab.entry(before).next };
-        for pair in batch.iter_mut() {
-            *pair = (self.slab.entry(index).seq, index);
-            index = self.slab.entry(index).next;
-        }
-        debug_assert_eq!(index, NIL, "the batch is the end of the expired list");
-        batch.sort_unstable();
-        let mut prev = before;
-        for &(_, index) in batch.iter() {
-            self.slab.entry_mut(index).prev = prev;
-            if prev == NIL {
-                self.lists.head[EXPIRED_LIST] = index;
-            } else {
-                self.slab.entry_mut(prev).next = index;
-            }
-            prev = index;
-        }
-        self.slab.entry_mut(prev).next = NIL;
-        self.lists.tail[EXPIRED_LIST] = prev;
+        batch.finish(self);
     }
 }
-
-/// The most expired entries a slot's walk sorts in a buffer on the stack.
-const SORTED_ON_STACK: usize = 64;
 
 #[cfg(test)]
 mod tests;

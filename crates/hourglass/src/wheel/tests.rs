@@ -132,3 +132,46 @@ fn the_lists_cost_what_the_design_says() {
     assert_eq!(lists / 1024, 52, "DESIGN.md: 52 KiB a wheel");
     assert_eq!(Wheel::<()>::new().allocated_bytes(), lists, "an empty wheel holds its lists alone");
 }
+
+/// A slot's walk meets its entries out of insertion order; the ones that
+/// expire together are put back in order whether they are gathered on the
+/// stack or, past [`batch::GATHERED_MAX`], sorted in place.
+#[test]
+fn a_tick_of_any_size_comes_out_in_insertion_order() {
+    use batch::GATHERED_MAX;
+    for n in [1, 2, 9, GATHERED_MAX - 1, GATHERED_MAX, GATHERED_MAX + 1, 3 * GATHERED_MAX + 5] {
+        let mut wheel = Wheel::new();
+        // Filler at other ticks shifts which sublist each entry lands in.
+        for i in 0..n {
+            wheel.insert(10_000 + i as u64, usize::MAX).unwrap();
+        }
+        let keys: Vec<Key> = (0..n).map(|i| wheel.insert(5_000, i).unwrap()).collect();
+        // Every third one reset to the same tick: it now counts as inserted last.
+        let reset: Vec<usize> = (0..n).step_by(3).collect();
+        for &i in &reset {
+            assert!(wheel.reset(keys[i], 5_000));
+        }
+        let expected: Vec<usize> = (0..n).filter(|i| i % 3 != 0).chain(reset.iter().copied()).collect();
+        assert_eq!(wheel.advance(5_000), n, "{n} due");
+        assert_eq!(drain_expired(&mut wheel), expected, "{n} at one tick");
+    }
+}
+
+/// Entries due at one tick but inserted billions of insertions apart: their
+/// sequence numbers do not fit the gathered words, and the batch is sorted
+/// by reading them again.
+#[test]
+fn ties_inserted_billions_apart_keep_insertion_order() {
+    let mut wheel = Wheel::new();
+    let early: Vec<Key> = (0..5).map(|i| wheel.insert(5_000, i).unwrap()).collect();
+    wheel.next_seq += 3 << 31;
+    for i in 5..10 {
+        wheel.insert(5_000, i).unwrap();
+    }
+    // Reset early ones, now counted as inserted last, so the rounds meet the
+    // batch out of order.
+    assert!(wheel.reset(early[1], 5_000));
+    assert!(wheel.reset(early[3], 5_000));
+    assert_eq!(wheel.advance(5_000), 10);
+    assert_eq!(drain_expired(&mut wheel), [0, 2, 4, 5, 6, 7, 8, 9, 1, 3]);
+}
