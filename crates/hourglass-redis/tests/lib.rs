@@ -27,8 +27,14 @@ async fn node(url: &str, shard_lease_ms: u64) -> Arc<RedisBackend> {
 
 /// The only node of a service on `url`, once it holds every shard.
 async fn sole_node(url: &str) -> Arc<RedisBackend> {
-    let backend = node(url, 2_000).await;
-    until("the node holds its shards", Duration::from_secs(20), || backend.held_shards().len() == 16).await;
+    holding_every_shard(url, 2_000, Duration::from_secs(20)).await
+}
+
+/// The first node of a service on `url`, with leases of `shard_lease_ms`,
+/// once it holds every shard (within `within`).
+async fn holding_every_shard(url: &str, shard_lease_ms: u64, within: Duration) -> Arc<RedisBackend> {
+    let backend = node(url, shard_lease_ms).await;
+    until("the node holds every shard", within, || backend.held_shards().len() == 16).await;
     backend
 }
 
@@ -37,8 +43,7 @@ async fn sole_node(url: &str) -> Arc<RedisBackend> {
 /// 20 s, or a lease where that is longer.
 async fn two_nodes(url: &str, shard_lease_ms: u64) -> (Arc<RedisBackend>, Arc<RedisBackend>, Duration) {
     let within = Duration::from_secs(20).max(Duration::from_millis(shard_lease_ms));
-    let a = node(url, shard_lease_ms).await;
-    until("a holds every shard", within, || a.held_shards().len() == 16).await;
+    let a = holding_every_shard(url, shard_lease_ms, within).await;
     let b = node(url, shard_lease_ms).await;
     let took =
         until("the shards are shared out", within, || a.held_shards().len() == 8 && b.held_shards().len() == 8).await;
@@ -140,8 +145,7 @@ async fn shards_are_shared_out_and_a_stale_holder_is_fenced() {
 async fn an_idle_node_renews_no_shard_one_by_one() {
     let Some(server) = Server::start() else { return };
     // A long lease: the node's own heartbeats are 20 s apart; the test beats.
-    let a = node(&server.url(), 60_000).await;
-    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    let a = holding_every_shard(&server.url(), 60_000, Duration::from_secs(20)).await;
     let holders = a.holders();
     server.cli(&["CONFIG", "RESETSTAT"]);
     const BEATS: u64 = 20;
@@ -272,8 +276,7 @@ async fn a_shard_given_back_is_taken_at_once_by_the_node_whose_turn_it_is() {
     let Some(server) = Server::start() else { return };
     // Leases of 60 s: each node's own heartbeats are 20 s apart (b's next
     // one 20 s after it starts); the test beats for them.
-    let a = node(&server.url(), 60_000).await;
-    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    let a = holding_every_shard(&server.url(), 60_000, Duration::from_secs(20)).await;
     server.cli(&["CONFIG", "RESETSTAT"]);
     let b = node(&server.url(), 60_000).await;
     // b's first heartbeat reads the membership and looks at each shard of its

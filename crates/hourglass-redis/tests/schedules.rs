@@ -7,15 +7,14 @@ use hourglass_queue::prelude::*;
 use hourglass_queue::{Misfire, NewSchedule, Overlap, Rule};
 use hourglass_test_support::redis::Server;
 
-use crate::{node, until};
+use crate::holding_every_shard;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_holder_fires_no_occurrence_and_the_holder_fires_each_once() {
     let Some(server) = Server::start() else { return };
     // A lease long enough to outlive the test's steps after the crash, however
     // slow the machine: the lease must still stand when its holder fires.
-    let a = node(&server.url(), 10_000).await;
-    until("a holds every shard", Duration::from_secs(20), || a.held_shards().len() == 16).await;
+    let a = holding_every_shard(&server.url(), 10_000, Duration::from_secs(20)).await;
     let every_ms = 100;
     let new = NewSchedule {
         queue: "fenced".into(),
