@@ -54,6 +54,13 @@ pub struct ServeArgs {
     /// shards taken over by the others within it.
     #[arg(long, value_name = "MS", default_value_t = hourglass_redis::SHARD_LEASE_MS_DEFAULT)]
     shard_lease_ms: u64,
+    /// With --store: hand a task to a claim waiting on the node that fires
+    /// it this long before its due time, and answer the claim at its due
+    /// time, so that the round trip to Redis is not part of its lateness.
+    /// The task is leased from then (its lease counts from its due time);
+    /// 0 hands it over at its due time.
+    #[arg(long, value_name = "MS", default_value_t = hourglass_redis::FIRE_AHEAD_MS_DEFAULT)]
+    fire_ahead_ms: u64,
     /// With --store rediss:// or rediss+cluster://: check Redis's TLS
     /// certificate against the authorities in this PEM file instead of the
     /// system's.
@@ -243,6 +250,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 prefix: args.redis_prefix.clone(),
                 shards: args.shards,
                 shard_lease_ms: args.shard_lease_ms,
+                fire_ahead_ms: args.fire_ahead_ms,
                 limits,
             };
             // Listening first: while the store is out of reach, /healthz says why.

@@ -6,6 +6,10 @@
 //! runtime: a delivery through the shards was 2 to 4 ms late when idle, and
 //! 8 ms at the median at 500 tasks/s (`BENCHMARKS.md`).
 //!
+//! The same thread ends the **holds** of tasks a fire handed a claim ahead
+//! of their due time (`handover.rs`): each to the microsecond, as the few
+//! that are under way at once are kept in a list of their own.
+//!
 //! The wheel and its lock are this module's; the thread, its parking, its
 //! early wake-up (only for an earlier deadline than it sleeps until) and its
 //! stop are the core crate's building block.
@@ -35,19 +39,29 @@ struct Armed {
     wake: Arc<Notify>,
 }
 
-/// The wheel of shard deadlines (local Unix ms).
+/// The wheel of shard deadlines (local Unix ms), and the holds.
 #[derive(Default)]
 struct State {
     wheel: Wheel<u16>,
     /// Each shard's timer.
     armed: HashMap<u16, Armed>,
+    /// Holds under way: when each ends (local Unix µs), and what it wakes.
+    holds: Vec<(u64, Arc<Notify>)>,
 }
 
 impl State {
-    /// Takes the shards whose time has come at `now_ms`: what to wake.
-    fn ring(&mut self, now_ms: u64) -> Vec<Arc<Notify>> {
+    /// Takes the shards and holds whose time has come at `now_us`: what to
+    /// wake.
+    fn ring(&mut self, now_us: u64) -> Vec<Arc<Notify>> {
         let mut woken = Vec::new();
-        self.wheel.advance(now_ms);
+        self.holds.retain(|(until_us, wake)| {
+            let ends = *until_us <= now_us;
+            if ends {
+                woken.push(wake.clone());
+            }
+            !ends
+        });
+        self.wheel.advance(now_us / 1_000);
         while let Some(expired) = self.wheel.pop_expired() {
             if let Some(armed) = self.armed.remove(&expired.value) {
                 woken.push(armed.wake);
@@ -61,6 +75,13 @@ impl State {
         if let Some(armed) = self.armed.remove(&shard) {
             self.wheel.remove(armed.key);
         }
+    }
+
+    /// When the thread must next wake (local Unix µs).
+    fn next_us(&self) -> Option<u64> {
+        let shards = self.wheel.next_expiration().map(|ms| ms.saturating_mul(1_000));
+        let holds = self.holds.iter().map(|&(until_us, _)| until_us).min();
+        shards.into_iter().chain(holds).min()
     }
 
     /// Sets `shard`'s timer, in place of any it had.
@@ -96,8 +117,8 @@ impl Alarms {
             move |handle: &TimerHandle| {
                 let (woken, next_us) = {
                     let mut state = state.lock();
-                    let woken = state.ring(clock.now_ms());
-                    let next_us = state.wheel.next_expiration().map(|ms| ms.saturating_mul(1_000));
+                    let woken = state.ring(clock.now_us());
+                    let next_us = state.next_us();
                     handle.will_sleep_until(next_us);
                     (woken, next_us)
                 };
@@ -116,6 +137,13 @@ impl Alarms {
     pub(crate) fn set(&self, shard: u16, at_ms: u64, ring: Ring, wake: Arc<Notify>) {
         self.state.lock().set(shard, at_ms, ring, wake);
         self.handle.wake_if_earlier(at_ms.saturating_mul(1_000));
+    }
+
+    /// Wakes `wake` once this machine's clock reads `until_us` (local Unix
+    /// µs): a hold's end.
+    pub(crate) fn hold(&self, until_us: u64, wake: Arc<Notify>) {
+        self.state.lock().holds.push((until_us, wake));
+        self.handle.wake_if_earlier(until_us);
     }
 
     /// How many shards' timers ring for a deadline by `at_ms` (local Unix
@@ -151,12 +179,26 @@ mod tests {
         for (shard, at_ms, wake) in [(1, 1_000, &a), (2, 2_000, &b), (1, 1_500, &a)] {
             state.set(shard, at_ms, Ring::Deadline, wake.clone());
         }
-        assert!(state.ring(1_200).is_empty(), "moved, not doubled");
-        assert_eq!(state.ring(1_500).len(), 1);
-        assert_eq!(state.wheel.next_expiration(), Some(2_000));
+        assert!(state.ring(1_200_000).is_empty(), "moved, not doubled");
+        assert_eq!(state.ring(1_500_000).len(), 1);
+        assert_eq!(state.next_us(), Some(2_000_000));
         state.unset(2);
-        assert!(state.ring(3_000).is_empty());
-        assert_eq!((state.armed.len(), state.wheel.next_expiration()), (0, None));
+        assert!(state.ring(3_000_000).is_empty());
+        assert_eq!((state.armed.len(), state.next_us()), (0, None));
+    }
+
+    #[test]
+    fn a_hold_ends_at_its_microsecond_before_the_shards_millisecond() {
+        let mut state = State::default();
+        let (shard, hold) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        state.set(1, 2, Ring::Deadline, shard);
+        state.holds.push((1_250, hold));
+        assert_eq!(state.next_us(), Some(1_250), "the hold first");
+        assert!(state.ring(1_249).is_empty(), "not a microsecond early");
+        assert_eq!(state.ring(1_250).len(), 1);
+        assert_eq!(state.next_us(), Some(2_000), "then the shard");
+        assert_eq!(state.ring(2_000).len(), 1);
+        assert_eq!(state.next_us(), None);
     }
 
     #[tokio::test]

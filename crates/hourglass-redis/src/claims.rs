@@ -373,8 +373,9 @@ impl RedisBackend {
             }
             let watched = backend.watched(claim).await?;
             let mut wake_on: Vec<Arc<Notify>> = watched.iter().map(|of| of.watch.notify.clone()).collect();
-            if delivery == Delivery::Push && waiting.lock().is_none() {
-                // What this node's fires handed the last push claim's taker since.
+            if waiting.lock().is_none() {
+                // What this node's fires handed the taker a claim that wanted
+                // the same left lingering.
                 *waiting.lock() = backend.adopt_hand_over(claim);
             }
             let taker = waiting.lock().as_ref().map(|waiting| waiting.taker.clone());

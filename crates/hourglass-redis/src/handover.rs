@@ -15,11 +15,20 @@
 //! claim's are. What is handed over is counted as delivered when the claim
 //! takes it, as a claim counts what its scripts hand out.
 //!
+//! **Ahead of the due time.** A fire given a time to come (the shard's
+//! first due time, within [`fire_ahead_ms`](crate::RedisOptions::fire_ahead_ms))
+//! hands the tasks due then to the takers it was offered, leased from that
+//! time, so that the script's round trip happens before the tasks are due;
+//! the node puts them in the takers when they are due
+//! ([`RedisBackend::answer_at_due`]), never before, and their claims wait for
+//! that fire meanwhile.
+//!
 //! **Never lost, never twice at once.** A task handed to a claim that ended
 //! meanwhile (it found tasks elsewhere, timed out, or its caller went away:
-//! a delivery loop stopping, a node shutting down) is given back at once
-//! (a push taker's once it lingered [`LINGER_MS`] unadopted, or at once if
-//! the node is closing) under its lease token (`task.lua return`): due again in its place, the
+//! a delivery loop stopping, a node shutting down) is given back (once its
+//! taker lingered [`LINGER_MS`] unadopted, or at once if it does not linger
+//! or the node is closing) under its lease token (`task.lua return`): due
+//! again in its place (or scheduled, if handed ahead and not yet due), the
 //! attempt not counted, its slot freed. Not left to its lease, which would
 //! make it late by a whole lease (a push target's timeout and a margin) for
 //! a delivery never tried. If the give-back fails (Redis out of reach, the
@@ -114,6 +123,11 @@ impl Plan {
         Plan { offer: Offer::default(), sides: vec![(NO_SIDE, NO_SIDE, None); queues], grants: Vec::new() }
     }
 
+    /// Whether it offers no taker: a fire has no one to hand tasks to.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.offer.is_empty()
+    }
+
     /// The script's arguments past its fixed ones: the takers and their
     /// most, then each queue's name and sides.
     pub(crate) fn args(&self, invocation: &mut redis::ScriptInvocation<'_>, queues: &[&str]) {
@@ -130,23 +144,27 @@ impl Plan {
     }
 }
 
+/// What `claim` takes, as its taker serves it.
+fn wants(claim: &Claim<'_>) -> Wants {
+    match claim.delivery() {
+        Delivery::Pull => {
+            Wants::Pull { queues: claim.queues().iter().map(|&q| q.into()).collect(), lease_ms: claim.lease_ms() }
+        }
+        Delivery::Push => Wants::Push,
+    }
+}
+
 impl RedisBackend {
-    /// A push claim takes over the push taker the last one left lingering,
-    /// with what the fires put in it since.
+    /// A claim takes over a taker that a claim wanting the same left
+    /// lingering, with what the fires put in it since.
     pub(crate) fn adopt_hand_over(&self, claim: &Claim<'_>) -> Option<Waiting<'_>> {
-        let taker = self.takers.adopt(claim.max())?;
+        let taker = self.takers.adopt(&wants(claim), claim.max())?;
         Some(Waiting { backend: self, taker })
     }
 
     /// Registers `claim` as waiting, so that this node's fires hand it tasks.
     pub(crate) fn wait_for_hand_over(&self, claim: &Claim<'_>) -> Waiting<'_> {
-        let wants = match claim.delivery() {
-            Delivery::Pull => {
-                Wants::Pull { queues: claim.queues().iter().map(|&q| q.into()).collect(), lease_ms: claim.lease_ms() }
-            }
-            Delivery::Push => Wants::Push,
-        };
-        Waiting { backend: self, taker: self.takers.register(wants, claim.max()) }
+        Waiting { backend: self, taker: self.takers.register(wants(claim), claim.max()) }
     }
 
     /// What a fire of `queues` offers: the waiting claims that want them,
@@ -172,7 +190,7 @@ impl RedisBackend {
         }
         if let Err(error) = self.plan_sides(queues, &mut plan).await {
             tracing::debug!(%error, "no hand-over: cannot read a queue's settings or flow control");
-            self.settle_plan(plan, Vec::new()).await;
+            self.settle_plan(plan).await;
             return Plan::none(queues.len());
         }
         plan
@@ -231,13 +249,15 @@ impl RedisBackend {
 
     /// Reads the hand-overs that end a fire script's reply: per hand-over
     /// its taker, queue and tasks, then binds the flow control reserved and
-    /// puts the tasks in the takers.
+    /// puts the tasks in the takers, those handed ahead of their due time
+    /// once it comes. `script_us` is when the script ran (Redis µs).
     pub(crate) async fn handed_over(
         &self,
         shard: u16,
         queues: &[&str],
         plan: Plan,
         reply: &mut Reply,
+        script_us: u64,
     ) -> Result<(), QueueError> {
         let mut handed: Vec<(usize, usize, Claimed)> = Vec::new();
         let read = (|| {
@@ -260,15 +280,24 @@ impl RedisBackend {
             Ok(())
         })();
         self.handed.fetch_add(handed.len() as u64, Ordering::Relaxed);
-        self.settle_plan(plan, handed).await;
+        let ahead = handed.iter().filter(|(_, _, task)| task.run_at_ms * 1_000 > script_us).count();
+        self.handed_ahead.fetch_add(ahead as u64, Ordering::Relaxed);
+        self.settle(plan, handed, script_us).await;
         read
+    }
+
+    /// Answers a plan's takers with no tasks: the fire handed none over.
+    pub(crate) async fn settle_plan(&self, plan: Plan) {
+        self.settle(plan, Vec::new(), 0).await;
     }
 
     /// Binds the plan's flow control to the tasks `handed` (taker, queue,
     /// task), giving back what it did not use, then puts the tasks in their
     /// takers: every taker offered is answered, with tasks or without, and
-    /// tasks whose claim ended meanwhile are given back.
-    pub(crate) async fn settle_plan(&self, mut plan: Plan, handed: Vec<(usize, usize, Claimed)>) {
+    /// tasks whose claim ended meanwhile are given back. A taker handed
+    /// tasks due after `script_us` (Redis µs, when the script ran) is
+    /// answered when the latest of them is due ([`Self::answer_at_due`]).
+    async fn settle(&self, mut plan: Plan, handed: Vec<(usize, usize, Claimed)>, script_us: u64) {
         for (at, queue, delivery, grant) in &plan.grants {
             let bound: Vec<Claimed> = handed
                 .iter()
@@ -285,10 +314,41 @@ impl RedisBackend {
         for (taker, _, task) in handed {
             by_taker[taker].push(task);
         }
-        for ((taker, room), tasks) in takers.iter().zip(by_taker) {
-            let left = taker.fill(*room, tasks);
-            self.give_back(left);
+        for ((taker, room), tasks) in takers.into_iter().zip(by_taker) {
+            let due_us = tasks.iter().map(|task| task.run_at_ms * 1_000).max().unwrap_or(0);
+            if due_us > script_us {
+                self.answer_at_due(taker, room, tasks, due_us);
+            } else {
+                self.give_back(taker.fill(room, tasks));
+            }
         }
+    }
+
+    /// Puts `tasks`, handed ahead, in `taker` once the latest of them is
+    /// due (`due_us`, Redis's µs): when Redis's clock reads it at the
+    /// earliest, as bounded from the fire scripts' replies on this node's
+    /// monotonic clock (`offset.rs`, `RedisClock`), never early. Until then
+    /// the taker stays offered, so its claim waits for them. The node's
+    /// timer thread ends the hold to the microsecond; if the node stops
+    /// first, the tasks are given back, scheduled as they were.
+    fn answer_at_due(&self, taker: Arc<Taker>, room: usize, tasks: Vec<Claimed>, due_us: u64) {
+        let (Some(backend), Ok(runtime)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) else {
+            taker.fill(room, Vec::new());
+            self.give_back(tasks);
+            return;
+        };
+        let due = Arc::new(tokio::sync::Notify::new());
+        self.alarms.hold(self.local_us(due_us), due.clone());
+        let mut stop = self.stop.subscribe();
+        runtime.spawn(async move {
+            tokio::select! {
+                () = due.notified() => backend.give_back(taker.fill(room, tasks)),
+                _ = stop.wait_for(|&stop| stop) => {
+                    taker.fill(room, Vec::new());
+                    backend.give_back(tasks);
+                }
+            }
+        });
     }
 
     /// Gives back, every [`LINGER_MS`] / 2, what the push takers that

@@ -83,14 +83,15 @@ pub use conn::{RedisCa, Target, REPLY_TIMEOUT};
 pub use error::ConnectError;
 pub use health::{OUTAGE_LOG_INTERVAL_FIRST, OUTAGE_LOG_INTERVAL_MAX};
 pub use options::{
-    RedisOptions, CLAIM_RECHECK_MS, CLAIM_SHARE_MIN, FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE,
-    SHARDS_DEFAULT, SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_MAX, SHARD_LEASE_MS_MIN, SWEEP_IDLE_MS, SWEEP_MS,
+    RedisOptions, CLAIM_RECHECK_MS, CLAIM_SHARE_MIN, FIRE_AHEAD_MS_DEFAULT, FIRE_AHEAD_MS_MAX, FIRE_BATCH_MAX,
+    FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SHARDS_DEFAULT, SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_MAX,
+    SHARD_LEASE_MS_MIN, SWEEP_IDLE_MS, SWEEP_MS,
 };
 
 use conn::Conn;
 use health::Health;
 use keys::Keys;
-use offset::Offset;
+use offset::{Offset, RedisClock};
 use watch::Watch;
 
 /// Tasks the owners' timers filed as due, or gave back when their lease ran
@@ -104,6 +105,8 @@ pub struct Fired {
     pub by_sweep: u64,
     /// Leased by the fire script for a claim waiting on this node.
     pub handed_over: u64,
+    /// Of those, handed ahead of their due time, and answered at it.
+    pub handed_ahead: u64,
     /// Of those, given back to their queue because the claim had ended
     /// before it took them.
     pub given_back: u64,
@@ -154,6 +157,9 @@ pub struct RedisBackend {
     enqueue_scripts: AtomicU64,
     /// Redis's clock minus this node's: see [`Offset`].
     offset: Mutex<Offset>,
+    /// Redis's clock against this node's monotonic one, from the fire
+    /// scripts' times (for holds): see [`RedisClock`].
+    redis_clock: Mutex<RedisClock>,
     /// The shards' timers; their thread stops when the backend is closed, or
     /// dropped unclosed.
     alarms: alarms::Alarms,
@@ -165,6 +171,7 @@ pub struct RedisBackend {
     /// This node's waiting claims, which its fires hand tasks to.
     takers: takers::Takers,
     handed: AtomicU64,
+    handed_ahead: AtomicU64,
     /// This node's fires under way (`handover.rs`).
     firing: AtomicUsize,
     given_back: AtomicU64,
@@ -222,12 +229,14 @@ impl RedisBackend {
             enqueue_groups: enqueue_groups::EnqueueGroups::new(tokio::runtime::Handle::current()),
             enqueue_scripts: AtomicU64::new(0),
             offset: Mutex::new(Offset::default()),
+            redis_clock: Mutex::new(RedisClock::new()),
             alarms,
             by_timer: AtomicU64::new(0),
             by_sweep: AtomicU64::new(0),
             losing_head_hints: AtomicBool::new(false),
             takers: takers::Takers::default(),
             handed: AtomicU64::new(0),
+            handed_ahead: AtomicU64::new(0),
             firing: AtomicUsize::new(0),
             given_back: AtomicU64::new(0),
             me: me.clone(),
@@ -302,6 +311,7 @@ impl RedisBackend {
             by_timer: self.by_timer.load(Ordering::Relaxed),
             by_sweep: self.by_sweep.load(Ordering::Relaxed),
             handed_over: self.handed.load(Ordering::Relaxed),
+            handed_ahead: self.handed_ahead.load(Ordering::Relaxed),
             given_back: self.given_back.load(Ordering::Relaxed),
         }
     }
@@ -355,7 +365,7 @@ impl RedisBackend {
     /// (a stale holder is fenced out). For tests of fencing.
     #[doc(hidden)]
     pub async fn fire_as(&self, shard: u16, holder: &str) -> Result<bool, QueueError> {
-        match self.fire_once(shard, holder, false, true, &mut None).await {
+        match self.fire_once(shard, holder, false, true, &mut None, None).await {
             Ok(_) => Ok(true),
             Err(None) => Ok(false),
             Err(Some(error)) => Err(error),

@@ -23,6 +23,16 @@ pub const SHARD_LEASE_MS_DEFAULT: u64 = 3_000;
 pub const SHARD_LEASE_MS_MIN: u64 = 400;
 /// The longest shard lease: a dead node's shards wait this long for another.
 pub const SHARD_LEASE_MS_MAX: u64 = 60_000;
+/// How long before a task's due time the owner of its shard hands it to a
+/// claim waiting on the owner's node, by default: the fire script's round
+/// trip (1.5 ms at the median and 3 to 4.5 ms at the 99th percentile under
+/// `appendfsync always` with three nodes, `BENCHMARKS.md`) then happens
+/// before the task is due, and the node answers the claim at its due time.
+/// The task is leased from then on (its lease counts from its due time), as
+/// one handed over at its due time is.
+pub const FIRE_AHEAD_MS_DEFAULT: u64 = 5;
+/// The most a task may be handed to a claim ahead of its due time.
+pub const FIRE_AHEAD_MS_MAX: u64 = 1_000;
 /// A node heartbeats (which renews its hold on all its shards) and reads who
 /// is alive this many times a lease.
 pub const RENEWALS_PER_LEASE: u64 = 3;
@@ -84,6 +94,7 @@ pub(crate) const QUEUE_OF_MAX: usize = 100_000;
 /// shard's.
 pub(crate) const COUNTED_FRESH_FOR: std::time::Duration = std::time::Duration::from_millis(900);
 
+const _: () = assert!(FIRE_AHEAD_MS_DEFAULT <= FIRE_AHEAD_MS_MAX);
 const _: () = assert!(SHARDS_DEFAULT >= 1 && SHARDS_DEFAULT <= SHARDS_MAX);
 const _: () = assert!(SHARD_LEASE_MS_MIN <= SHARD_LEASE_MS_DEFAULT && SHARD_LEASE_MS_DEFAULT <= SHARD_LEASE_MS_MAX);
 const _: () = assert!(SHARD_LEASE_MS_MIN / RENEWALS_PER_LEASE >= 100, "a renewal at most every 100 ms");
@@ -105,6 +116,10 @@ pub struct RedisOptions {
     pub shards: u16,
     /// A node's lease on its shards.
     pub shard_lease_ms: u64,
+    /// How long before its due time a task may be handed to a claim waiting
+    /// on the node that fires it (0: at its due time); see
+    /// [`FIRE_AHEAD_MS_DEFAULT`].
+    pub fire_ahead_ms: u64,
     /// Bounds on requests; `tasks_max` is shared evenly by the shards.
     pub limits: Limits,
 }
@@ -118,6 +133,7 @@ impl RedisOptions {
             prefix: "hg".into(),
             shards: SHARDS_DEFAULT,
             shard_lease_ms: SHARD_LEASE_MS_DEFAULT,
+            fire_ahead_ms: FIRE_AHEAD_MS_DEFAULT,
             limits: Limits::default(),
         }
     }
@@ -134,6 +150,12 @@ impl RedisOptions {
             return Err(ConnectError::InvalidOption(format!(
                 "a shard lease is {SHARD_LEASE_MS_MIN} ..= {SHARD_LEASE_MS_MAX} ms, not {}",
                 self.shard_lease_ms
+            )));
+        }
+        if self.fire_ahead_ms > FIRE_AHEAD_MS_MAX {
+            return Err(ConnectError::InvalidOption(format!(
+                "a task is handed to a claim 0 ..= {FIRE_AHEAD_MS_MAX} ms ahead of its due time, not {}",
+                self.fire_ahead_ms
             )));
         }
         if self.ca.is_some() && !self.target.is_tls() {
@@ -167,6 +189,10 @@ mod tests {
             "a shard lease is 400 ..= 60000 ms, not 399"
         );
         assert!(refused(RedisOptions { prefix: "{a}".into(), ..ok.clone() }).contains("no { or }"));
+        assert_eq!(
+            refused(RedisOptions { fire_ahead_ms: 1_001, ..ok.clone() }),
+            "a task is handed to a claim 0 ..= 1000 ms ahead of its due time, not 1001"
+        );
         let authority = hourglass_test_support::certs::Authority::new("test authority").pem();
         let ca = crate::RedisCa::from_pem(authority.into_bytes(), "ca.pem").unwrap();
         assert_eq!(

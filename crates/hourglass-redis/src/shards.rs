@@ -486,6 +486,11 @@ impl RedisBackend {
     /// One pass of a shard's timer: fires the queues whose deadline has come
     /// (by Redis's clock, as estimated); returns the next deadline (Redis ms),
     /// `None` if the shard has none, or an error; `Err(None)` if fenced.
+    /// Given `ahead`, the shard's first head (Redis ms) within the node's
+    /// [`fire_ahead_ms`](crate::RedisOptions::fire_ahead_ms) of now, it also
+    /// hands the tasks due then to this node's waiting claims, which are
+    /// answered at that time (`handover.rs`); with none waiting, it fires
+    /// nothing before the head is due.
     pub(super) async fn fire_once(
         &self,
         shard: u16,
@@ -493,6 +498,7 @@ impl RedisBackend {
         by_sweep: bool,
         always: bool,
         heads: &mut Option<Heads>,
+        ahead: Option<u64>,
     ) -> Result<Option<u64>, Option<QueueError>> {
         let known = match heads.take() {
             Some(known) => known,
@@ -506,18 +512,16 @@ impl RedisBackend {
             }
         };
         let now_ms = self.redis_ms();
-        match known.first() {
-            None if !always => {
-                *heads = Some(known);
-                return Ok(None);
-            }
-            // Within a millisecond of it, by this node's estimate of Redis's
-            // clock: the script reads Redis's own, and moves nothing early.
-            Some(&(_, first)) if first > now_ms + 1 && !always => {
-                *heads = Some(known);
-                return Ok(Some(first));
-            }
-            _ => {}
+        let first = known.first().map(|&(_, at)| at);
+        // Within a millisecond of it, by this node's estimate of Redis's
+        // clock: the script reads Redis's own, and moves nothing early.
+        let due = first.is_some_and(|first| first <= now_ms + 1);
+        let ahead = ahead.filter(|&at| {
+            !due && first == Some(at) && at <= now_ms + self.options.fire_ahead_ms && !self.takers.is_empty()
+        });
+        if !always && !due && ahead.is_none() {
+            *heads = Some(known);
+            return Ok(first);
         }
         // Schedules whose occurrence came (never early: by Redis's clock as
         // estimated, which lags it) first: their tasks are due at once.
@@ -529,9 +533,12 @@ impl RedisBackend {
         if !schedules.is_empty() {
             self.fire_schedules(shard, holder, &schedules).await?;
         }
+        // The queues whose deadline came, and those whose tasks are due at
+        // `ahead` (a lease's end is not handed ahead).
+        let fired = |name: &str, at: u64| at <= now_ms + 1 || (ahead == Some(at) && name.starts_with("s:"));
         let mut queues: Vec<&str> = known
             .iter()
-            .filter(|(name, at)| *at <= now_ms + 1 && !name.starts_with(crate::occurrences::HEAD_PREFIX))
+            .filter(|(name, at)| fired(name, *at) && !name.starts_with(crate::occurrences::HEAD_PREFIX))
             .filter_map(|(name, _)| name.get(2..))
             .collect();
         queues.sort_unstable();
@@ -539,6 +546,11 @@ impl RedisBackend {
         // The claims waiting on this node that the fire may hand tasks to.
         let _firing = self.firing();
         let plan = self.plan(&queues).await;
+        if !due && !always && plan.is_empty() {
+            // No claim to hand anything to ahead: the head fires when due.
+            *heads = Some(known);
+            return Ok(first);
+        }
         let mut invocation = SCRIPTS.fire.key(self.keys.shard(shard, "owner"));
         for name in ["t", "h", "p", "lseq", "paused"] {
             invocation.key(self.keys.shard(shard, name));
@@ -549,23 +561,24 @@ impl RedisBackend {
             }
         }
         invocation.arg(&self.channel).arg(shard).arg(holder).arg(FIRE_BATCH_MAX).arg(FIRE_QUEUES_MAX);
-        invocation.arg(record::lease_secret());
+        invocation.arg(record::lease_secret()).arg(ahead.unwrap_or(0));
         plan.args(&mut invocation, &queues);
         let value = match invocation.invoke_async::<redis::Value>(&mut self.conn()).await {
             Ok(value) => value,
             Err(error) => {
                 // What the script did is unknown: leases it may have made
                 // run out, and their tasks come due again.
-                self.settle_plan(plan, Vec::new()).await;
+                self.settle_plan(plan).await;
                 return Err(Some(storage(error)));
             }
         };
         let mut reply = Reply::new(value).map_err(Some)?;
         if reply.text().map_err(Some)? != "ok" {
-            self.settle_plan(plan, Vec::new()).await;
+            self.settle_plan(plan).await;
             return Err(None);
         }
         let now_ms = reply.u64().map_err(Some)?;
+        let past_us = reply.u64().map_err(Some)?;
         self.saw_time(now_ms);
         let (due, lease_expired) = (reply.u64().map_err(Some)?, reply.u64().map_err(Some)?);
         let (died, past_expiry) = (reply.u64().map_err(Some)?, reply.u64().map_err(Some)?);
@@ -586,7 +599,9 @@ impl RedisBackend {
             let at = at.parse::<u64>().map_err(|_| Some(unexpected(format!("a head at {at}"))))?;
             known.push((name, at));
         }
-        self.handed_over(shard, &queues, plan, &mut reply).await.map_err(Some)?;
+        let script_us = now_ms * 1_000 + past_us;
+        self.saw_time_us(script_us);
+        self.handed_over(shard, &queues, plan, &mut reply, script_us).await.map_err(Some)?;
         let next = known.first().map(|&(_, at)| at);
         *heads = Some(known);
         Ok(next)
@@ -596,12 +611,17 @@ impl RedisBackend {
 /// A held shard's timer: sets the node's alarm for the shard's next
 /// deadline (or a sweep, at the latest) and waits for it (or a hint of an
 /// earlier one), fires, and again. Ends when the shard is let go, or its
-/// holder is found fenced.
+/// holder is found fenced. A deadline is first rung
+/// [`fire_ahead_ms`](crate::RedisOptions::fire_ahead_ms) before it comes,
+/// for the fire that hands its tasks ahead (`fire_once`); if that leaves
+/// it, it is rung again when it comes.
 async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake: Arc<Wake>) {
     let mut by_sweep = false;
     // The shard's heads as the last fire script left them: read again after
     // a hint of an earlier one, or for a sweep.
     let mut heads: Option<Heads> = None;
+    // The deadline the alarm rings ahead of, and the last one it did.
+    let (mut ahead, mut rung_ahead) = (None, None);
     loop {
         // Woken by a hint of an earlier head, not by the sweep's alarm: what
         // it fires is the hint's doing (the sweep is the net for lost ones).
@@ -612,7 +632,13 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
         }
         by_sweep &= !hinted;
         let Some(node) = backend.upgrade() else { return };
-        let next = match node.fire_once(shard, &holder, by_sweep, false, &mut heads).await {
+        // Rung ahead of `ahead`, unless woken before by a hint.
+        let fire_ahead_ms = node.options.fire_ahead_ms;
+        let ahead_now = ahead.take().filter(|&at| at <= node.redis_ms() + fire_ahead_ms);
+        if ahead_now.is_some() {
+            rung_ahead = ahead_now;
+        }
+        let next = match node.fire_once(shard, &holder, by_sweep, false, &mut heads, ahead_now).await {
             Ok(next) => next,
             Err(None) => {
                 tracing::warn!(shard, holder, "fenced: another node holds the shard now");
@@ -644,7 +670,12 @@ async fn fire_loop(backend: Weak<RedisBackend>, shard: u16, holder: String, wake
                 let sweep = now_ms + SWEEP_MS;
                 by_sweep = next > sweep;
                 let ring = if by_sweep { Ring::Sweep } else { Ring::Deadline };
-                node.alarms.set(shard, node.local_ms(next.min(sweep)), ring, wake.notify.clone());
+                let mut at = next.min(sweep);
+                if !by_sweep && fire_ahead_ms > 0 && rung_ahead != Some(next) {
+                    ahead = Some(next);
+                    at = next.saturating_sub(fire_ahead_ms);
+                }
+                node.alarms.set(shard, node.local_ms(at), ring, wake.notify.clone());
             }
             // No deadline at all: no alarm of its own. What wakes it, but
             // for a hint, is the node's sweep of its idle shards.

@@ -12,24 +12,30 @@
 //! it asked for and a node's shards that fire together share its claims.
 //! Offered to one fire at a time, a push taker was held by some fire most of
 //! the time, and nine fires in ten found none (`BENCHMARKS.md`, "A claim
-//! offered to several fires at once"). A pull
-//! claim that looks while fires are under way waits for them rather than
-//! asking Redis itself (it would race the fires for the same tasks), and
-//! each fire wakes it when it answers; a pull taker that holds tasks, or
-//! whose claim looked meanwhile, is not offered again, so that its claim
-//! waits for the fires under way only.
+//! offered to several fires at once"). A claim takes what a fire handed it
+//! as soon as it is there, even while other fires are under way with it;
+//! one that looks while fires are under way and finds nothing waits for
+//! them rather than asking Redis itself (it would race the fires for the
+//! same tasks), and the last to answer wakes it. A pull taker that holds
+//! tasks, or whose claim looked meanwhile, is not offered again.
 //!
-//! **A push taker lingers** after its claim ends: the delivery loop claims
-//! again as soon as it has started the requests, and the next push claim
-//! adopts the taker with what the fires put in it meanwhile, so that under
-//! a steady flow a node's pushes go from its fires to its loop without a
-//! claim script even when no claim is waiting at the instant of the fire.
-//! A lingering taker is offered to fires for [`LINGER_OFFERED_MS`] only (a
-//! loop that does not claim again by then has no free slot), and what it
-//! holds after [`LINGER_MS`] is left over, as are the tasks of a taker whose
-//! pull claim ended: the caller gives them back to their queue. Both bounds
-//! are far below the shortest push lease, so nothing waits in a taker past
-//! its lease.
+//! **A taker lingers** after its claim ends, for the next claim that wants
+//! the same (a push claim, or a pull claim of the same queues and lease) to
+//! adopt it with what the fires put in it meanwhile: always a push taker
+//! (the delivery loop claims again as soon as it has started the requests,
+//! so that under a steady flow a node's pushes go from its fires to its
+//! loop without a claim script), and a pull taker that holds tasks or that
+//! fires under way may still answer (what they hand it waits for the next
+//! claim, rather than being given back: a claim answered by the first fire
+//! that handed it tasks waited for the others before, `BENCHMARKS.md`, "A
+//! task handed to its claim ahead of its due time"). A lingering taker is
+//! offered to fires for [`LINGER_OFFERED_MS`] only (a loop that does not
+//! claim again by then has no free slot), and what it holds after
+//! [`LINGER_MS`] is left over, as are the tasks of a taker removed when its
+//! claim ended: the caller gives them back to their queue. Both bounds are
+//! far below the shortest push lease and a lingering pull taker's lease
+//! ([`PULL_LINGER_LEASE_MIN_MS`]), so nothing waits in a taker past its
+//! lease.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,8 +53,13 @@ pub(crate) const LINGER_OFFERED_MS: u64 = 5;
 /// it holds (checked every [`LINGER_MS`] / 2).
 pub(crate) const LINGER_MS: u64 = 100;
 const _: () = assert!(LINGER_OFFERED_MS < LINGER_MS);
+/// A pull taker lingers only if its claim's lease is at least this long, so
+/// that its tasks wait there far less than their lease: one with a shorter
+/// lease is removed when its claim ends, and what fires hand it afterwards
+/// is given back.
+pub(crate) const PULL_LINGER_LEASE_MIN_MS: u64 = 10 * LINGER_MS;
 // Push tasks wait in a lingering taker (at most 1.5 × LINGER_MS) far less
-// than the shortest push lease. Pull takers do not linger.
+// than the shortest push lease; pull tasks far less than their lease.
 const _: () = assert!(10 * LINGER_MS < PUSH_TIMEOUT_MS_MIN as u64 + PUSH_LEASE_MARGIN_MS);
 
 /// What a waiting claim takes.
@@ -62,6 +73,16 @@ pub(crate) enum Wants {
 }
 
 impl Wants {
+    /// Whether its taker may linger after its claim ends: a push taker, or
+    /// a pull taker whose lease is long enough that nothing waits there near
+    /// its end ([`PULL_LINGER_LEASE_MIN_MS`]).
+    fn lingers(&self) -> bool {
+        match self {
+            Wants::Push => true,
+            Wants::Pull { lease_ms, .. } => *lease_ms >= PULL_LINGER_LEASE_MIN_MS,
+        }
+    }
+
     pub(crate) fn delivery(&self) -> Delivery {
         match self {
             Wants::Pull { .. } => Delivery::Pull,
@@ -137,13 +158,15 @@ impl Taker {
         self.notify.clone()
     }
 
-    /// What its claim finds when it looks. A push claim takes what is there
-    /// even while fires are under way (what they hand over waits for the
-    /// next claim); a pull claim waits for their answers, and when it finds
-    /// nothing is not offered until [`looked`](Taker::looked).
+    /// What its claim finds when it looks. A claim whose taker may linger
+    /// takes what is there even while fires are under way (what they hand
+    /// over waits in the taker, lingering, for the next claim); one whose
+    /// taker may not waits for their answers first, as does any claim that
+    /// finds nothing there, and a pull claim that then finds nothing is not
+    /// offered until [`looked`](Taker::looked).
     pub(crate) fn take(&self) -> Taken {
         let mut state = self.state.lock();
-        if !state.tasks.is_empty() && (state.offers == 0 || self.wants == Wants::Push) {
+        if !state.tasks.is_empty() && (state.offers == 0 || self.wants.lingers()) {
             let max = state.max.min(state.tasks.len());
             return Taken::Tasks(state.tasks.drain(..max).collect());
         }
@@ -173,11 +196,11 @@ impl Taker {
         state.offers -= 1;
         state.promised -= room;
         state.tasks.extend(tasks);
-        // A claim that looked waits for every fire under way then: woken by
-        // the last answer (a pull claim takes nothing before; a push claim
-        // takes what there is, and is woken for it at once).
+        // A claim whose taker may linger is woken for the tasks handed to it
+        // at once; any other, and one that looked while fires were under way
+        // and found none, by the last answer.
         let last = state.offers == 0;
-        let has = !state.tasks.is_empty() && (last || self.wants == Wants::Push);
+        let has = !state.tasks.is_empty() && (last || self.wants.lingers());
         let wake = (last && std::mem::take(&mut state.looked)) || has;
         drop(state);
         if wake {
@@ -233,12 +256,13 @@ impl Takers {
         taker
     }
 
-    /// A push claim adopts a lingering push taker, if there is one.
-    pub(crate) fn adopt(&self, max: usize) -> Option<Arc<Taker>> {
+    /// A claim that wants `wants` adopts a lingering taker that wants the
+    /// same, if there is one.
+    pub(crate) fn adopt(&self, wants: &Wants, max: usize) -> Option<Arc<Taker>> {
         let takers = self.0.lock();
         let lingering = takers.iter().find(|taker| {
             let mut state = taker.state.lock();
-            let adopted = taker.wants == Wants::Push && state.lingering.take().is_some();
+            let adopted = taker.wants == *wants && !state.closed && state.lingering.take().is_some();
             if adopted {
                 state.max = max;
             }
@@ -247,7 +271,7 @@ impl Takers {
         lingering.cloned()
     }
 
-    /// Claims waiting (lingering push takers are not).
+    /// Claims waiting (lingering takers are not).
     pub(crate) fn waiting(&self) -> usize {
         self.0.lock().iter().filter(|taker| taker.state.lock().lingering.is_none()).count()
     }
@@ -257,19 +281,26 @@ impl Takers {
         self.0.lock().is_empty()
     }
 
-    /// `taker`'s claim ended: a push taker lingers for the next push claim
-    /// unless `closing`; any other is removed, and what it held is returned.
+    /// `taker`'s claim ended: unless `closing`, a push taker lingers for the
+    /// next push claim, and a pull taker that holds tasks or that fires
+    /// under way may still hand some for the next claim that wants the
+    /// same; any other is removed, and what it held is returned.
     pub(crate) fn release(&self, taker: &Arc<Taker>, closing: bool) -> Vec<Claimed> {
-        if taker.wants == Wants::Push && !closing {
-            taker.state.lock().lingering = Some(Instant::now());
-            return Vec::new();
+        if !closing {
+            let mut state = taker.state.lock();
+            let busy = state.offers > 0 || !state.tasks.is_empty();
+            if taker.wants == Wants::Push || (taker.wants.lingers() && busy) {
+                state.lingering = Some(Instant::now());
+                state.looked = false;
+                return Vec::new();
+            }
         }
         self.0.lock().retain(|other| !Arc::ptr_eq(other, taker));
         taker.close()
     }
 
-    /// Removes the push takers that lingered [`LINGER_MS`] (and no fire
-    /// holds): what they held.
+    /// Removes the takers that lingered [`LINGER_MS`] (and no fire holds):
+    /// what they held.
     pub(crate) fn expire(&self, now: Instant) -> Vec<Claimed> {
         let mut left = Vec::new();
         self.0.lock().retain(|taker| {
@@ -444,19 +475,26 @@ mod tests {
     }
 
     #[test]
-    fn a_pull_claim_waits_for_every_fire_under_way_then_takes_what_they_handed() {
+    fn a_pull_claim_takes_the_first_answer_and_the_rest_lingers_for_the_next_claim() {
         let takers = Takers::default();
         let taker = takers.register(pull(&["q"]), 8);
         let (first, second) =
             (takers.offer(&["q"], |_| false, 4, Instant::now()), takers.offer(&["q"], |_| false, 4, Instant::now()));
         assert_eq!((first.takers[0].1, second.takers[0].1), (2, 2));
-        assert!(first.takers[0].0.fill(2, vec![task(1)]).is_empty());
-        assert!(matches!(taker.take(), Taken::Offered), "the second fire is under way");
-        assert!(takers.offer(&["q"], |_| false, 4, Instant::now()).is_empty(), "holding tasks: not offered again");
         let woken = taker.notify().notified_owned();
-        assert!(second.takers[0].0.fill(2, vec![task(2)]).is_empty());
-        assert!(woken.now_or_never().is_some(), "woken by the last answer");
-        assert!(matches!(taker.take(), Taken::Tasks(tasks) if ids(&tasks) == [1, 2]));
+        assert!(first.takers[0].0.fill(2, vec![task(1)]).is_empty());
+        assert!(woken.now_or_never().is_some(), "woken by the first answer that brings tasks");
+        assert!(matches!(taker.take(), Taken::Tasks(tasks) if ids(&tasks) == [1]), "not waiting for the second");
+        // The claim ends with the second fire under way: the taker lingers,
+        // and what the fire hands it waits for the next claim that wants
+        // the same, not for a claim of other queues.
+        assert!(takers.release(&taker, false).is_empty());
+        assert_eq!(takers.waiting(), 0);
+        assert!(second.takers[0].0.fill(2, vec![task(2)]).is_empty(), "not given back");
+        assert!(takers.adopt(&pull(&["other"]), 8).is_none());
+        let next = takers.adopt(&pull(&["q"]), 8).expect("the lingering taker");
+        assert!(Arc::ptr_eq(&next, &taker));
+        assert!(matches!(next.take(), Taken::Tasks(tasks) if ids(&tasks) == [2]));
     }
 
     #[test]
@@ -503,18 +541,42 @@ mod tests {
     }
 
     #[test]
-    fn tasks_for_a_pull_claim_that_ended_are_left_over() {
+    fn tasks_for_a_pull_claim_that_ended_are_left_over_unless_its_taker_lingers() {
         let takers = Takers::default();
-        let taker = takers.register(pull(&["q"]), 4);
+        // A claim with a lease too short to linger under.
+        let short = Wants::Pull { queues: vec!["q".into()], lease_ms: PULL_LINGER_LEASE_MIN_MS - 1 };
+        let taker = takers.register(short.clone(), 4);
         let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
         assert!(takers.release(&taker, false).is_empty());
         assert_eq!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(7)]).len(), 1, "handed to nobody");
         assert!(takers.offer(&["q"], |_| false, 1, Instant::now()).is_empty(), "no longer offered");
-        // Filled, then the claim ends before it looks.
-        let taker = takers.register(pull(&["q"]), 4);
+        assert!(takers.adopt(&short, 4).is_none(), "removed, not lingering");
+        // So its claim waits for every fire under way before it takes what
+        // they handed it, as nothing can wait for its next claim.
+        let taker = takers.register(short.clone(), 4);
+        let (first, second) =
+            (takers.offer(&["q"], |_| false, 2, Instant::now()), takers.offer(&["q"], |_| false, 2, Instant::now()));
+        assert!(first.takers[0].0.fill(first.takers[0].1, vec![task(5)]).is_empty());
+        assert!(matches!(taker.take(), Taken::Offered), "the second fire is under way");
+        let woken = taker.notify().notified_owned();
+        assert!(second.takers[0].0.fill(second.takers[0].1, vec![task(6)]).is_empty());
+        assert!(woken.now_or_never().is_some(), "woken by the last answer");
+        assert!(matches!(taker.take(), Taken::Tasks(tasks) if ids(&tasks) == [5, 6]));
+        assert!(takers.release(&taker, false).is_empty());
+        // Filled, then the claim ends before it looks: its tasks are left
+        // over with a short lease, and linger with a long one.
+        let taker = takers.register(short, 4);
         let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
         assert!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(8)]).is_empty());
         assert_eq!(ids(&takers.release(&taker, false)), [8]);
+        let taker = takers.register(pull(&["q"]), 4);
+        let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
+        assert!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(9)]).is_empty());
+        assert!(takers.release(&taker, false).is_empty(), "it lingers");
+        assert_eq!(ids(&takers.expire(Instant::now() + Duration::from_millis(LINGER_MS))), [9], "then left over");
+        // A pull taker with nothing held and no fire under way is removed.
+        let idle = takers.register(pull(&["q"]), 4);
+        assert!(takers.release(&idle, false).is_empty() && takers.is_empty());
     }
 
     #[test]
@@ -527,7 +589,7 @@ mod tests {
         assert_eq!(offer.takers.len(), 1, "offered while it lingers");
         offer.takers[0].0.fill(offer.takers[0].1, vec![task(1), task(2), task(3)]);
         // The next push claim adopts it, and takes at most its own max.
-        let next = takers.adopt(2).expect("a lingering taker");
+        let next = takers.adopt(&Wants::Push, 2).expect("a lingering taker");
         assert!(Arc::ptr_eq(&next, &first));
         let Taken::Tasks(tasks) = next.take() else { panic!("what the fire put in it") };
         assert_eq!(ids(&tasks), [1, 2]);
@@ -536,7 +598,7 @@ mod tests {
         let late = Instant::now() + Duration::from_millis(LINGER_OFFERED_MS);
         assert!(takers.offer(&["q"], |_| true, 1, late).is_empty(), "offered a short while only");
         assert_eq!(ids(&takers.expire(Instant::now() + Duration::from_millis(LINGER_MS))), [3], "left over");
-        assert!(takers.is_empty() && takers.adopt(1).is_none());
+        assert!(takers.is_empty() && takers.adopt(&Wants::Push, 1).is_none());
         // A node closing leaves nothing lingering.
         let last = takers.register(Wants::Push, 1);
         assert!(takers.release(&last, true).is_empty() && takers.is_empty());

@@ -274,3 +274,97 @@ async fn tasks_handed_to_a_claim_that_went_away_are_given_back() {
     a.close();
     b.close();
 }
+
+/// The only node of a service on `url`, handing tasks to its waiting claims
+/// up to `fire_ahead_ms` before they are due.
+async fn handing_ahead(url: &str, fire_ahead_ms: u64) -> Arc<RedisBackend> {
+    let mut options = hourglass_redis::RedisOptions::new(url.parse().unwrap());
+    options.fire_ahead_ms = fire_ahead_ms;
+    let backend = RedisBackend::connect(options).await.expect("connect to redis");
+    until("the node holds every shard", WITHIN, || backend.held_shards().len() == 16).await;
+    backend
+}
+
+/// Redis's time now, in ms.
+fn redis_ms(server: &Server) -> u64 {
+    let time = server.cli(&["TIME"]);
+    let mut parts = time.lines().map(|line| line.trim().parse::<u64>().expect("TIME's seconds, then µs"));
+    let (seconds, micros) = (parts.next().unwrap(), parts.next().unwrap());
+    seconds * 1_000 + micros / 1_000
+}
+
+/// A task that comes due within `fire_ahead_ms` of a fire while a claim
+/// waits is leased to the claim then, and the claim is answered at its due
+/// time: not before, with a lease that counts from then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_handed_ahead_is_answered_at_its_due_time_and_leased_from_then() {
+    let Some(server) = Server::start() else { return };
+    let backend = handing_ahead(&server.url(), 1_000).await;
+    let queues = ["ahead"];
+    let claim = Claim::new(&queues, 5, LEASE_MS, WAIT_MS).unwrap();
+    let mut claimed = Box::pin(backend.claim_from(claim));
+    waiting(&backend, 1, &mut claimed).await;
+    let id = backend.enqueue("ahead", NewTask::new("{}", RunAt::Delay(1_500))).await.unwrap().id;
+    let due_ms = backend.get(id).await.unwrap().task.run_at_ms;
+    // Handed ahead: leased, while the claim waits for the due time.
+    tokio::select! {
+        _ = &mut claimed => panic!("answered before the task was handed ahead"),
+        _ = until("the task is handed ahead", WITHIN, || backend.fired().handed_ahead == 1) => {}
+    }
+    let handed_at = redis_ms(&server);
+    assert!(handed_at < due_ms, "handed over at {handed_at}, ahead of {due_ms}");
+    let got = tokio::time::timeout(WITHIN, claimed).await.expect("answered at its due time").unwrap();
+    let answered_at = redis_ms(&server);
+    println!(
+        "due at {due_ms}: handed ahead by {} ms, answered {} ms after due",
+        due_ms - handed_at,
+        answered_at - due_ms
+    );
+    assert_eq!(got.len(), 1);
+    let task = &got[0];
+    assert_eq!((task.id, task.attempt, task.run_at_ms), (id, 1, due_ms));
+    assert!(answered_at >= due_ms, "answered at {answered_at}, before its due time {due_ms}");
+    assert_eq!(task.lease_until_ms, due_ms + LEASE_MS, "the lease counts from the due time");
+    backend.ack(task.id, task.lease).await.unwrap();
+    backend.close();
+}
+
+/// A task handed ahead to a claim that ends before the task is due waits
+/// for the next claim that wants the same, and is answered at its due time;
+/// with no such claim, it is given back, due again in its place, its
+/// attempt not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_handed_ahead_outlives_its_claim_not_its_due_time() {
+    let Some(server) = Server::start() else { return };
+    let backend = handing_ahead(&server.url(), 1_000).await;
+    let queues = ["outlived"];
+    let short = Claim::new(&queues, 5, LEASE_MS, 300).unwrap();
+    for next_claim in [true, false] {
+        let before = backend.fired();
+        let mut claimed = Box::pin(backend.claim_from(short));
+        waiting(&backend, 1, &mut claimed).await;
+        let id = backend.enqueue("outlived", NewTask::new("{}", RunAt::Delay(800))).await.unwrap().id;
+        let due_ms = backend.get(id).await.unwrap().task.run_at_ms;
+        assert!(claimed.await.unwrap().is_empty(), "the claim ends before the task is due");
+        assert_eq!(backend.fired().handed_ahead - before.handed_ahead, 1, "handed ahead to it");
+        if next_claim {
+            let next = Claim::new(&queues, 5, LEASE_MS, WAIT_MS).unwrap();
+            let got = tokio::time::timeout(WITHIN, backend.claim_from(next)).await.expect("answered").unwrap();
+            let answered_at = redis_ms(&server);
+            assert_eq!(got.iter().map(|task| (task.id, task.attempt)).collect::<Vec<_>>(), [(id, 1)]);
+            assert!(answered_at >= due_ms, "answered at {answered_at}, before its due time {due_ms}");
+            assert_eq!(backend.fired().given_back, before.given_back, "adopted, not given back");
+            backend.ack(id, got[0].lease).await.unwrap();
+        } else {
+            until("given back", WITHIN, || backend.fired().given_back > before.given_back).await;
+            let given_back_at = redis_ms(&server);
+            let task = backend.get(id).await.unwrap();
+            assert!(given_back_at >= due_ms, "given back at {given_back_at}, before its due time {due_ms}");
+            assert_eq!(task.task.attempt, 0, "the attempt is not counted");
+            let got = backend.claim_from(Claim::new(&queues, 5, LEASE_MS, WAIT_MS).unwrap()).await.unwrap();
+            assert_eq!(got.iter().map(|task| (task.id, task.attempt)).collect::<Vec<_>>(), [(id, 1)]);
+            backend.ack(id, got[0].lease).await.unwrap();
+        }
+    }
+    backend.close();
+}

@@ -2,38 +2,70 @@
 -- gives back those whose lease ran out, and hands due tasks at once to the
 -- claims waiting on the owner's node (its takers), in this one script: a
 -- task so handed over costs no claim script, no hint and no second fsync.
+-- Given a time AHEAD still to come (Redis ms; 0 for none), it also hands the
+-- takers left with room, and none of them handed a task due now, the tasks
+-- due at AHEAD exactly, leased from AHEAD (their lease counts from their due
+-- time): the node answers their claims at AHEAD, so that the script's round
+-- trip is not part of their lateness (`handover.rs`). They are never filed
+-- as due: what no taker takes goes back to the scheduled set as it was.
 -- Refused unless the caller holds the shard's lease (fencing: a stale holder
 -- changes nothing). A queue paused here hands nothing over; what is handed
 -- over follows the prelude's hand_out, as a claim does.
 -- KEYS: owner t h p lseq paused, then QUEUE_KEY_COUNT keys per queue.
--- ARGV: channel shard holder max heads_max secret bytes_max scan_max takers,
--- then each taker's most tasks, then per queue its name and, for a pull then
--- a push taker, the taker (1-based; 0 for none), its lease_ms and the most
--- its queue's flow control allows now (-1: no limit). Each taker may take
--- bytes_max bytes of payloads.
--- Returns {'fenced'} or {'ok', now, due, expired, died, past_expiry, n, then
--- the shard's first
--- heads_max heads as name and time (n values): the owner fires from those
--- next, without reading them, unless a hint says an earlier one came; then
--- per hand-over: taker, queue (1-based, as named), count, and count tasks as
--- hand_out writes them}. A queue whose due tasks were all handed over is
--- not hinted: no other claim needs to look.
+-- ARGV: channel shard holder max heads_max secret ahead bytes_max scan_max
+-- takers, then each taker's most tasks, then per queue its name and, for a
+-- pull then a push taker, the taker (1-based; 0 for none), its lease_ms and
+-- the most its queue's flow control allows now (-1: no limit). Each taker
+-- may take bytes_max bytes of payloads.
+-- Returns {'fenced'} or {'ok', now, µs past now, due, expired, died,
+-- past_expiry, n, then the shard's first heads_max heads as name and time (n
+-- values): the owner fires from those next, without reading them, unless a
+-- hint says an earlier one came; then per hand-over: taker, queue (1-based,
+-- as named), count, and count tasks as hand_out writes them}. A queue whose
+-- due tasks were all handed over is not hinted: no other claim needs to
+-- look.
 local owner, t, h, p, lseq, paused = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local channel, shard, holder = ARGV[1], ARGV[2], ARGV[3]
-local max, heads_max, secret = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-local bytes_max, scan_max, takers = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local max, heads_max, secret, ahead = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local bytes_max, scan_max, takers = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local PER_QUEUE = 7
 if redis.call('GET', owner) ~= holder then return { 'fenced' } end
-local now = now_ms()
+local now, now_past = time_now()
 local upto = '(' .. hex(now + 1, MS_DIGITS)
 local before = head_min(h)
 -- Tasks filed due, leases given back, tasks made dead (out of attempts or
 -- past their expiry), and of those, past their expiry.
 local due, expired, died, past_expiry = 0, 0, 0, 0
 local budgets = {}
-for i = 1, takers do budgets[i] = { n = tonumber(ARGV[9 + i]), bytes = bytes_max, got = 0 } end
+for i = 1, takers do budgets[i] = { n = tonumber(ARGV[10 + i]), bytes = bytes_max, got = 0 } end
 local handed = {}
-local first = 10 + takers
+local first = 11 + takers
+-- Hands the due tasks of queue `q` (the ARGV from `i`, the `at`th queue)
+-- to its pull or push taker, as many as the taker and the queue's flow
+-- control allow, leased from `from`; with `fresh_only`, only to a taker
+-- handed nothing due now (`fresh`, set before the ahead pass).
+-- Returns how many it handed over, and the tasks' sequence numbers.
+local function hand_side(Q, q, i, at, push, from, fresh_only)
+  local arg = i + (push and 4 or 1)
+  local taker, lease_ms, allowed = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
+  local budget = budgets[taker]
+  if not budget or (fresh_only and not budget.fresh) then return 0, {} end
+  local most = budget.n
+  if allowed >= 0 then most = math.min(most, allowed) end
+  if most <= 0 then return 0, {} end
+  local tasks = {}
+  local taken = hand_out(Q, t, p, h, lseq, q, push, most, lease_ms, budget, scan_max, secret, from, tasks)
+  local seqs = {}
+  if taken > 0 then
+    budget.n = budget.n - taken
+    for _, v in ipairs({ taker, at + 1, taken }) do table.insert(handed, v) end
+    for k, v in ipairs(tasks) do
+      table.insert(handed, v)
+      if k % HANDED_VALUES == 1 then table.insert(seqs, v) end
+    end
+  end
+  return taken, seqs
+end
 for i = first, #ARGV, PER_QUEUE do
   local at = (i - first) / PER_QUEUE
   local q = ARGV[i]
@@ -86,32 +118,64 @@ for i = first, #ARGV, PER_QUEUE do
   local handed_here = 0
   if ready and not pause_of(paused, q, now) then
     for _, push in ipairs({ false, true }) do
-      local arg = i + (push and 4 or 1)
-      local taker, lease_ms, allowed = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
-      local budget = budgets[taker]
-      if budget then
-        local most = budget.n
-        if allowed >= 0 then most = math.min(most, allowed) end
-        if most > 0 then
-          local tasks = {}
-          local taken = hand_out(Q, t, p, h, lseq, q, push, most, lease_ms, budget, scan_max, secret, now, tasks)
-          if taken > 0 then
-            budget.n = budget.n - taken
-            handed_here = handed_here + taken
-            for _, v in ipairs({ taker, at + 1, taken }) do table.insert(handed, v) end
-            for _, v in ipairs(tasks) do table.insert(handed, v) end
-          end
-        end
-      end
+      handed_here = handed_here + hand_side(Q, q, i, at, push, now, false)
     end
   end
   if ready and (handed_here == 0 or redis.call('EXISTS', Q.r, Q.R) > 0) then
     redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q)
   end
 end
+-- Ahead: the tasks due at AHEAD, for the takers that were handed nothing
+-- due now (so that a claim's tasks share one due time, which its answer
+-- waits for), in each queue with no due task left unclaimed (which a hand
+-- out would take first). Filed as due only within this script, handed out
+-- leased from AHEAD, and the rest filed back as scheduled.
+if ahead > now then
+  for _, budget in ipairs(budgets) do budget.fresh = budget.got == 0 end
+  for i = first, #ARGV, PER_QUEUE do
+    local at = (i - first) / PER_QUEUE
+    local q = ARGV[i]
+    local Q = queue_keys(7 + at * QUEUE_KEY_COUNT)
+    if not pause_of(paused, q, now) and redis.call('EXISTS', Q.r, Q.R) == 0 then
+      local members = redis.call('ZRANGE', Q.s, '[' .. hex(ahead, MS_DIGITS), '(' .. hex(ahead + 1, MS_DIGITS),
+        'BYLEX', 'LIMIT', 0, max)
+      if #members > 0 then
+        local seqs = {}
+        for k, m in ipairs(members) do seqs[k] = member_seq(m) end
+        local recs = load_all(t, seqs)
+        local w = writes()
+        local queue_pushes = redis.call('EXISTS', Q.P) == 1
+        local filed = {}
+        for k, seq in ipairs(seqs) do
+          local rec = recs[k]
+          -- One that expires by its due time is left to die then.
+          if rec and rec.s == 's' and rec.r == ahead and not (rec.x and rec.x <= ahead) then
+            rem_later(w, Q.s, members[k])
+            file_due_later(w, Q, seq, rec, queue_pushes)
+            filed[seq] = rec
+          end
+        end
+        write_all(w)
+        for _, push in ipairs({ false, true }) do
+          local taken, seqs_handed = hand_side(Q, q, i, at, push, ahead, true)
+          due = due + taken
+          for _, seq in ipairs(seqs_handed) do filed[seq] = nil end
+        end
+        local back = writes()
+        for seq, rec in pairs(filed) do
+          rem_later(back, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, ready_member(rec.p, rec.r, seq))
+          rem_later(back, Q.o, at_member(rec.r, seq))
+          add_later(back, Q.s, at_member(rec.r, seq))
+        end
+        write_all(back)
+        set_head(h, 's:' .. q, Q.s)
+      end
+    end
+  end
+end
 hint_head(channel, shard, h, before)
 local heads = redis.call('ZRANGE', h, 0, heads_max - 1, 'WITHSCORES')
-local out = { 'ok', now, due, expired, died, past_expiry, #heads }
+local out = { 'ok', now, now_past, due, expired, died, past_expiry, #heads }
 for _, v in ipairs(heads) do table.insert(out, v) end
 for _, v in ipairs(handed) do table.insert(out, v) end
 return out

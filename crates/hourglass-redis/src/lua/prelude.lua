@@ -238,6 +238,9 @@ local function pause_of(paused, q, now)
   return nil
 end
 
+-- The values hand_out writes a task.
+local HANDED_VALUES = 7
+
 -- Hands out up to `max` due tasks of queue `q` (from Q.R for push claims,
 -- else Q.r), in claim order, each under a new lease (one more attempt): the
 -- claim script's work, and the fire script's when it hands tasks to a
