@@ -112,7 +112,7 @@ impl Drop for Plan {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        let left = self.backend.takers.release(&self.taker, self.backend.closed.is_closed());
+        let left = self.backend.takers.release(&self.taker, self.backend.closed.is_closed(), self.backend.redis_ms());
         self.backend.give_back(left);
     }
 }
@@ -171,7 +171,7 @@ impl RedisBackend {
     /// each queue's leases, and its flow control reserved. A plan that
     /// cannot be made (a read failed) offers nothing: the fire files and
     /// hints as without waiting claims.
-    pub(crate) async fn plan(&self, queues: &[&str]) -> Plan {
+    pub(crate) async fn plan(&self, queues: &[&str], ahead: bool) -> Plan {
         let mut plan = Plan::none(queues.len());
         if self.takers.is_empty() {
             return plan;
@@ -184,7 +184,7 @@ impl RedisBackend {
             }
         };
         let pushes = |queue: &str| pushing.iter().any(|name| name == queue);
-        plan.offer = self.takers.offer(queues, pushes, self.fires_together(), Instant::now());
+        plan.offer = self.takers.offer_to(queues, pushes, self.fires_together(), Instant::now(), ahead);
         if plan.offer.is_empty() {
             return plan;
         }
@@ -250,14 +250,15 @@ impl RedisBackend {
     /// Reads the hand-overs that end a fire script's reply: per hand-over
     /// its taker, queue and tasks, then binds the flow control reserved and
     /// puts the tasks in the takers, those handed ahead of their due time
-    /// once it comes. `script_us` is when the script ran (Redis µs).
+    /// once it comes. The script read Redis's clock at `script_us` (µs), and
+    /// its reply came back at `replied`.
     pub(crate) async fn handed_over(
         &self,
         shard: u16,
         queues: &[&str],
         plan: Plan,
         reply: &mut Reply,
-        script_us: u64,
+        (script_us, replied): (u64, Instant),
     ) -> Result<(), QueueError> {
         let mut handed: Vec<(usize, usize, Claimed)> = Vec::new();
         let read = (|| {
@@ -282,22 +283,24 @@ impl RedisBackend {
         self.handed.fetch_add(handed.len() as u64, Ordering::Relaxed);
         let ahead = handed.iter().filter(|(_, _, task)| task.run_at_ms * 1_000 > script_us).count();
         self.handed_ahead.fetch_add(ahead as u64, Ordering::Relaxed);
-        self.settle(plan, handed, script_us).await;
+        self.settle(plan, handed, (script_us, replied)).await;
         read
     }
 
     /// Answers a plan's takers with no tasks: the fire handed none over.
     pub(crate) async fn settle_plan(&self, plan: Plan) {
-        self.settle(plan, Vec::new(), 0).await;
+        self.settle(plan, Vec::new(), (0, Instant::now())).await;
     }
 
     /// Binds the plan's flow control to the tasks `handed` (taker, queue,
     /// task), giving back what it did not use, then puts the tasks in their
     /// takers: every taker offered is answered, with tasks or without, and
     /// tasks whose claim ended meanwhile are given back. A taker handed
-    /// tasks due after `script_us` (Redis µs, when the script ran) is
-    /// answered when the latest of them is due ([`Self::answer_at_due`]).
-    async fn settle(&self, mut plan: Plan, handed: Vec<(usize, usize, Claimed)>, script_us: u64) {
+    /// tasks due after `script_us` (Redis's µs when the script ran; its
+    /// reply came back at the instant with it) is answered when the latest
+    /// of them is due ([`Self::answer_at_due`]).
+    async fn settle(&self, mut plan: Plan, handed: Vec<(usize, usize, Claimed)>, script: (u64, Instant)) {
+        let (script_us, replied) = script;
         for (at, queue, delivery, grant) in &plan.grants {
             let bound: Vec<Claimed> = handed
                 .iter()
@@ -317,36 +320,54 @@ impl RedisBackend {
         for ((taker, room), tasks) in takers.into_iter().zip(by_taker) {
             let due_us = tasks.iter().map(|task| task.run_at_ms * 1_000).max().unwrap_or(0);
             if due_us > script_us {
-                self.answer_at_due(taker, room, tasks, due_us);
+                let until = replied + Duration::from_micros(due_us - script_us);
+                self.answer_at_due(taker, room, tasks, until);
             } else {
-                self.give_back(taker.fill(room, tasks));
+                self.give_back(taker.fill_at(room, tasks, self.redis_ms()));
             }
         }
     }
 
-    /// Puts `tasks`, handed ahead, in `taker` once the latest of them is
-    /// due (`due_us`, Redis's µs): when Redis's clock reads it at the
-    /// earliest, as bounded from the fire scripts' replies on this node's
-    /// monotonic clock (`offset.rs`, `RedisClock`), never early. Until then
-    /// the taker stays offered, so its claim waits for them. The node's
-    /// timer thread ends the hold to the microsecond; if the node stops
-    /// first, the tasks are given back, scheduled as they were.
-    fn answer_at_due(&self, taker: Arc<Taker>, room: usize, tasks: Vec<Claimed>, due_us: u64) {
+    /// Puts `tasks`, handed ahead, in `taker` at `until`, once the latest
+    /// of them is due, never before: the script that handed them read
+    /// Redis's clock before its reply came back, so Redis's clock reads the
+    /// due time by then at the latest, as long as it runs no slower than
+    /// this node's over those few milliseconds. The bound is this reply's
+    /// alone, on the monotonic clock: not a bound kept from earlier replies,
+    /// which another primary of a Cluster, a failover or a clock stepped
+    /// since could make too early. Until then the taker stays offered, so
+    /// its claim waits for them (one that may linger takes what other fires
+    /// hand it meanwhile). The node's timer thread ends the hold to the
+    /// microsecond on the wall clock, and a hold that this machine's wall
+    /// clock, stepped forward, ended early is set again for what is left. If
+    /// the node stops first, the tasks are given back, scheduled as they
+    /// were.
+    fn answer_at_due(&self, taker: Arc<Taker>, room: usize, tasks: Vec<Claimed>, until: Instant) {
         let (Some(backend), Ok(runtime)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) else {
             taker.fill(room, Vec::new());
             self.give_back(tasks);
             return;
         };
-        let due = Arc::new(tokio::sync::Notify::new());
-        self.alarms.hold(self.local_us(due_us), due.clone());
         let mut stop = self.stop.subscribe();
         runtime.spawn(async move {
-            tokio::select! {
-                () = due.notified() => backend.give_back(taker.fill(room, tasks)),
-                _ = stop.wait_for(|&stop| stop) => {
-                    taker.fill(room, Vec::new());
-                    backend.give_back(tasks);
+            let due = Arc::new(tokio::sync::Notify::new());
+            let stopped = loop {
+                let now = Instant::now();
+                if now >= until {
+                    break false;
                 }
+                let left = until - now;
+                backend.alarms.hold(SystemWallClock.now_us() + left.as_micros() as u64, due.clone());
+                tokio::select! {
+                    () = due.notified() => {}
+                    _ = stop.wait_for(|&stop| stop) => break true,
+                }
+            };
+            if stopped {
+                taker.fill(room, Vec::new());
+                backend.give_back(tasks);
+            } else {
+                backend.give_back(taker.fill_at(room, tasks, backend.redis_ms()));
             }
         });
     }

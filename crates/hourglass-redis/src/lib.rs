@@ -91,7 +91,7 @@ pub use options::{
 use conn::Conn;
 use health::Health;
 use keys::Keys;
-use offset::{Offset, RedisClock};
+use offset::Offset;
 use watch::Watch;
 
 /// Tasks the owners' timers filed as due, or gave back when their lease ran
@@ -157,9 +157,6 @@ pub struct RedisBackend {
     enqueue_scripts: AtomicU64,
     /// Redis's clock minus this node's: see [`Offset`].
     offset: Mutex<Offset>,
-    /// Redis's clock against this node's monotonic one, from the fire
-    /// scripts' times (for holds): see [`RedisClock`].
-    redis_clock: Mutex<RedisClock>,
     /// The shards' timers; their thread stops when the backend is closed, or
     /// dropped unclosed.
     alarms: alarms::Alarms,
@@ -229,7 +226,6 @@ impl RedisBackend {
             enqueue_groups: enqueue_groups::EnqueueGroups::new(tokio::runtime::Handle::current()),
             enqueue_scripts: AtomicU64::new(0),
             offset: Mutex::new(Offset::default()),
-            redis_clock: Mutex::new(RedisClock::new()),
             alarms,
             by_timer: AtomicU64::new(0),
             by_sweep: AtomicU64::new(0),

@@ -41,40 +41,6 @@ impl Offset {
     }
 }
 
-/// Redis's clock against this node's monotonic one, to the microsecond: when
-/// a task handed ahead is due (`handover.rs`). A fire script's reply carries
-/// Redis's time read before this node reads its `Instant`, so at any later
-/// instant Redis's clock reads at least that time plus what passed since;
-/// the bound kept is the tightest of the last two windows of
-/// [`OFFSET_WINDOW`] (the same rule as [`Offset`]'s). Counted on the
-/// monotonic clock, it holds if this machine's wall clock is stepped: a
-/// bound from the wall clock could then end a hold early.
-pub(crate) struct RedisClock {
-    /// What the samples are counted from.
-    base: Instant,
-    /// Redis's µs minus µs since `base`, as for [`Offset`].
-    offset: Offset,
-}
-
-impl RedisClock {
-    pub(crate) fn new() -> RedisClock {
-        RedisClock { base: Instant::now(), offset: Offset::default() }
-    }
-
-    fn saw(&mut self, redis_us: u64, now: Instant) {
-        let since = (now - self.base).as_micros() as i64;
-        self.offset.saw(redis_us as i64 - since, now);
-    }
-
-    /// The first instant at which Redis's clock reads `redis_us` at the
-    /// earliest, by the samples seen (`now` if none has been seen).
-    fn instant_of(&self, redis_us: u64, now: Instant) -> Instant {
-        let Some(offset) = self.offset.current.max(self.offset.previous) else { return now };
-        let since = (redis_us as i64 - offset).max(0) as u64;
-        self.base + Duration::from_micros(since)
-    }
-}
-
 impl RedisBackend {
     /// Notes Redis's time, read in a reply.
     pub(crate) fn saw_time(&self, redis_ms: u64) {
@@ -104,20 +70,6 @@ impl RedisBackend {
         SystemWallClock.now_us() as i64 + self.offset_ms() * 1_000
     }
 
-    /// Notes Redis's time to the microsecond, read in a fire script's reply,
-    /// against this node's monotonic clock read after it ([`RedisClock`]).
-    pub(crate) fn saw_time_us(&self, redis_us: u64) {
-        self.redis_clock.lock().saw(redis_us, Instant::now());
-    }
-
-    /// When Redis's clock reads `redis_us`, on this node's wall clock (µs),
-    /// never before it ([`RedisClock`]).
-    pub(crate) fn local_us(&self, redis_us: u64) -> u64 {
-        let now = Instant::now();
-        let at = self.redis_clock.lock().instant_of(redis_us, now);
-        SystemWallClock.now_us() + at.saturating_duration_since(now).as_micros() as u64
-    }
-
     /// `redis_ms` (Redis's time) on this node's clock.
     pub(crate) fn local_ms(&self, redis_ms: u64) -> u64 {
         (redis_ms as i64 - self.offset_ms()).max(0) as u64
@@ -127,23 +79,6 @@ impl RedisBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redis_s_clock_is_bounded_from_below_on_the_monotonic_clock() {
-        let mut clock = RedisClock::new();
-        let base = clock.base;
-        let at = |us| base + Duration::from_micros(us);
-        // Redis read 5,000 µs; this node read its clock 300 µs after base.
-        clock.saw(5_000, at(300));
-        assert_eq!(clock.instant_of(6_000, at(400)), at(1_300), "1,000 µs of Redis's time later");
-        // A reply that came back faster is a tighter bound: Redis read
-        // 5,500 µs at most 50 µs before this node's 650 µs.
-        clock.saw(5_500, at(650));
-        assert_eq!(clock.instant_of(6_000, at(700)), at(1_150));
-        // A slower one changes nothing.
-        clock.saw(5_600, at(2_000));
-        assert_eq!(clock.instant_of(6_000, at(2_000)), at(1_150));
-    }
 
     #[test]
     fn the_estimate_is_the_largest_sample_of_the_last_two_windows() {

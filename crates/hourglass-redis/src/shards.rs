@@ -545,7 +545,7 @@ impl RedisBackend {
         queues.dedup();
         // The claims waiting on this node that the fire may hand tasks to.
         let _firing = self.firing();
-        let plan = self.plan(&queues).await;
+        let plan = self.plan(&queues, !due && ahead.is_some()).await;
         if !due && !always && plan.is_empty() {
             // No claim to hand anything to ahead: the head fires when due.
             *heads = Some(known);
@@ -572,6 +572,7 @@ impl RedisBackend {
                 return Err(Some(storage(error)));
             }
         };
+        let replied = Instant::now();
         let mut reply = Reply::new(value).map_err(Some)?;
         if reply.text().map_err(Some)? != "ok" {
             self.settle_plan(plan).await;
@@ -600,8 +601,7 @@ impl RedisBackend {
             known.push((name, at));
         }
         let script_us = now_ms * 1_000 + past_us;
-        self.saw_time_us(script_us);
-        self.handed_over(shard, &queues, plan, &mut reply, script_us).await.map_err(Some)?;
+        self.handed_over(shard, &queues, plan, &mut reply, (script_us, replied)).await.map_err(Some)?;
         let next = known.first().map(|&(_, at)| at);
         *heads = Some(known);
         Ok(next)

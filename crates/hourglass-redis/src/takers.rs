@@ -76,7 +76,7 @@ impl Wants {
     /// Whether its taker may linger after its claim ends: a push taker, or
     /// a pull taker whose lease is long enough that nothing waits there near
     /// its end ([`PULL_LINGER_LEASE_MIN_MS`]).
-    fn lingers(&self) -> bool {
+    pub(crate) fn lingers(&self) -> bool {
         match self {
             Wants::Push => true,
             Wants::Pull { lease_ms, .. } => *lease_ms >= PULL_LINGER_LEASE_MIN_MS,
@@ -118,7 +118,15 @@ impl State {
     /// so that the fires under way together each get some. A pull taker
     /// holding tasks is not offered, nor any taker whose claim looked while
     /// fires were under way: its claim waits for those fires, and no more.
-    fn room(&self, wants: &Wants, shares: usize, now: Instant) -> Option<usize> {
+    ///
+    /// A fire that hands tasks `ahead` of their due time holds the taker
+    /// until then: it is offered only a taker that may linger, whose claim
+    /// takes what other fires hand it meanwhile rather than waiting for the
+    /// hold ([`Wants::lingers`]).
+    fn room(&self, wants: &Wants, shares: usize, now: Instant, ahead: bool) -> Option<usize> {
+        if ahead && !wants.lingers() {
+            return None;
+        }
         let fresh = self.lingering.is_none_or(|since| now - since < Duration::from_millis(LINGER_OFFERED_MS));
         let waits = self.looked || (*wants != Wants::Push && !self.tasks.is_empty());
         let free = !self.looking && !self.closed && !waits;
@@ -187,6 +195,15 @@ impl Taker {
     /// many, perhaps none): they wait for the claim, which is woken. Returns
     /// them if the taker was removed.
     pub(crate) fn fill(&self, room: usize, tasks: Vec<Claimed>) -> Vec<Claimed> {
+        self.fill_at(room, tasks, 0)
+    }
+
+    /// As [`fill`](Taker::fill), Redis's clock reading `now_ms` (as the node
+    /// estimates it): a lingering pull taker takes no task whose lease ends
+    /// within [`PULL_LINGER_LEASE_MIN_MS`] (a task may carry a lease of its
+    /// own, shorter than its claim's), and returns those with what it does
+    /// not take.
+    pub(crate) fn fill_at(&self, room: usize, mut tasks: Vec<Claimed>, now_ms: u64) -> Vec<Claimed> {
         let mut state = self.state.lock();
         debug_assert!(state.offers > 0 && state.promised >= room || state.closed, "filled unoffered: {state:?}");
         debug_assert!(tasks.len() <= room, "a fire handed {} tasks for room for {room}", tasks.len());
@@ -195,6 +212,7 @@ impl Taker {
         }
         state.offers -= 1;
         state.promised -= room;
+        let short = if state.lingering.is_some() { self.short_leased(&mut tasks, now_ms) } else { Vec::new() };
         state.tasks.extend(tasks);
         // A claim whose taker may linger is woken for the tasks handed to it
         // at once; any other, and one that looked while fires were under way
@@ -206,7 +224,20 @@ impl Taker {
         if wake {
             self.notify.notify_one();
         }
-        Vec::new()
+        short
+    }
+
+    /// Takes out of `tasks` (a pull taker's) those whose lease ends within
+    /// [`PULL_LINGER_LEASE_MIN_MS`] of `now_ms`: they are not to wait for a
+    /// next claim.
+    fn short_leased(&self, tasks: &mut Vec<Claimed>, now_ms: u64) -> Vec<Claimed> {
+        if self.wants == Wants::Push {
+            return Vec::new();
+        }
+        let (short, kept) =
+            std::mem::take(tasks).into_iter().partition(|task| task.lease_until_ms < now_ms + PULL_LINGER_LEASE_MIN_MS);
+        *tasks = kept;
+        short
     }
 
     /// Removed: what it held.
@@ -285,14 +316,20 @@ impl Takers {
     /// next push claim, and a pull taker that holds tasks or that fires
     /// under way may still hand some for the next claim that wants the
     /// same; any other is removed, and what it held is returned.
-    pub(crate) fn release(&self, taker: &Arc<Taker>, closing: bool) -> Vec<Claimed> {
+    /// Redis's clock reads `now_ms` (as the node estimates it): what a pull
+    /// taker holds whose lease ends within [`PULL_LINGER_LEASE_MIN_MS`] is
+    /// returned rather than kept for a next claim.
+    pub(crate) fn release(&self, taker: &Arc<Taker>, closing: bool, now_ms: u64) -> Vec<Claimed> {
         if !closing {
             let mut state = taker.state.lock();
             let busy = state.offers > 0 || !state.tasks.is_empty();
             if taker.wants == Wants::Push || (taker.wants.lingers() && busy) {
                 state.lingering = Some(Instant::now());
                 state.looked = false;
-                return Vec::new();
+                let mut held = std::mem::take(&mut state.tasks);
+                let short = taker.short_leased(&mut held, now_ms);
+                state.tasks = held;
+                return short;
             }
         }
         self.0.lock().retain(|other| !Arc::ptr_eq(other, taker));
@@ -321,24 +358,39 @@ impl Takers {
         self.0.lock().drain(..).flat_map(|taker| taker.close()).collect()
     }
 
+    /// A fire's offer that hands nothing ahead (for the tests).
+    #[cfg(test)]
+    pub(crate) fn offer(&self, queues: &[&str], pushes: impl Fn(&str) -> bool, shares: usize, now: Instant) -> Offer {
+        self.offer_to(queues, pushes, shares, now, false)
+    }
+
     /// Offers a fire of `queues` the takers that want them and have room,
     /// the longest waiting first: for each queue, a pull taker waiting on it
     /// (one taker may serve several), and one push taker for those of them
     /// that `pushes` says may hold push tasks; `now` for how long a push
     /// taker lingered. Each taker is offered a `shares`th of its room left
     /// (`shares`: the fires that may be under way with this one), promised
-    /// to this fire until [`Taker::fill`].
-    pub(crate) fn offer(&self, queues: &[&str], pushes: impl Fn(&str) -> bool, shares: usize, now: Instant) -> Offer {
+    /// to this fire until [`Taker::fill`]. A fire that hands tasks `ahead`
+    /// of their due time is offered only takers that may linger
+    /// ([`State::room`]).
+    pub(crate) fn offer_to(
+        &self,
+        queues: &[&str],
+        pushes: impl Fn(&str) -> bool,
+        shares: usize,
+        now: Instant,
+        ahead: bool,
+    ) -> Offer {
         let waiting = self.0.lock();
         let mut offer = Offer::default();
         let mut push = None;
         for &queue in queues {
-            let pull = Self::find(&waiting, &mut offer.takers, shares, now, |wants| match wants {
+            let pull = Self::find(&waiting, &mut offer.takers, shares, now, ahead, |wants| match wants {
                 Wants::Pull { queues, .. } => queues.iter().any(|name| &**name == queue),
                 Wants::Push => false,
             });
             if push.is_none() && pushes(queue) {
-                push = Self::find(&waiting, &mut offer.takers, shares, now, |wants| *wants == Wants::Push);
+                push = Self::find(&waiting, &mut offer.takers, shares, now, ahead, |wants| *wants == Wants::Push);
             }
             offer.by_queue.push((pull, push.filter(|_| pushes(queue))));
         }
@@ -352,6 +404,7 @@ impl Takers {
         offered: &mut Vec<(Arc<Taker>, usize)>,
         shares: usize,
         now: Instant,
+        ahead: bool,
         serves: impl Fn(&Wants) -> bool,
     ) -> Option<usize> {
         if let Some(at) = offered.iter().position(|(taker, _)| serves(&taker.wants)) {
@@ -359,7 +412,7 @@ impl Takers {
         }
         for taker in waiting.iter().filter(|taker| serves(&taker.wants)) {
             let mut state = taker.state.lock();
-            if let Some(room) = state.room(&taker.wants, shares, now) {
+            if let Some(room) = state.room(&taker.wants, shares, now, ahead) {
                 state.offers += 1;
                 state.promised += room;
                 offered.push((taker.clone(), room));
@@ -383,7 +436,7 @@ mod tests {
             payload: Vec::new().into(),
             attempt: 1,
             lease: hourglass_queue::Lease(id),
-            lease_until_ms: 0,
+            lease_until_ms: 1 << 40,
             run_at_ms: 0,
             target: None,
         }
@@ -488,7 +541,7 @@ mod tests {
         // The claim ends with the second fire under way: the taker lingers,
         // and what the fire hands it waits for the next claim that wants
         // the same, not for a claim of other queues.
-        assert!(takers.release(&taker, false).is_empty());
+        assert!(takers.release(&taker, false, 0).is_empty());
         assert_eq!(takers.waiting(), 0);
         assert!(second.takers[0].0.fill(2, vec![task(2)]).is_empty(), "not given back");
         assert!(takers.adopt(&pull(&["other"]), 8).is_none());
@@ -547,7 +600,7 @@ mod tests {
         let short = Wants::Pull { queues: vec!["q".into()], lease_ms: PULL_LINGER_LEASE_MIN_MS - 1 };
         let taker = takers.register(short.clone(), 4);
         let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
-        assert!(takers.release(&taker, false).is_empty());
+        assert!(takers.release(&taker, false, 0).is_empty());
         assert_eq!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(7)]).len(), 1, "handed to nobody");
         assert!(takers.offer(&["q"], |_| false, 1, Instant::now()).is_empty(), "no longer offered");
         assert!(takers.adopt(&short, 4).is_none(), "removed, not lingering");
@@ -562,28 +615,66 @@ mod tests {
         assert!(second.takers[0].0.fill(second.takers[0].1, vec![task(6)]).is_empty());
         assert!(woken.now_or_never().is_some(), "woken by the last answer");
         assert!(matches!(taker.take(), Taken::Tasks(tasks) if ids(&tasks) == [5, 6]));
-        assert!(takers.release(&taker, false).is_empty());
+        assert!(takers.release(&taker, false, 0).is_empty());
         // Filled, then the claim ends before it looks: its tasks are left
         // over with a short lease, and linger with a long one.
         let taker = takers.register(short, 4);
         let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
         assert!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(8)]).is_empty());
-        assert_eq!(ids(&takers.release(&taker, false)), [8]);
+        assert_eq!(ids(&takers.release(&taker, false, 0)), [8]);
         let taker = takers.register(pull(&["q"]), 4);
         let offer = takers.offer(&["q"], |_| false, 1, Instant::now());
         assert!(offer.takers[0].0.fill(offer.takers[0].1, vec![task(9)]).is_empty());
-        assert!(takers.release(&taker, false).is_empty(), "it lingers");
+        assert!(takers.release(&taker, false, 0).is_empty(), "it lingers");
         assert_eq!(ids(&takers.expire(Instant::now() + Duration::from_millis(LINGER_MS))), [9], "then left over");
         // A pull taker with nothing held and no fire under way is removed.
         let idle = takers.register(pull(&["q"]), 4);
-        assert!(takers.release(&idle, false).is_empty() && takers.is_empty());
+        assert!(takers.release(&idle, false, 0).is_empty() && takers.is_empty());
+    }
+
+    #[test]
+    fn a_lingering_pull_taker_keeps_no_task_whose_lease_ends_soon() {
+        let takers = Takers::default();
+        let leased_until = |id, until_ms| Claimed { lease_until_ms: until_ms, ..task(id) };
+        let now_ms = 50_000;
+        let soon = now_ms + PULL_LINGER_LEASE_MIN_MS - 1;
+        let later = now_ms + PULL_LINGER_LEASE_MIN_MS;
+        let taker = takers.register(pull(&["q"]), 8);
+        let (first, second) =
+            (takers.offer(&["q"], |_| false, 2, Instant::now()), takers.offer(&["q"], |_| false, 2, Instant::now()));
+        // Its claim ends holding a task of a short lease of its own and one
+        // of a long one: the first is returned, the second lingers.
+        let (room_first, room_second) = (first.takers[0].1, second.takers[0].1);
+        assert!((room_first, room_second) == (4, 2));
+        assert!(first.takers[0]
+            .0
+            .fill_at(room_first, vec![leased_until(1, soon), leased_until(2, later)], now_ms)
+            .is_empty());
+        assert_eq!(ids(&takers.release(&taker, false, now_ms)), [1]);
+        // What a fire under way hands it then: the same rule.
+        let left = second.takers[0].0.fill_at(room_second, vec![leased_until(3, later), leased_until(4, soon)], now_ms);
+        assert_eq!(ids(&left), [4]);
+        let next = takers.adopt(&pull(&["q"]), 8).expect("it lingers");
+        assert!(matches!(next.take(), Taken::Tasks(tasks) if ids(&tasks) == [2, 3]));
+    }
+
+    #[test]
+    fn a_fire_that_hands_ahead_is_offered_only_takers_that_may_linger() {
+        let takers = Takers::default();
+        let short = Wants::Pull { queues: vec!["q".into()], lease_ms: PULL_LINGER_LEASE_MIN_MS - 1 };
+        takers.register(short, 4);
+        assert!(takers.offer_to(&["q"], |_| false, 1, Instant::now(), true).is_empty(), "it would wait for the hold");
+        assert_eq!(takers.offer_to(&["q"], |_| false, 1, Instant::now(), false).takers.len(), 1);
+        let long = takers.register(pull(&["q"]), 4);
+        let ahead = takers.offer_to(&["q"], |_| false, 1, Instant::now(), true);
+        assert!(ahead.takers.len() == 1 && Arc::ptr_eq(&ahead.takers[0].0, &long));
     }
 
     #[test]
     fn a_push_taker_lingers_for_the_next_push_claim_then_gives_back() {
         let takers = Takers::default();
         let first = takers.register(Wants::Push, 4);
-        assert!(takers.release(&first, false).is_empty(), "it lingers");
+        assert!(takers.release(&first, false, 0).is_empty(), "it lingers");
         assert_eq!(takers.waiting(), 0);
         let offer = takers.offer(&["q"], |_| true, 1, Instant::now());
         assert_eq!(offer.takers.len(), 1, "offered while it lingers");
@@ -593,7 +684,7 @@ mod tests {
         assert!(Arc::ptr_eq(&next, &first));
         let Taken::Tasks(tasks) = next.take() else { panic!("what the fire put in it") };
         assert_eq!(ids(&tasks), [1, 2]);
-        takers.release(&next, false);
+        takers.release(&next, false, 0);
         assert!(takers.expire(Instant::now()).is_empty(), "not yet");
         let late = Instant::now() + Duration::from_millis(LINGER_OFFERED_MS);
         assert!(takers.offer(&["q"], |_| true, 1, late).is_empty(), "offered a short while only");
@@ -601,6 +692,6 @@ mod tests {
         assert!(takers.is_empty() && takers.adopt(&Wants::Push, 1).is_none());
         // A node closing leaves nothing lingering.
         let last = takers.register(Wants::Push, 1);
-        assert!(takers.release(&last, true).is_empty() && takers.is_empty());
+        assert!(takers.release(&last, true, 0).is_empty() && takers.is_empty());
     }
 }
