@@ -372,8 +372,8 @@ impl RedisBackend {
         });
     }
 
-    /// Gives back, every [`LINGER_MS`] / 2, what the push takers that
-    /// lingered [`LINGER_MS`] hold, until the node closes.
+    /// Gives back, every [`LINGER_MS`] / 2, what the takers that lingered
+    /// [`LINGER_MS`] hold, until the node closes.
     pub(crate) async fn expire_lingering(
         backend: std::sync::Weak<RedisBackend>,
         mut stop: tokio::sync::watch::Receiver<bool>,

@@ -545,7 +545,7 @@ impl RedisBackend {
         queues.dedup();
         // The claims waiting on this node that the fire may hand tasks to.
         let _firing = self.firing();
-        let plan = self.plan(&queues, !due && ahead.is_some()).await;
+        let plan = self.plan(&queues, ahead.is_some()).await;
         if !due && !always && plan.is_empty() {
             // No claim to hand anything to ahead: the head fires when due.
             *heads = Some(known);
