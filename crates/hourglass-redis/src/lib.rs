@@ -165,6 +165,9 @@ pub struct RedisBackend {
     /// Hints of a shard's earlier deadline are dropped on arrival. For tests
     /// of the sweeps, which are the net for lost hints.
     losing_head_hints: AtomicBool,
+    /// The hint channel stands, and what was missed before it did is looked
+    /// at again (`shards.rs`, `listen`).
+    listening: AtomicBool,
     /// This node's waiting claims, which its fires hand tasks to.
     takers: takers::Takers,
     handed: AtomicU64,
@@ -230,6 +233,7 @@ impl RedisBackend {
             by_timer: AtomicU64::new(0),
             by_sweep: AtomicU64::new(0),
             losing_head_hints: AtomicBool::new(false),
+            listening: AtomicBool::new(false),
             takers: takers::Takers::default(),
             handed: AtomicU64::new(0),
             handed_ahead: AtomicU64::new(0),
@@ -325,6 +329,13 @@ impl RedisBackend {
         self.losing_head_hints.store(lose, Ordering::SeqCst);
     }
 
+    /// Whether this node hears the hint channel. For tests of the hints,
+    /// which a node that subscribes later would not hear.
+    #[doc(hidden)]
+    pub fn listening(&self) -> bool {
+        self.listening.load(Ordering::SeqCst)
+    }
+
     /// How many enqueue scripts this node has sent. For tests of grouping.
     #[doc(hidden)]
     pub fn enqueue_scripts(&self) -> u64 {
@@ -343,6 +354,14 @@ impl RedisBackend {
     #[doc(hidden)]
     pub fn waiting_claims(&self) -> usize {
         self.takers.waiting()
+    }
+
+    /// The shards this node's pull claims of `queue` would ask now: those
+    /// hinted to have due tasks since a look found none, or since a claim
+    /// drained them. For tests of the hints.
+    #[doc(hidden)]
+    pub fn shards_maybe_due(&self, queue: &str) -> Vec<u16> {
+        self.watch.of(queue).maybe_due().into_iter().map(|(shard, _)| shard).collect()
     }
 
     /// The shard task `id` lives in. For tests of one shard.

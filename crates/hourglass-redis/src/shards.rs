@@ -195,10 +195,12 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
     }
 }
 
-/// Hints from every node: `r SHARD QUEUE` (due tasks), `h SHARD MS` (an
-/// earlier deadline for the shard's owner), `g SHARD` (a node gave the shard
-/// back: the membership ticks at once), `p QUEUE` (a pause changed),
-/// `s QUEUE` (its settings changed), `q QUEUE` (it may push now).
+/// Hints from every node: `r SHARD QUEUE` (due tasks), `e SHARD QUEUE` and
+/// `E SHARD QUEUE` (a claim left no due task for pull or push claims),
+/// `h SHARD MS` (an earlier deadline for the shard's owner), `g SHARD` (a
+/// node gave the shard back: the membership ticks at once), `p QUEUE` (a
+/// pause changed), `s QUEUE` (its settings changed), `q QUEUE` (it may push
+/// now).
 async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use futures_util::StreamExt;
     let Some(node) = backend.upgrade() else { return };
@@ -220,6 +222,7 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
                 node.forget_settings();
                 node.watch.wake_all();
                 node.owned.wake_all();
+                node.listening.store(true, Ordering::SeqCst);
                 drop(node);
                 let mut messages = pubsub.into_on_message();
                 loop {
@@ -233,6 +236,9 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
                         }
                         _ = stop.wait_for(|&stop| stop) => return,
                     }
+                }
+                if let Some(node) = backend.upgrade() {
+                    node.listening.store(false, Ordering::SeqCst);
                 }
                 tracing::warn!(url = %redact(url), "the hint channel closed; subscribing again");
             }
@@ -256,6 +262,11 @@ impl RedisBackend {
             (Some("r"), Some(shard), Some(queue)) => {
                 if let Ok(shard) = shard.parse() {
                     self.watch.hint(queue, shard);
+                }
+            }
+            (Some(set @ ("e" | "E")), Some(shard), Some(queue)) => {
+                if let Ok(shard) = shard.parse() {
+                    self.watch.drained(queue, shard, set == "E");
                 }
             }
             (Some("h"), Some(shard), Some(_)) => {

@@ -66,7 +66,15 @@ impl QueueWatch {
     /// `shard` had no due task when its hint count was `hints`: a later hint
     /// makes it worth a look again.
     pub(crate) fn found_none(&self, shard: u16, hints: u64) {
-        self.seen[shard as usize].store(hints, Ordering::Release);
+        self.seen[shard as usize].fetch_max(hints, Ordering::AcqRel);
+    }
+
+    /// A claim left `shard` with no due task of the queue, after every hint
+    /// received so far.
+    fn drained(&self, shard: u16) {
+        if let Some(hints) = self.hints.get(shard as usize) {
+            self.found_none(shard, hints.load(Ordering::Acquire));
+        }
     }
 
     /// A hint: `shard` has due tasks of the queue.
@@ -115,6 +123,16 @@ impl Watch {
         let queues = self.queues.lock();
         for watch in [queues.get(queue), queues.get(&*push_name(queue))].into_iter().flatten() {
             watch.hint(shard);
+        }
+    }
+
+    /// A drain from the channel: `shard` has no due task of `queue` left for
+    /// pull claims (or for push claims, if `push`).
+    pub(crate) fn drained(&self, queue: &str, shard: u16, push: bool) {
+        let queues = self.queues.lock();
+        let watch = if push { queues.get(&*push_name(queue)) } else { queues.get(queue) };
+        if let Some(watch) = watch {
+            watch.drained(shard);
         }
     }
 
@@ -175,6 +193,33 @@ mod tests {
         assert_eq!(pushed.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [2], "a hint is for both");
         watch.wake_all();
         assert_eq!(q.maybe_due().len(), 3);
+    }
+
+    #[test]
+    fn a_drained_shard_is_looked_at_again_only_after_a_later_hint() {
+        let watch = Watch::new(3);
+        let (q, pushed) = (watch.of("q"), watch.of_push("q"));
+        for (shard, hints) in q.maybe_due().into_iter().chain(pushed.maybe_due()) {
+            q.found_none(shard, hints);
+            pushed.found_none(shard, hints);
+        }
+        watch.hint("q", 1);
+        let (shard, before) = q.maybe_due()[0];
+        watch.hint("q", 1);
+        watch.hint("q", 2);
+        // A drain after both hints to shard 1; a look that began before the
+        // second finds nothing after the drain, and hands back the older
+        // count, which takes nothing back.
+        watch.drained("q", 1, false);
+        q.found_none(shard, before);
+        assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [2]);
+        assert_eq!(pushed.maybe_due().len(), 2, "drained for pull claims only");
+        watch.drained("q", 2, true);
+        assert_eq!(pushed.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1]);
+        watch.hint("q", 1);
+        assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1, 2], "a later hint counts");
+        watch.drained("other", 0, false);
+        watch.drained("q", 99, false);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use hourglass_queue::{NewTask, RunAt};
 use hourglass_redis::{RedisBackend, SHARDS_DEFAULT};
 use hourglass_test_support::redis::{Cluster, Server};
 
-use crate::sole_node;
+use crate::{node, sole_node, until};
 
 /// Far enough ahead that a placed task is not due while others are placed.
 const LATER_MS: u64 = 3_600_000;
@@ -74,4 +74,42 @@ async fn a_claim_takes_every_due_task_in_any_spread_on_a_cluster() {
     let backend = sole_node(&cluster.url()).await;
     every_spread(&backend).await;
     backend.close();
+}
+
+/// A claim that leaves a shard with no due task of its queue says so, and
+/// another node's claims then ask that shard no more until a hint says it
+/// has due tasks again (most claim scripts that found nothing asked a shard
+/// another node's claim had drained first: `BENCHMARKS.md`).
+async fn a_drained_shard_is_asked_by_no_other_node(url: &str) {
+    let a = sole_node(url).await;
+    let b = node(url, 2_000).await;
+    until("the other node hears the channel", WITHIN, || b.listening()).await;
+    let queue = "drained";
+    assert!(b.claim(queue, 1, 30_000, 0).await.unwrap().is_empty());
+    assert!(b.shards_maybe_due(queue).is_empty(), "every shard looked at, none has due tasks");
+    for round in 0..2 {
+        let id = a.enqueue(queue, NewTask::new("{}", RunAt::Delay(0))).await.unwrap().id;
+        let shard = a.shard_of(id).unwrap();
+        until("the hint reaches the other node", WITHIN, || b.shards_maybe_due(queue) == [shard]).await;
+        let claimed = a.claim(queue, 10, 30_000, 0).await.unwrap();
+        assert_eq!(claimed.iter().map(|task| task.id).collect::<Vec<_>>(), [id], "round {round}");
+        until("the drain reaches the other node", WITHIN, || b.shards_maybe_due(queue).is_empty()).await;
+        a.ack(id, claimed[0].lease).await.unwrap();
+    }
+    a.close();
+    b.close();
+}
+
+const WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_shard_is_asked_by_no_other_node_on_one_redis() {
+    let Some(server) = Server::start() else { return };
+    a_drained_shard_is_asked_by_no_other_node(&server.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_shard_is_asked_by_no_other_node_on_a_cluster() {
+    let Some(cluster) = Cluster::start() else { return };
+    a_drained_shard_is_asked_by_no_other_node(&cluster.url()).await;
 }

@@ -10,19 +10,29 @@
 -- out fewer than `max`: STOP_DRAINED (nothing more is due), STOP_BYTES (the
 -- next task's payload would pass payload_bytes_max) or STOP_SCANNED (it
 -- looked at scan_max tasks, dead ones among them, and more may be due).
+-- A claim that leaves the due set empty says so on the channel ('e SHARD
+-- QUEUE' for pull claims, 'E' for push): no other node's claim needs to ask
+-- the shard until a hint says it has due tasks again.
 local t, p, h, lseq, paused = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local Q = queue_keys(6)
 local channel, shard, q = ARGV[1], ARGV[2], ARGV[3]
 local max, lease_ms, bytes_max, scan_max = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local push = ARGV[8] == 'push'
 local secret = ARGV[9]
+local R = push and Q.R or Q.r
 local now = now_ms()
+-- Nothing due: most claim scripts that find nothing ask a shard another
+-- claim drained first, and they are answered with no more than this.
+if redis.call('EXISTS', R) == 0 then return { now, -1, STOP_DRAINED } end
 local pause = pause_of(paused, q, now)
 if pause then return { now, tonumber(pause) } end
 local out = { now, -1, STOP_DRAINED }
 local before = head_min(h)
 local budget = { bytes = bytes_max, got = 0 }
-local _, stop = hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_max, secret, now, out)
+local taken, stop = hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_max, secret, now, out)
 out[3] = stop
+if taken > 0 and stop == STOP_DRAINED and redis.call('EXISTS', R) == 0 then
+  redis.call('PUBLISH', channel, (push and 'E ' or 'e ') .. shard .. ' ' .. q)
+end
 hint_head(channel, shard, h, before)
 return out
