@@ -167,6 +167,14 @@ impl RedisBackend {
         Waiting { backend: self, taker: self.takers.register(wants(claim), claim.max()) }
     }
 
+    /// As [`wait_for_hand_over`](Self::wait_for_hand_over), for a claim
+    /// that has not looked yet: only if its taker may linger (`takers.rs`,
+    /// "When a claim registers").
+    pub(crate) fn wait_early_for_hand_over(&self, claim: &Claim<'_>) -> Option<Waiting<'_>> {
+        let wants = wants(claim);
+        wants.lingers().then(|| Waiting { backend: self, taker: self.takers.register(wants, claim.max()) })
+    }
+
     /// What a fire of `queues` offers: the waiting claims that want them,
     /// each queue's leases, and its flow control reserved. A plan that
     /// cannot be made (a read failed) offers nothing: the fire files and

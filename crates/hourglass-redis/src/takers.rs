@@ -1,8 +1,20 @@
 //! This node's waiting claims, as its shards' fire scripts may serve them
-//! (`handover.rs`): a claim that found nothing due registers a [`Taker`]
-//! while it waits; a fire on this node offers the script the takers of the
-//! queues it fires, the script leases due tasks for them, and the fire puts
-//! them in the takers, whose claims return them.
+//! (`handover.rs`): a claim registers a [`Taker`] while it waits; a fire on
+//! this node offers the script the takers of the queues it fires, the
+//! script leases due tasks for them, and the fire puts them in the takers,
+//! whose claims return them.
+//!
+//! **When a claim registers.** A claim whose taker may linger (below)
+//! registers as it arrives, and is offered to the fires while its first look
+//! asks Redis: what a fire hands it then, if the look found tasks too, waits
+//! in the taker for the next claim. Registered only once a look found
+//! nothing, a consumer that claims again at once was registered for little
+//! of its time under a steady flow; the fires on its node then found no
+//! taker, hinted every node, and claim scripts of every node raced for the
+//! tasks, most of them finding nothing (`BENCHMARKS.md`, "Claims offered to
+//! the fires from their first look"). A claim whose taker may not linger
+//! registers once a look found nothing, and is not offered while it looks,
+//! as what a fire handed it then would be given back.
 //!
 //! A taker holds the tasks handed to it until its claim takes them (at most
 //! the claim's `max` at a time). While fires' scripts are under way with it
@@ -103,8 +115,9 @@ struct State {
     promised: usize,
     /// Its claim looked while it was offered: woken when a fire answers.
     looked: bool,
-    /// Its (pull) claim is looking in Redis: not offered meanwhile, as what
-    /// a fire handed it then would be given back if the look finds tasks.
+    /// Its claim, whose taker may not linger, is looking in Redis: not
+    /// offered meanwhile, as what a fire handed it then would be given back
+    /// if the look finds tasks.
     looking: bool,
     /// No claim holds it (a push taker), since then.
     lingering: Option<Instant>,
@@ -182,7 +195,7 @@ impl Taker {
             state.looked = true;
             return Taken::Offered;
         }
-        state.looking = self.wants != Wants::Push;
+        state.looking = !self.wants.lingers();
         Taken::Nothing
     }
 
@@ -579,15 +592,23 @@ mod tests {
     }
 
     #[test]
-    fn a_pull_taker_is_not_offered_while_its_claim_looks_in_redis() {
+    fn only_a_taker_that_may_linger_is_offered_while_its_claim_looks_in_redis() {
         let takers = Takers::default();
-        let taker = takers.register(pull(&["q"]), 3);
+        // A pull claim with a lease too short to linger under: what a fire
+        // handed it while its look found tasks would be given back.
+        let short = Wants::Pull { queues: vec!["q".into()], lease_ms: PULL_LINGER_LEASE_MIN_MS - 1 };
+        let taker = takers.register(short, 3);
         assert!(matches!(taker.take(), Taken::Nothing), "the claim looks in Redis");
         assert!(takers.offer(&["q"], |_| false, 1, Instant::now()).is_empty(), "not while it looks");
         taker.looked();
         assert_eq!(takers.offer(&["q"], |_| false, 1, Instant::now()).takers.len(), 1);
-        // A push taker is offered while its claim looks: what a fire hands
-        // it then waits for the delivery loop's next claim.
+        // A pull taker that may linger, and a push taker, are offered while
+        // their claims look: what a fire hands them then waits for the next
+        // claim.
+        let takers = Takers::default();
+        let lingering = takers.register(pull(&["q"]), 3);
+        assert!(matches!(lingering.take(), Taken::Nothing));
+        assert_eq!(takers.offer(&["q"], |_| false, 1, Instant::now()).takers.len(), 1);
         let pushing = takers.register(Wants::Push, 3);
         assert!(matches!(pushing.take(), Taken::Nothing));
         assert_eq!(takers.offer(&["p"], |_| true, 1, Instant::now()).takers.len(), 1);

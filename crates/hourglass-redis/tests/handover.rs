@@ -368,3 +368,32 @@ async fn a_task_handed_ahead_outlives_its_claim_not_its_due_time() {
     }
     backend.close();
 }
+
+/// A claim whose taker may linger is offered to its node's fires from the
+/// moment it arrives, while its first look is still in Redis, so that a
+/// consumer that claims again at once is served by the fires rather than by
+/// claim scripts racing every node's for the hinted shards (`BENCHMARKS.md`,
+/// "Claims offered to the fires from their first look"). Here Redis holds
+/// every write while the task comes due: the claim's first look waits in
+/// it, and so does the fire, which hands the task to the claim all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_handed_tasks_while_its_first_look_is_in_redis() {
+    let Some(server) = Server::start() else { return };
+    let backend = sole_node(&server.url()).await;
+    let queue = "first-look";
+    let before = backend.fired();
+    let id = backend.enqueue(queue, NewTask::new("{}", RunAt::Delay(DUE_IN_MS))).await.unwrap().id;
+    // Held for less than the node's heartbeat may go unanswered.
+    server.cli(&["CLIENT", "PAUSE", "800", "WRITE"]);
+    let queues = [queue];
+    // A claim of 16 asks a shard with a claim script, a write (one of
+    // fewer looks with reads, which Redis does not hold).
+    let mut claimed = Box::pin(backend.claim_from(Claim::new(&queues, 16, LEASE_MS, WAIT_MS).unwrap()));
+    waiting(&backend, 1, &mut claimed).await;
+    let got = tokio::time::timeout(WITHIN, claimed).await.expect("the task is handed over").unwrap();
+    assert_eq!(got.iter().map(|task| task.id).collect::<Vec<_>>(), [id]);
+    let after = backend.fired();
+    assert_eq!(after.handed_over - before.handed_over, 1, "handed over by the fire: {after:?}");
+    backend.ack(id, got[0].lease).await.unwrap();
+    backend.close();
+}
