@@ -195,8 +195,9 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
     }
 }
 
-/// Hints from every node: `r SHARD QUEUE` (due tasks), `e SHARD QUEUE` and
-/// `E SHARD QUEUE` (a claim left no due task for pull or push claims),
+/// Hints from every node: `r SHARD QUEUE` (due tasks), `e SHARD MS QUEUE`
+/// and `E SHARD MS QUEUE` (a claim script at Redis time MS left no due task
+/// for pull or push claims),
 /// `h SHARD MS` (an earlier deadline for the shard's owner), `g SHARD` (a
 /// node gave the shard back: the membership ticks at once), `p QUEUE` (a
 /// pause changed), `s QUEUE` (its settings changed), `q QUEUE` (it may push
@@ -264,9 +265,10 @@ impl RedisBackend {
                     self.watch.hint(queue, shard);
                 }
             }
-            (Some(set @ ("e" | "E")), Some(shard), Some(queue)) => {
-                if let Ok(shard) = shard.parse() {
-                    self.watch.drained(queue, shard, set == "E");
+            (Some(set @ ("e" | "E")), Some(shard), Some(rest)) => {
+                let Some((at_ms, queue)) = rest.split_once(' ') else { return };
+                if let (Ok(shard), Ok(at_ms)) = (shard.parse(), at_ms.parse()) {
+                    self.watch.drained(queue, shard, at_ms, set == "E");
                 }
             }
             (Some("h"), Some(shard), Some(_)) => {

@@ -70,7 +70,7 @@ impl RedisBackend {
                     let record = record::decode(shard, seq, &reply.bytes()?, now_ms)?;
                     if record.status == Status::Due {
                         // As an enqueue due now: seen here at once.
-                        self.watch.hint(&record.task.queue, shard);
+                        self.watch.hint_local(&record.task.queue, shard, now_ms);
                     }
                     return Ok(TaskDone { record, payload: reply.payload()? });
                 }
@@ -175,7 +175,7 @@ impl RedisBackend {
         // script's hint comes back through the channel: a claim right after
         // the enqueue that made them due finds them.
         if done.iter().any(|(_, enqueued)| enqueued.created && enqueued.run_at_ms <= now_ms) {
-            self.watch.hint(queue, shard);
+            self.watch.hint_local(queue, shard, now_ms);
         }
         Ok(done)
     }

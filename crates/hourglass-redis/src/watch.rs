@@ -29,6 +29,9 @@ pub(crate) struct QueueWatch {
     /// due. A shard may have due tasks while they differ.
     hints: Vec<AtomicU64>,
     seen: Vec<AtomicU64>,
+    /// Per shard: the Redis time (ms) of the last script through this node
+    /// that made a task due, hinted here at once, ahead of the channel.
+    local_ms: Vec<AtomicU64>,
 }
 
 impl QueueWatch {
@@ -38,6 +41,7 @@ impl QueueWatch {
             woken: AtomicU64::new(0),
             hints: (0..shards).map(|_| AtomicU64::new(1)).collect(),
             seen: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+            local_ms: (0..shards).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -69,11 +73,17 @@ impl QueueWatch {
         self.seen[shard as usize].fetch_max(hints, Ordering::AcqRel);
     }
 
-    /// A claim left `shard` with no due task of the queue, after every hint
-    /// received so far.
-    fn drained(&self, shard: u16) {
-        if let Some(hints) = self.hints.get(shard as usize) {
-            self.found_none(shard, hints.load(Ordering::Acquire));
+    /// A claim script at Redis time `at_ms` left `shard` with no due task
+    /// of the queue: the hints received through the channel before it were
+    /// of tasks it took. A hint of this node's own that may be later (its
+    /// script's time is `at_ms` or after) keeps the shard worth a look.
+    fn drained(&self, shard: u16, at_ms: u64) {
+        let (Some(hints), Some(local_ms)) = (self.hints.get(shard as usize), self.local_ms.get(shard as usize)) else {
+            return;
+        };
+        let hints = hints.load(Ordering::Acquire);
+        if local_ms.load(Ordering::Acquire) < at_ms {
+            self.found_none(shard, hints);
         }
     }
 
@@ -83,6 +93,14 @@ impl QueueWatch {
             hints.fetch_add(1, Ordering::AcqRel);
         }
         self.wake();
+    }
+
+    /// A hint of this node's own, from a script at Redis time `at_ms`.
+    fn hint_local(&self, shard: u16, at_ms: u64) {
+        if let Some(local_ms) = self.local_ms.get(shard as usize) {
+            local_ms.fetch_max(at_ms, Ordering::AcqRel);
+        }
+        self.hint(shard);
     }
 
     /// Hints may have been lost: every shard is worth a look.
@@ -126,13 +144,24 @@ impl Watch {
         }
     }
 
-    /// A drain from the channel: `shard` has no due task of `queue` left for
-    /// pull claims (or for push claims, if `push`).
-    pub(crate) fn drained(&self, queue: &str, shard: u16, push: bool) {
+    /// A hint of a script through this node, at Redis time `at_ms`, that
+    /// made a task of `queue` due in `shard`: its claims see it at once,
+    /// before the script's own hint comes back through the channel.
+    pub(crate) fn hint_local(&self, queue: &str, shard: u16, at_ms: u64) {
+        let queues = self.queues.lock();
+        for watch in [queues.get(queue), queues.get(&*push_name(queue))].into_iter().flatten() {
+            watch.hint_local(shard, at_ms);
+        }
+    }
+
+    /// A drain from the channel, of a claim script at Redis time `at_ms`:
+    /// `shard` had no due task of `queue` left for pull claims (or for push
+    /// claims, if `push`).
+    pub(crate) fn drained(&self, queue: &str, shard: u16, at_ms: u64, push: bool) {
         let queues = self.queues.lock();
         let watch = if push { queues.get(&*push_name(queue)) } else { queues.get(queue) };
         if let Some(watch) = watch {
-            watch.drained(shard);
+            watch.drained(shard, at_ms);
         }
     }
 
@@ -210,16 +239,35 @@ mod tests {
         // A drain after both hints to shard 1; a look that began before the
         // second finds nothing after the drain, and hands back the older
         // count, which takes nothing back.
-        watch.drained("q", 1, false);
+        watch.drained("q", 1, 1_000, false);
         q.found_none(shard, before);
         assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [2]);
         assert_eq!(pushed.maybe_due().len(), 2, "drained for pull claims only");
-        watch.drained("q", 2, true);
+        watch.drained("q", 2, 1_000, true);
         assert_eq!(pushed.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1]);
         watch.hint("q", 1);
         assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1, 2], "a later hint counts");
-        watch.drained("other", 0, false);
-        watch.drained("q", 99, false);
+        watch.drained("other", 0, 1_000, false);
+        watch.drained("q", 99, 1_000, false);
+    }
+
+    #[test]
+    fn a_drain_takes_back_no_hint_of_this_node_s_own_from_its_time_on() {
+        let watch = Watch::new(2);
+        let q = watch.of("q");
+        for (shard, hints) in q.maybe_due() {
+            q.found_none(shard, hints);
+        }
+        // An enqueue through this node at 2,000 hints at once; a drain of an
+        // earlier claim script, or of one in the same millisecond, arrives
+        // after it through the channel and leaves the shard worth a look.
+        watch.hint_local("q", 1, 2_000);
+        for at_ms in [1_999, 2_000] {
+            watch.drained("q", 1, at_ms, false);
+            assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1], "a drain at {at_ms}");
+        }
+        watch.drained("q", 1, 2_001, false);
+        assert!(q.maybe_due().is_empty(), "a later drain took the task");
     }
 
     #[test]

@@ -11,8 +11,9 @@
 -- next task's payload would pass payload_bytes_max) or STOP_SCANNED (it
 -- looked at scan_max tasks, dead ones among them, and more may be due).
 -- A claim that leaves the due set empty says so on the channel ('e SHARD
--- QUEUE' for pull claims, 'E' for push): no other node's claim needs to ask
--- the shard until a hint says it has due tasks again.
+-- NOW QUEUE' for pull claims, 'E' for push): no other node's claim needs to
+-- ask the shard until a hint says it has due tasks again (NOW tells a node
+-- which of its own hints, given ahead of the channel, came after it).
 local t, p, h, lseq, paused = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local Q = queue_keys(6)
 local channel, shard, q = ARGV[1], ARGV[2], ARGV[3]
@@ -32,7 +33,7 @@ local budget = { bytes = bytes_max, got = 0 }
 local taken, stop = hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_max, secret, now, out)
 out[3] = stop
 if taken > 0 and stop == STOP_DRAINED and redis.call('EXISTS', R) == 0 then
-  redis.call('PUBLISH', channel, (push and 'E ' or 'e ') .. shard .. ' ' .. q)
+  redis.call('PUBLISH', channel, (push and 'E ' or 'e ') .. shard .. ' ' .. string.format('%d', now) .. ' ' .. q)
 end
 hint_head(channel, shard, h, before)
 return out
