@@ -363,9 +363,9 @@ impl RedisBackend {
     pub(crate) async fn claim_tasks(&self, claim: Claim<'_>) -> Result<Vec<Claimed>, QueueError> {
         let (max, delivery) = (claim.max(), claim.delivery());
         let found_nothing: Mutex<Option<FoundNothing>> = Mutex::new(None);
-        // Registered at once if its taker may linger, else once a look found
-        // nothing: a fire on this node may hand tasks to it; removed when the
-        // claim ends (`handover.rs`).
+        // Registered at once if it may wait and its taker may linger, else
+        // once a look found nothing: a fire on this node may hand tasks to
+        // it; removed when the claim ends (`handover.rs`).
         let waiting: Mutex<Option<Waiting<'_>>> = Mutex::new(None);
         let (backend, claim, found_nothing, waiting) = (self, &claim, &found_nothing, &waiting);
         long_poll(Duration::from_millis(claim.wait_ms()), move || async move {
@@ -376,9 +376,9 @@ impl RedisBackend {
             let mut wake_on: Vec<Arc<Notify>> = watched.iter().map(|of| of.watch.notify.clone()).collect();
             if waiting.lock().is_none() {
                 // What this node's fires handed the taker a claim that wanted
-                // the same left lingering; or else, if its taker may linger,
-                // one of its own at once, offered to the fires while this
-                // look asks Redis.
+                // the same left lingering; or else, if it may wait and its
+                // taker may linger, one of its own at once, offered to the
+                // fires while this look asks Redis.
                 let adopted = backend.adopt_hand_over(claim);
                 *waiting.lock() = adopted.or_else(|| backend.wait_early_for_hand_over(claim));
             }

@@ -168,11 +168,12 @@ impl RedisBackend {
     }
 
     /// As [`wait_for_hand_over`](Self::wait_for_hand_over), for a claim
-    /// that has not looked yet: only if its taker may linger (`takers.rs`,
-    /// "When a claim registers").
+    /// that has not looked yet: only if it may wait and its taker may linger
+    /// (`takers.rs`, "When a claim registers").
     pub(crate) fn wait_early_for_hand_over(&self, claim: &Claim<'_>) -> Option<Waiting<'_>> {
         let wants = wants(claim);
-        wants.lingers().then(|| Waiting { backend: self, taker: self.takers.register(wants, claim.max()) })
+        let early = claim.wait_ms() > 0 && wants.lingers();
+        early.then(|| Waiting { backend: self, taker: self.takers.register_early(wants, claim.max()) })
     }
 
     /// What a fire of `queues` offers: the waiting claims that want them,

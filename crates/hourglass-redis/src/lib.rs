@@ -349,11 +349,20 @@ impl RedisBackend {
         self.enqueue_groups.queues_under_way()
     }
 
-    /// How many claims wait on this node for a fire to hand them tasks. For
-    /// tests that need a claim to be waiting.
+    /// How many claims wait on this node for a fire to hand them tasks,
+    /// having found nothing due in Redis. For tests that need a claim to be
+    /// waiting.
     #[doc(hidden)]
     pub fn waiting_claims(&self) -> usize {
         self.takers.waiting()
+    }
+
+    /// How many claims on this node are offered to its fires, whether they
+    /// looked in Redis yet or not. For tests of claims offered from their
+    /// first look.
+    #[doc(hidden)]
+    pub fn claims_offered_to_fires(&self) -> usize {
+        self.takers.registered()
     }
 
     /// The shards this node's pull claims of `queue` would ask now: those

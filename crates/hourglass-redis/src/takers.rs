@@ -4,17 +4,19 @@
 //! script leases due tasks for them, and the fire puts them in the takers,
 //! whose claims return them.
 //!
-//! **When a claim registers.** A claim whose taker may linger (below)
-//! registers as it arrives, and is offered to the fires while its first look
-//! asks Redis: what a fire hands it then, if the look found tasks too, waits
-//! in the taker for the next claim. Registered only once a look found
+//! **When a claim registers.** A claim that may wait and whose taker may
+//! linger (below) registers as it arrives, and is offered to the fires while
+//! its looks ask Redis, the first included: what a fire hands it then, if
+//! the look found tasks too, waits in the taker for the next claim. Registered only once a look found
 //! nothing, a consumer that claims again at once was registered for little
 //! of its time under a steady flow; the fires on its node then found no
 //! taker, hinted every node, and claim scripts of every node raced for the
 //! tasks, most of them finding nothing (`BENCHMARKS.md`, "Claims offered to
 //! the fires from their first look"). A claim whose taker may not linger
 //! registers once a look found nothing, and is not offered while it looks,
-//! as what a fire handed it then would be given back.
+//! as what a fire handed it then would be given back; so does a claim that
+//! does not wait (`wait_ms` 0), which looks once and would leave to its
+//! taker what a fire handed it during that look.
 //!
 //! A taker holds the tasks handed to it until its claim takes them (at most
 //! the claim's `max` at a time). While fires' scripts are under way with it
@@ -119,7 +121,10 @@ struct State {
     /// offered meanwhile, as what a fire handed it then would be given back
     /// if the look finds tasks.
     looking: bool,
-    /// No claim holds it (a push taker), since then.
+    /// Its claim's look in Redis found nothing due (once, at least): it
+    /// waits. Not yet for a taker registered before the claim's first look.
+    found_nothing: bool,
+    /// No claim holds it (it lingers), since then.
     lingering: Option<Instant>,
     /// Removed: what reaches it is left over.
     closed: bool,
@@ -183,8 +188,8 @@ impl Taker {
     /// takes what is there even while fires are under way (what they hand
     /// over waits in the taker, lingering, for the next claim); one whose
     /// taker may not waits for their answers first, as does any claim that
-    /// finds nothing there, and a pull claim that then finds nothing is not
-    /// offered until [`looked`](Taker::looked).
+    /// finds nothing there, and one whose taker may not linger that then
+    /// finds nothing is not offered until [`looked`](Taker::looked).
     pub(crate) fn take(&self) -> Taken {
         let mut state = self.state.lock();
         if !state.tasks.is_empty() && (state.offers == 0 || self.wants.lingers()) {
@@ -199,9 +204,12 @@ impl Taker {
         Taken::Nothing
     }
 
-    /// Its claim's look in Redis ended: it may be offered again.
+    /// Its claim's look in Redis ended, finding nothing: it may be offered
+    /// again.
     pub(crate) fn looked(&self) {
-        self.state.lock().looking = false;
+        let mut state = self.state.lock();
+        state.looking = false;
+        state.found_nothing = true;
     }
 
     /// A fire that was promised `room` answered with `tasks` (at most that
@@ -283,8 +291,18 @@ impl Offer {
 pub(crate) struct Takers(Mutex<Vec<Arc<Taker>>>);
 
 impl Takers {
-    /// A claim that waits for up to `max` tasks.
+    /// A claim that waits for up to `max` tasks, its look in Redis having
+    /// found nothing.
     pub(crate) fn register(&self, wants: Wants, max: usize) -> Arc<Taker> {
+        self.register_found(wants, max, true)
+    }
+
+    /// A claim that has not looked in Redis yet, for up to `max` tasks.
+    pub(crate) fn register_early(&self, wants: Wants, max: usize) -> Arc<Taker> {
+        self.register_found(wants, max, false)
+    }
+
+    fn register_found(&self, wants: Wants, max: usize, found_nothing: bool) -> Arc<Taker> {
         let state = State {
             max,
             tasks: Vec::new(),
@@ -292,6 +310,7 @@ impl Takers {
             promised: 0,
             looked: false,
             looking: false,
+            found_nothing,
             lingering: None,
             closed: false,
         };
@@ -315,9 +334,20 @@ impl Takers {
         lingering.cloned()
     }
 
-    /// Claims waiting (lingering takers are not).
+    /// Claims waiting, whose look in Redis found nothing (lingering takers
+    /// are not).
     pub(crate) fn waiting(&self) -> usize {
-        self.0.lock().iter().filter(|taker| taker.state.lock().lingering.is_none()).count()
+        self.count(|state| state.lingering.is_none() && state.found_nothing)
+    }
+
+    /// Claims offered to the fires, whether they looked in Redis yet or not
+    /// (lingering takers are not).
+    pub(crate) fn registered(&self) -> usize {
+        self.count(|state| state.lingering.is_none())
+    }
+
+    fn count(&self, counted: impl Fn(&State) -> bool) -> usize {
+        self.0.lock().iter().filter(|taker| counted(&taker.state.lock())).count()
     }
 
     /// Whether there is no taker at all.

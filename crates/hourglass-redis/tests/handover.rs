@@ -389,7 +389,11 @@ async fn a_claim_is_handed_tasks_while_its_first_look_is_in_redis() {
     // A claim of 16 asks a shard with a claim script, a write (one of
     // fewer looks with reads, which Redis does not hold).
     let mut claimed = Box::pin(backend.claim_from(Claim::new(&queues, 16, LEASE_MS, WAIT_MS).unwrap()));
-    waiting(&backend, 1, &mut claimed).await;
+    tokio::select! {
+        _ = &mut claimed => panic!("the claim returned while its look was held"),
+        _ = until("the claim is offered to the fires", WITHIN, || backend.claims_offered_to_fires() == 1) => {}
+    }
+    assert_eq!(backend.waiting_claims(), 0, "its look has not found nothing yet");
     let got = tokio::time::timeout(WITHIN, claimed).await.expect("the task is handed over").unwrap();
     assert_eq!(got.iter().map(|task| task.id).collect::<Vec<_>>(), [id]);
     let after = backend.fired();
