@@ -5,18 +5,19 @@
 //! whose claims return them.
 //!
 //! **When a claim registers.** A claim that may wait and whose taker may
-//! linger (below) registers as it arrives, and is offered to the fires while
-//! its looks ask Redis, the first included: what a fire hands it then, if
-//! the look found tasks too, waits in the taker for the next claim. Registered only once a look found
-//! nothing, a consumer that claims again at once was registered for little
-//! of its time under a steady flow; the fires on its node then found no
-//! taker, hinted every node, and claim scripts of every node raced for the
-//! tasks, most of them finding nothing (`BENCHMARKS.md`, "Claims offered to
-//! the fires from their first look"). A claim whose taker may not linger
-//! registers once a look found nothing, and is not offered while it looks,
-//! as what a fire handed it then would be given back; so does a claim that
-//! does not wait (`wait_ms` 0), which looks once and would leave to its
-//! taker what a fire handed it during that look.
+//! linger (below) registers as it arrives, and is offered to the fires
+//! while its looks ask Redis, the first included: what a fire hands it
+//! then, if the look found tasks too, waits in the taker for the next
+//! claim. Registered only once a look found nothing, a consumer that
+//! claims again at once was registered for little of its time under a
+//! steady flow; the fires on its node then found no taker, hinted every
+//! node, and claim scripts of every node raced for the tasks, most of them
+//! finding nothing (`BENCHMARKS.md`, "Claims offered to the fires from
+//! their first look"). A claim whose taker may not linger registers once a
+//! look found nothing, and is not offered while it looks, as what a fire
+//! handed it then would be given back; so does a claim that does not wait
+//! (`wait_ms` 0), which looks once and would leave to its taker what a
+//! fire handed it during that look.
 //!
 //! A taker holds the tasks handed to it until its claim takes them (at most
 //! the claim's `max` at a time). While fires' scripts are under way with it
