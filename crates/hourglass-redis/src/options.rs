@@ -45,8 +45,8 @@ pub const SWEEP_MS: u64 = 1_000;
 /// on one Redis), not at each every [`SWEEP_MS`]. A lost hint of a shard's
 /// first task costs at most this.
 pub const SWEEP_IDLE_MS: u64 = 5_000;
-/// A waiting claim looks for due tasks at least this often, in case a hint
-/// was lost.
+/// A waiting claim looks for due tasks at least this often, at the shards
+/// marked as maybe having some, in case it missed a wake-up.
 pub const CLAIM_RECHECK_MS: u64 = 1_000;
 /// Most due tasks or expired leases of one queue one fire script moves; more
 /// are moved by the next, at once.

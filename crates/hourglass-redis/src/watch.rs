@@ -1,9 +1,12 @@
 //! What a node knows of its queues between round trips to Redis: which shards
 //! may have due tasks of a queue (so a claim looks only there), and the
 //! wake-up of claims waiting on a queue. Both are fed by the shards' pub/sub
-//! hints, which any node's change publishes; a hint lost (pub/sub is at most
-//! once) costs at most [`CLAIM_RECHECK_MS`](crate::CLAIM_RECHECK_MS) of a
-//! waiting claim's time, as every waiting claim looks again that often.
+//! hints, which any node's change publishes. Pub/sub is at most once, but
+//! Redis loses no message on a subscription that stands (a subscriber that
+//! falls too far behind is dropped instead); after a subscription was down,
+//! every shard is worth a look again ([`Watch::wake_all`]). A waiting claim
+//! also looks again every [`CLAIM_RECHECK_MS`](crate::CLAIM_RECHECK_MS), at
+//! the shards marked: a wake-up it missed costs it no more.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
