@@ -197,11 +197,10 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
 
 /// Hints from every node: `r SHARD QUEUE` (due tasks), `e SHARD MS QUEUE`
 /// and `E SHARD MS QUEUE` (a claim script at Redis time MS left no due task
-/// for pull or push claims),
-/// `h SHARD MS` (an earlier deadline for the shard's owner), `g SHARD` (a
-/// node gave the shard back: the membership ticks at once), `p QUEUE` (a
-/// pause changed), `s QUEUE` (its settings changed), `q QUEUE` (it may push
-/// now).
+/// for pull or push claims), `h SHARD MS` (an earlier deadline for the
+/// shard's owner), `g SHARD` (a node gave the shard back: the membership
+/// ticks at once), `p QUEUE` (a pause changed), `s QUEUE` (its settings
+/// changed), `q QUEUE` (it may push now).
 async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use futures_util::StreamExt;
     let Some(node) = backend.upgrade() else { return };

@@ -139,22 +139,25 @@ impl Watch {
         watch
     }
 
-    /// A hint from the channel; none is kept for a queue nobody here claimed.
-    pub(crate) fn hint(&self, queue: &str, shard: u16) {
+    /// Calls `f` with the watches of `queue` for pull and push claims that
+    /// this node keeps.
+    fn both(&self, queue: &str, f: impl Fn(&QueueWatch)) {
         let queues = self.queues.lock();
         for watch in [queues.get(queue), queues.get(&*push_name(queue))].into_iter().flatten() {
-            watch.hint(shard);
+            f(watch);
         }
+    }
+
+    /// A hint from the channel; none is kept for a queue nobody here claimed.
+    pub(crate) fn hint(&self, queue: &str, shard: u16) {
+        self.both(queue, |watch| watch.hint(shard));
     }
 
     /// A hint of a script through this node, at Redis time `at_ms`, that
     /// made a task of `queue` due in `shard`: its claims see it at once,
     /// before the script's own hint comes back through the channel.
     pub(crate) fn hint_local(&self, queue: &str, shard: u16, at_ms: u64) {
-        let queues = self.queues.lock();
-        for watch in [queues.get(queue), queues.get(&*push_name(queue))].into_iter().flatten() {
-            watch.hint_local(shard, at_ms);
-        }
+        self.both(queue, |watch| watch.hint_local(shard, at_ms));
     }
 
     /// A drain from the channel, of a claim script at Redis time `at_ms`:
@@ -176,10 +179,7 @@ impl Watch {
 
     /// The queue's pause changed: its waiting claims look again.
     pub(crate) fn wake(&self, queue: &str) {
-        let queues = self.queues.lock();
-        for watch in [queues.get(queue), queues.get(&*push_name(queue))].into_iter().flatten() {
-            watch.wake();
-        }
+        self.both(queue, QueueWatch::wake);
     }
 
     /// After the channel was down, or on closing: everything is looked at again.

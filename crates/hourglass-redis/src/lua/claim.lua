@@ -32,7 +32,9 @@ local before = head_min(h)
 local budget = { bytes = bytes_max, got = 0 }
 local taken, stop = hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_max, secret, now, out)
 out[3] = stop
-if taken > 0 and stop == STOP_DRAINED and redis.call('EXISTS', R) == 0 then
+-- Drained short of max, hand_out looked at every member and removed each;
+-- with max handed out, the set may hold more.
+if taken > 0 and stop == STOP_DRAINED and (taken < max or redis.call('EXISTS', R) == 0) then
   redis.call('PUBLISH', channel, (push and 'E ' or 'e ') .. shard .. ' ' .. string.format('%d', now) .. ' ' .. q)
 end
 hint_head(channel, shard, h, before)
