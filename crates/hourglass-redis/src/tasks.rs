@@ -223,7 +223,7 @@ impl RedisBackend {
             }
             invocation.arg(&self.channel).arg(*shard).arg(&**queue);
             for (_, seq, token) in group {
-                invocation.arg(*seq).arg(token);
+                invocation.arg(keys::field(*seq)).arg(token);
             }
             let mut conn = self.conn();
             async move { invocation.invoke_async::<Vec<String>>(&mut conn).await.map_err(storage) }

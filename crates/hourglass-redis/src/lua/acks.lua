@@ -1,7 +1,7 @@
 -- Acks of several tasks of one queue of one shard, each on its own: removed
 -- (a repeating one scheduled at its next occurrence) if its lease is current.
--- KEYS: t p h, the queue's six keys. ARGV: channel shard queue, then seq and
--- lease token per ack.
+-- KEYS: t p h, the queue's keys. ARGV: channel shard queue, then field (the
+-- seq in hex, as `field` prints it: read, not printed) and lease token per ack.
 -- Returns one code per ack: 'ok', 'not_found', 'stale', or 'queue' (the task
 -- is of another queue: ack it on its own).
 local t, p, h = KEYS[1], KEYS[2], KEYS[3]
@@ -10,7 +10,7 @@ local channel, shard, q = ARGV[1], ARGV[2], ARGV[3]
 local now = now_ms()
 local before = head_min(h)
 local seqs = {}
-for i = 4, #ARGV, 2 do table.insert(seqs, tonumber(ARGV[i])) end
+for i = 4, #ARGV, 2 do seqs[#seqs + 1] = member_seq(ARGV[i]) end
 local recs = load_all(t, seqs)
 -- The records are read at once, so a task acked twice in one batch is
 -- answered the second time as it then is: gone, or (repeating) rescheduled.
@@ -20,13 +20,13 @@ local out = {}
 for k, seq in ipairs(seqs) do
   local rec, token = recs[k], ARGV[3 + 2 * k]
   if acked[seq] then
-    table.insert(out, acked[seq])
+    out[k] = acked[seq]
   elseif not rec then
-    table.insert(out, 'not_found')
+    out[k] = 'not_found'
   elseif rec.q ~= q then
-    table.insert(out, 'queue')
+    out[k] = 'queue'
   elseif rec.s ~= 'l' or rec.L ~= token then
-    table.insert(out, 'stale')
+    out[k] = 'stale'
   elseif rec.e then
     unfile(Q, q, seq, rec, now)
     rec.a, rec.s, rec.L, rec.u = 0, 's', nil, nil
@@ -34,13 +34,13 @@ for k, seq in ipairs(seqs) do
     save(t, seq, rec)
     if file(Q, h, q, seq, rec, now) then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
     acked[seq] = 'stale'
-    table.insert(out, 'ok')
+    out[k] = 'ok'
   else
     -- Leased (checked above): `unfile` and `forget`, gathered.
     rem_later(w, Q.l, at_member(rec.u, seq))
     forget_later(w, Q, t, p, seq, rec)
     acked[seq] = 'not_found'
-    table.insert(out, 'ok')
+    out[k] = 'ok'
   end
 end
 write_all(w)

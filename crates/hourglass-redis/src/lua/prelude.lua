@@ -53,20 +53,41 @@ end
 local function hex(n, width)
   return string.format('%0' .. width .. 'x', n)
 end
--- The members' formats, built once a script: a member is one
--- string.format, where building the format each time turned the width into
--- a string with a printf of its own (printf was a tenth of Redis's CPU in a
--- burst of due tasks, BENCHMARKS.md).
+-- The members, built from their parts, each part printed once a script
+-- and then looked up: a `string.format` costs about 0.3 µs in Redis's Lua,
+-- and a task was printed three to five times a script (its field for its
+-- record, its payload and its write, its times for each set it moved
+-- between; BENCHMARKS.md). A seq read from a member keeps the digits it was
+-- read from, and is not printed at all. A script's tasks are bounded, and so
+-- are these tables.
 local SEQ_FMT = '%0' .. SEQ_DIGITS .. 'x'
-local AT_FMT = '%0' .. MS_DIGITS .. 'x:' .. SEQ_FMT
-local READY_FMT = '%0' .. PRIORITY_DIGITS .. 'x:' .. AT_FMT
+local MS_FMT = '%0' .. MS_DIGITS .. 'x'
+local PRIORITY_FMT = '%0' .. PRIORITY_DIGITS .. 'x'
+local seqs_printed, ms_printed, priorities_printed = {}, {}, {}
+local function print_once(known, fmt, n)
+  local s = known[n]
+  if not s then
+    s = string.format(fmt, n)
+    known[n] = s
+  end
+  return s
+end
+local function ms_hex(ms) return print_once(ms_printed, MS_FMT, ms) end
 -- The score of every member of the tasks' sets, as a string: Redis takes a
 -- string argument as it is, where it prints a number first (`%.17g`).
 local ZERO = '0'
-local function field(seq) return string.format(SEQ_FMT, seq) end
-local function at_member(ms, seq) return string.format(AT_FMT, ms, seq) end
-local function ready_member(pri, ms, seq) return string.format(READY_FMT, pri, ms, seq) end
-local function member_seq(m) return tonumber(string.sub(m, -SEQ_DIGITS), 16) end
+local function field(seq) return print_once(seqs_printed, SEQ_FMT, seq) end
+local function at_member(ms, seq) return ms_hex(ms) .. ':' .. field(seq) end
+local function priority_hex(pri) return print_once(priorities_printed, PRIORITY_FMT, pri) end
+local function ready_member(pri, ms, seq) return priority_hex(pri) .. ':' .. at_member(ms, seq) end
+-- The seq of a member, or of a field (a member's last digits); its digits
+-- are remembered as its field.
+local function member_seq(m)
+  local digits = string.sub(m, -SEQ_DIGITS)
+  local seq = tonumber(digits, 16)
+  seqs_printed[seq] = digits
+  return seq
+end
 local function member_ms(m) return tonumber(string.sub(m, 1, MS_DIGITS), 16) end
 -- A due member without its priority: the task's member of the oldest-first set.
 local function ready_at(m) return string.sub(m, PRIORITY_DIGITS + 2) end
@@ -106,10 +127,11 @@ local function gather(into, key, a, b)
   if not list then
     list = {}
     into.by[key] = list
-    table.insert(into.keys, key)
+    into.keys[#into.keys + 1] = key
   end
-  table.insert(list, a)
-  if b ~= nil then table.insert(list, b) end
+  local n = #list
+  list[n + 1] = a
+  if b ~= nil then list[n + 2] = b end
 end
 local function set_later(w, key, name, value) gather(w.set, key, name, value) end
 local function save_later(w, t, seq, rec) set_later(w, t, field(seq), cmsgpack.pack(rec)) end
@@ -125,8 +147,9 @@ end
 -- As `file`, gathered in `w`, for a task that is due (state 's', due by
 -- now): `queue_pushes` says whether its queue has a target (flag P).
 local function file_due_later(w, Q, seq, rec, queue_pushes)
-  add_later(w, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, ready_member(rec.p, rec.r, seq))
-  add_later(w, Q.o, at_member(rec.r, seq))
+  local at = at_member(rec.r, seq)
+  add_later(w, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, priority_hex(rec.p) .. ':' .. at)
+  add_later(w, Q.o, at)
 end
 
 -- The earliest deadline of the shard, or nil.
@@ -219,6 +242,24 @@ local function lease_token(secret, counter)
   return string.sub(redis.sha1hex(secret .. ':' .. string.format('%d', counter)), 1, 16)
 end
 local function new_lease(lseq, secret) return lease_token(secret, redis.call('INCR', lseq)) end
+-- The tokens of the leases of counters `first` + 1, `first` + 2, ...: the
+-- token of an odd-numbered one (k) as lease_token's, and that of the next
+-- (k + 1) the next 16 hex digits of the same SHA-1, so that a hand-out
+-- hashes once for two tasks. Called with k, it hashes only for a pair not
+-- met yet: a task skipped (dead) leaves its counter unused, as before.
+local function lease_tokens(secret, first)
+  local digests = {}
+  return function(k)
+    local odd = k - (k + 1) % 2
+    local digest = digests[odd]
+    if not digest then
+      digest = redis.sha1hex(secret .. ':' .. string.format('%d', first + odd))
+      digests[odd] = digest
+    end
+    if k == odd then return string.sub(digest, 1, 16) end
+    return string.sub(digest, 17, 32)
+  end
+end
 
 -- Hands the task out under a new lease (it is unfiled): one more attempt.
 local function lease(Q, h, t, lseq, q, seq, rec, now, lease_ms, secret)
@@ -263,22 +304,23 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
   while taken < max and looked < scan_max and stop == STOP_DRAINED do
     local members = redis.call('ZRANGE', R, looked, looked + (max - taken) - 1)
     if #members == 0 then break end
-    local seqs = {}
-    for k, m in ipairs(members) do seqs[k] = member_seq(m) end
-    local recs = load_all(t, seqs)
+    -- Each task's field, as its member ends.
+    local fields = {}
+    for k, m in ipairs(members) do fields[k] = string.sub(m, -SEQ_DIGITS) end
+    local raws = redis.call('HMGET', t, unpack(fields))
     -- One lease counter for each task looked at; those not handed out
     -- leave theirs unused.
-    local counter = redis.call('INCRBY', lseq, #members) - #members
+    local token = lease_tokens(secret, redis.call('INCRBY', lseq, #members) - #members)
     for k, m in ipairs(members) do
-      local seq, rec = seqs[k], recs[k]
+      local f, rec = fields[k], cmsgpack.unpack(raws[k])
       if rec.x and rec.x <= now then
         -- Not delivered by its expiry: dead, never late.
         rec.s = 'd'
         rec.X = 1
-        save_later(w, t, seq, rec)
-        add_later(w, Q.d, field(seq))
+        set_later(w, t, f, cmsgpack.pack(rec))
+        add_later(w, Q.d, f)
       else
-        local payload = redis.call('HGET', p, field(seq))
+        local payload = redis.call('HGET', p, f)
         if budget.got > 0 and #payload > budget.bytes then
           stop = STOP_BYTES
           break
@@ -287,19 +329,21 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
         budget.got = budget.got + 1
         rec.a = rec.a + 1
         rec.s = 'l'
-        rec.L = lease_token(secret, counter + k)
+        rec.L = token(k)
         rec.u = now + ((not push and rec.l) or lease_ms)
-        save_later(w, t, seq, rec)
-        table.insert(leased, ZERO)
-        table.insert(leased, at_member(rec.u, seq))
+        set_later(w, t, f, cmsgpack.pack(rec))
+        leased[2 * taken + 1] = ZERO
+        leased[2 * taken + 2] = ms_hex(rec.u) .. ':' .. f
         if not first_end or rec.u < first_end then first_end = rec.u end
         taken = taken + 1
-        local target = rec.h and cmsgpack.pack(rec.h) or ''
-        for _, v in ipairs({ seq, payload, rec.a, rec.L, rec.u, rec.r, target }) do table.insert(out, v) end
+        -- Its HANDED_VALUES values, in place: no table and no call a value.
+        local n = #out
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = tonumber(f, 16), payload, rec.a, rec.L
+        out[n + 5], out[n + 6], out[n + 7] = rec.u, rec.r, rec.h and cmsgpack.pack(rec.h) or ''
       end
       looked = looked + 1
-      table.insert(gone_r, m)
-      table.insert(gone_o, ready_at(m))
+      gone_r[looked] = m
+      gone_o[looked] = ready_at(m)
     end
   end
   if stop == STOP_DRAINED and taken < max and looked >= scan_max then stop = STOP_SCANNED end
