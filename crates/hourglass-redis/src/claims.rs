@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -18,7 +18,7 @@ use crate::handover::Waiting;
 use crate::options::{CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
 use crate::reply::Reply;
 use crate::scripts::{ClaimStop, SCRIPTS};
-use crate::takers::Taken;
+use crate::takers::{Taken, Taker};
 use crate::watch::QueueWatch;
 use crate::{keys, record, RedisBackend};
 
@@ -166,6 +166,23 @@ impl RedisBackend {
         let id = keys::id(shard, seq);
         self.remember(id, queue);
         Ok(Claimed { id, queue: queue.clone(), payload, attempt, lease, lease_until_ms, run_at_ms, target })
+    }
+
+    /// What `taker` holds for its claim, less the tasks whose cancel this
+    /// node heard (`revoked.rs`); if that leaves none, as if it held none.
+    fn take_live(&self, taker: &Taker) -> Taken {
+        loop {
+            match taker.take() {
+                Taken::Tasks(mut tasks) => {
+                    let dropped = self.revoked.drop_cancelled(&mut tasks, Instant::now());
+                    self.dropped_cancelled.fetch_add(dropped as u64, Ordering::Relaxed);
+                    if !tasks.is_empty() {
+                        return Taken::Tasks(tasks);
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Counts `claimed` as delivered now (by this node), with their lateness.
@@ -385,7 +402,7 @@ impl RedisBackend {
             let taker = waiting.lock().as_ref().map(|waiting| waiting.taker.clone());
             if let Some(taker) = &taker {
                 wake_on.push(taker.notify());
-                match taker.take() {
+                match backend.take_live(taker) {
                     Taken::Tasks(tasks) => {
                         backend.count_delivered(&tasks);
                         return Ok(Look::Found(tasks));

@@ -61,6 +61,7 @@ mod push;
 mod record;
 mod registry;
 mod reply;
+mod revoked;
 mod schedule_record;
 mod schedules;
 mod scripts;
@@ -110,6 +111,9 @@ pub struct Fired {
     /// Of those, given back to their queue because the claim had ended
     /// before it took them.
     pub given_back: u64,
+    /// Of those, dropped because their cancel was heard before a claim took
+    /// them (`revoked.rs`).
+    pub dropped_cancelled: u64,
 }
 
 /// While Redis cannot be reached, [`RedisBackend::connect_within`] tries
@@ -175,6 +179,9 @@ pub struct RedisBackend {
     /// This node's fires under way (`handover.rs`).
     firing: AtomicUsize,
     given_back: AtomicU64,
+    /// Tasks cancelled while leased, as this node heard of them.
+    revoked: revoked::Revoked,
+    dropped_cancelled: AtomicU64,
     /// Itself, for the work a method leaves running when it returns (giving
     /// back tasks handed over to a claim that ended).
     me: Weak<RedisBackend>,
@@ -239,6 +246,8 @@ impl RedisBackend {
             handed_ahead: AtomicU64::new(0),
             firing: AtomicUsize::new(0),
             given_back: AtomicU64::new(0),
+            revoked: revoked::Revoked::default(),
+            dropped_cancelled: AtomicU64::new(0),
             me: me.clone(),
             closed: Closed::default(),
             stop,
@@ -313,6 +322,7 @@ impl RedisBackend {
             handed_over: self.handed.load(Ordering::Relaxed),
             handed_ahead: self.handed_ahead.load(Ordering::Relaxed),
             given_back: self.given_back.load(Ordering::Relaxed),
+            dropped_cancelled: self.dropped_cancelled.load(Ordering::Relaxed),
         }
     }
 

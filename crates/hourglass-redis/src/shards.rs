@@ -42,6 +42,7 @@ use crate::alarms::Ring;
 use crate::conn::{client, redact, subscribe_urls};
 use crate::error::{storage, unexpected};
 use crate::health::is_unreachable;
+use crate::keys;
 use crate::options::{FIRE_BATCH_MAX, FIRE_QUEUES_MAX, RENEWALS_PER_LEASE, SWEEP_IDLE_MS, SWEEP_MS};
 use crate::record;
 use crate::reply::Reply;
@@ -200,7 +201,8 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
 /// for pull or push claims), `h SHARD MS` (an earlier deadline for the
 /// shard's owner), `g SHARD` (a node gave the shard back: the membership
 /// ticks at once), `p QUEUE` (a pause changed), `s QUEUE` (its settings
-/// changed), `q QUEUE` (it may push now).
+/// changed), `q QUEUE` (it may push now), `x SHARD SEQ` (a leased task was
+/// cancelled: `revoked.rs`).
 async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use futures_util::StreamExt;
     let Some(node) = backend.upgrade() else { return };
@@ -276,6 +278,11 @@ impl RedisBackend {
                 }
                 if let Ok(shard) = shard.parse() {
                     self.owned.wake(shard);
+                }
+            }
+            (Some("x"), Some(shard), Some(seq)) => {
+                if let (Ok(shard), Ok(seq)) = (shard.parse(), seq.parse()) {
+                    self.revoked.revoke(keys::id(shard, seq), Instant::now());
                 }
             }
             (Some("g"), Some(_), None) => self.owned.tick_soon.notify_one(),

@@ -467,13 +467,13 @@ impl Takers {
     }
 }
 
+/// Tasks as handed over, for the tests of what holds them.
 #[cfg(test)]
-mod tests {
-    use futures_util::FutureExt;
+pub(crate) mod fixtures {
+    use hourglass_queue::Claimed;
 
-    use super::*;
-
-    fn task(id: u64) -> Claimed {
+    /// Task `id` of queue `q`, its lease far off.
+    pub(crate) fn task(id: u64) -> Claimed {
         Claimed {
             id,
             queue: "q".into(),
@@ -486,12 +486,21 @@ mod tests {
         }
     }
 
+    /// The ids of `tasks`, in order.
+    pub(crate) fn ids(tasks: &[Claimed]) -> Vec<u64> {
+        tasks.iter().map(|task| task.id).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+
+    use super::fixtures::{ids, task};
+    use super::*;
+
     fn pull(queues: &[&str]) -> Wants {
         Wants::Pull { queues: queues.iter().map(|&q| q.into()).collect(), lease_ms: 1_000 }
-    }
-
-    fn ids(tasks: &[Claimed]) -> Vec<u64> {
-        tasks.iter().map(|task| task.id).collect()
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hourglass_queue::prelude::*;
-use hourglass_queue::{Claim, Claimed, Flow, HttpTarget, NewTask, Pause, PushTarget, QueueSettings, RunAt};
+use hourglass_queue::{Claim, Claimed, Flow, HttpTarget, NewTask, Pause, PushTarget, QueueError, QueueSettings, RunAt};
 use hourglass_redis::RedisBackend;
 use hourglass_test_support::redis::{Cluster, Server};
 
@@ -326,6 +326,35 @@ async fn a_task_handed_ahead_is_answered_at_its_due_time_and_leased_from_then() 
     assert!(answered_at >= due_ms, "answered at {answered_at}, before its due time {due_ms}");
     assert_eq!(task.lease_until_ms, due_ms + LEASE_MS, "the lease counts from the due time");
     backend.ack(task.id, task.lease).await.unwrap();
+    backend.close();
+}
+
+/// A task cancelled while it is handed ahead (leased to a waiting claim,
+/// held until its due time) is not answered: the cancel publishes its
+/// revocation, and the node drops the task before its claim takes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_cancelled_while_handed_ahead_is_not_answered() {
+    let Some(server) = Server::start() else { return };
+    let backend = handing_ahead(&server.url(), 1_000).await;
+    let queues = ["revoked"];
+    // It waits past the task's due time: what it gets, it gets at that time.
+    let claim = Claim::new(&queues, 5, LEASE_MS, 3_000).unwrap();
+    let mut claimed = Box::pin(backend.claim_from(claim));
+    waiting(&backend, 1, &mut claimed).await;
+    let id = backend.enqueue("revoked", NewTask::new("{}", RunAt::Delay(1_500))).await.unwrap().id;
+    let due_ms = backend.get(id).await.unwrap().task.run_at_ms;
+    tokio::select! {
+        _ = &mut claimed => panic!("answered before the task was handed ahead"),
+        _ = until("the task is handed ahead", WITHIN, || backend.fired().handed_ahead == 1) => {}
+    }
+    let cancelled_at = redis_ms(&server);
+    backend.cancel(id).await.unwrap();
+    let got = tokio::time::timeout(WITHIN, claimed).await.expect("the claim ends").unwrap();
+    println!("due at {due_ms}: cancelled {} ms before, while handed ahead", due_ms.saturating_sub(cancelled_at));
+    assert!(cancelled_at < due_ms, "cancelled at {cancelled_at}, ahead of its due time {due_ms}");
+    assert!(got.is_empty(), "a cancelled task is not answered: {got:?}");
+    assert_eq!(backend.fired().dropped_cancelled, 1, "dropped on the node");
+    assert!(matches!(backend.get(id).await, Err(QueueError::NotFound(_))), "cancelled for good");
     backend.close();
 }
 

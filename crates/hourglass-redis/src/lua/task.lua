@@ -30,6 +30,9 @@ local function holds(token) return rec.s == 'l' and rec.L == token end
 
 if op == 'cancel' or op == 'cancel_unleased' then
   if op == 'cancel_unleased' and rec.s == 'l' then return { 'conflict', now } end
+  -- A leased task may wait on a node for its claim (handed over ahead, or
+  -- lingering): every node drops it if it hears this first (`revoked.rs`).
+  if rec.s == 'l' then redis.call('PUBLISH', channel, 'x ' .. shard .. ' ' .. string.format('%d', seq)) end
   unfile(Q, q, seq, rec, now)
   forget(Q, t, p, seq, rec)
   return done('ok')
