@@ -15,7 +15,7 @@ use hourglass_queue::{Claim, Claimed, Delivery, Flow, Pause, PushTarget, QueueEr
 
 use crate::error::{storage, unexpected};
 use crate::handover::Waiting;
-use crate::options::{CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_MIN};
+use crate::options::{CLAIM_RECHECK_MS, CLAIM_SCAN_MAX, CLAIM_SHARE_FILLED, CLAIM_SHARE_MIN};
 use crate::reply::Reply;
 use crate::scripts::{ClaimStop, SCRIPTS};
 use crate::takers::{Taken, Taker};
@@ -225,7 +225,10 @@ impl RedisBackend {
                 unasked.push(Candidate { of, shard, hints });
             }
         }
-        let mut asks = self.first_round(&mut unasked, max, delivery).await?;
+        let filled = queues.iter().all(|of| of.watch.filled());
+        let share_min = if filled { CLAIM_SHARE_FILLED } else { CLAIM_SHARE_MIN };
+        let mut asks = self.first_round(&mut unasked, max, share_min, delivery).await?;
+        let mut first_round = !asks.is_empty();
         let mut claimed = Vec::new();
         let mut pause_ends: Option<u64> = None;
         let mut bytes = 0;
@@ -236,8 +239,10 @@ impl RedisBackend {
             let claims = asks.iter().map(|(at, ask)| self.claim_shard(at.shard, at.of, *ask, bytes_max, delivery));
             let answers = futures_util::future::join_all(claims).await;
             let mut full = false;
+            let mut every_ask_filled = true;
             for ((at, ask), answer) in asks.into_iter().zip(answers) {
                 let (got, stop) = answer?;
+                every_ask_filled &= got.len() == ask;
                 bytes += got.iter().map(|task| task.payload.len()).sum::<usize>();
                 match stop {
                     Ok(_) if got.len() == ask => more.push(at),
@@ -248,6 +253,11 @@ impl RedisBackend {
                     Err(_) => {}
                 }
                 claimed.extend(got);
+            }
+            if std::mem::take(&mut first_round) {
+                for of in queues {
+                    of.watch.first_round_filled(every_ask_filled);
+                }
             }
             let left = max - claimed.len();
             if full || left == 0 || bytes >= ANSWER_PAYLOAD_BYTES_MAX {
@@ -262,8 +272,10 @@ impl RedisBackend {
     /// The first round of a claim of `max` from the shards `unasked`, taken
     /// from it. With room for at least one task from each (or
     /// [`CLAIM_SHARE_MIN`] from some), they are asked for their shares of
-    /// `max` at once, [`CLAIM_SHARE_MIN`] or more each, from as few shards as
-    /// that takes, starting at a shard in turn so that claims spread.
+    /// `max` at once, `share_min` or more each ([`CLAIM_SHARE_MIN`], or
+    /// [`CLAIM_SHARE_FILLED`] after a claim whose first round got all it
+    /// asked), from as few shards as that takes, starting at a shard in turn
+    /// so that claims spread.
     /// Otherwise (a claim of one task among several shards, as beanstalkd's
     /// `reserve`) each is looked at first (its first due task, and how many
     /// it has), and asked in claim order (priority, due time, id) for as many
@@ -274,12 +286,13 @@ impl RedisBackend {
         &self,
         unasked: &mut Vec<Candidate<'a>>,
         max: usize,
+        share_min: usize,
         delivery: Delivery,
     ) -> Result<Vec<(Candidate<'a>, usize)>, QueueError> {
         if max >= unasked.len() || max >= CLAIM_SHARE_MIN {
             let start = self.next_shard.fetch_add(1, Ordering::Relaxed) as usize % unasked.len().max(1);
             unasked.rotate_left(start);
-            return Ok(shares(unasked, max, CLAIM_SHARE_MIN));
+            return Ok(shares(unasked, max, share_min));
         }
         let looks = unasked.iter().map(|at| self.look(at.shard, &at.of.queue, delivery));
         let looks = futures_util::future::join_all(looks).await;

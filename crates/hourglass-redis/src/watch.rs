@@ -9,7 +9,7 @@
 //! the shards marked: a wake-up it missed costs it no more.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -35,6 +35,9 @@ pub(crate) struct QueueWatch {
     /// Per shard: the Redis time (ms) of the last script through this node
     /// that made a task due, hinted here at once, ahead of the channel.
     local_ms: Vec<AtomicU64>,
+    /// Whether the last claim here got all it asked of every shard in its
+    /// first round: the shards hold more than such shares (`claims.rs`).
+    filled: AtomicBool,
 }
 
 impl QueueWatch {
@@ -45,7 +48,20 @@ impl QueueWatch {
             hints: (0..shards).map(|_| AtomicU64::new(1)).collect(),
             seen: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             local_ms: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+            filled: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the last claim got all it asked of every shard in its first
+    /// round.
+    pub(crate) fn filled(&self) -> bool {
+        self.filled.load(Ordering::Relaxed)
+    }
+
+    /// What the last claim's first round found: all it asked of every shard
+    /// (`filled`), or not.
+    pub(crate) fn first_round_filled(&self, filled: bool) {
+        self.filled.store(filled, Ordering::Relaxed);
     }
 
     /// The shards that may have due tasks, each with the hint count to hand

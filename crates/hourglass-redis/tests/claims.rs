@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use hourglass_queue::kit::one_claim_takes_every_due;
 use hourglass_queue::prelude::*;
 use hourglass_queue::{NewTask, RunAt};
-use hourglass_redis::{RedisBackend, SHARDS_DEFAULT};
+use hourglass_redis::{RedisBackend, CLAIM_SHARE_FILLED, CLAIM_SHARE_MIN, SHARDS_DEFAULT};
 use hourglass_test_support::redis::{Cluster, Server};
 
-use crate::{node, sole_node, until};
+use crate::{claim_scripts, node, reset_stats, sole_node, until};
 
 /// Far enough ahead that a placed task is not due while others are placed.
 const LATER_MS: u64 = 3_600_000;
@@ -74,6 +74,30 @@ async fn a_claim_takes_every_due_task_in_any_spread_on_a_cluster() {
     let backend = sole_node(&cluster.url()).await;
     every_spread(&backend).await;
     backend.close();
+}
+
+/// After a claim whose first round got all it asked of every shard, as in
+/// a burst, the next asks fewer shards for more each: one script for a claim
+/// of [`CLAIM_SHARE_FILLED`], not one for each [`CLAIM_SHARE_MIN`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_first_round_filled_a_claim_asks_fewer_shards_for_more() {
+    let Some(server) = Server::start() else { return };
+    let b = sole_node(&server.url()).await;
+    let queue = "filled";
+    let each = CLAIM_SHARE_FILLED + CLAIM_SHARE_MIN;
+    place(&b, queue, &(0..SHARDS_DEFAULT).map(|shard| (shard, each)).collect()).await;
+    // Redis knows the claim script (one sent first is sent again whole).
+    assert!(b.claim("none", CLAIM_SHARE_FILLED, 30_000, 0).await.unwrap().is_empty());
+    let mut scripts = Vec::new();
+    for _ in 0..3 {
+        reset_stats(&[&server]);
+        let claimed = b.claim(queue, CLAIM_SHARE_FILLED, 30_000, 0).await.unwrap();
+        assert_eq!(claimed.len(), CLAIM_SHARE_FILLED);
+        scripts.push(claim_scripts(&[&server]));
+    }
+    let first = CLAIM_SHARE_FILLED / CLAIM_SHARE_MIN;
+    assert_eq!(scripts, [first, 1, 1], "{first} shards asked at first, then one");
+    b.close();
 }
 
 /// A claim that leaves a shard with no due task of its queue says so, and

@@ -12,7 +12,7 @@ use hourglass_queue::{Claim, Claimed, Flow, HttpTarget, NewTask, Pause, PushTarg
 use hourglass_redis::RedisBackend;
 use hourglass_test_support::redis::{Cluster, Server};
 
-use crate::{node, sole_node, until};
+use crate::{claim_scripts, node, reset_stats, sole_node, until};
 
 const LEASE_MS: u64 = 60_000;
 const WAIT_MS: u64 = 30_000;
@@ -23,33 +23,6 @@ const WITHIN: Duration = Duration::from_secs(20);
 /// Calls of `command` on `masters` since their stats were reset.
 fn calls(masters: &[&Server], command: &str) -> u64 {
     masters.iter().map(|master| crate::calls(master, command)).sum()
-}
-
-/// Keys a claim script names: t p h lseq paused, then a queue's eight
-/// (`lua/claim.lua`); no other script names as many.
-const CLAIM_SCRIPT_KEYS: &str = "13";
-
-/// Resets `masters`' counts of commands, and logs every command from now.
-fn reset_stats(masters: &[&Server]) {
-    for master in masters {
-        master.cli(&["CONFIG", "RESETSTAT"]);
-        master.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
-        master.cli(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
-        master.cli(&["SLOWLOG", "RESET"]);
-    }
-}
-
-/// Claim scripts `masters` ran since [`reset_stats`]: `EVALSHA sha 13 ...`
-/// in their logs of commands.
-fn claim_scripts(masters: &[&Server]) -> usize {
-    masters
-        .iter()
-        .map(|master| {
-            let log = master.cli(&["SLOWLOG", "GET", "-1"]);
-            let lines: Vec<&str> = log.lines().map(str::trim).collect();
-            lines.windows(3).filter(|w| w[0].eq_ignore_ascii_case("evalsha") && w[2] == CLAIM_SCRIPT_KEYS).count()
-        })
-        .sum()
 }
 
 /// Waits until `count` claims wait on `backend`, driving `claims` meanwhile.

@@ -347,6 +347,33 @@ fn calls(server: &Server, command: &str) -> u64 {
     calls_in(&server.cli(&["INFO", "commandstats"]), command)
 }
 
+/// Keys a claim script names: t p h lseq paused, then a queue's eight
+/// (`lua/claim.lua`); no other script names as many.
+const CLAIM_SCRIPT_KEYS: &str = "13";
+
+/// Resets `masters`' counts of commands, and logs every command from now.
+pub(crate) fn reset_stats(masters: &[&Server]) {
+    for master in masters {
+        master.cli(&["CONFIG", "RESETSTAT"]);
+        master.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        master.cli(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
+        master.cli(&["SLOWLOG", "RESET"]);
+    }
+}
+
+/// Claim scripts `masters` ran since [`reset_stats`]: `EVALSHA sha 13 ...`
+/// in their logs of commands.
+pub(crate) fn claim_scripts(masters: &[&Server]) -> usize {
+    masters
+        .iter()
+        .map(|master| {
+            let log = master.cli(&["SLOWLOG", "GET", "-1"]);
+            let lines: Vec<&str> = log.lines().map(str::trim).collect();
+            lines.windows(3).filter(|w| w[0].eq_ignore_ascii_case("evalsha") && w[2] == CLAIM_SCRIPT_KEYS).count()
+        })
+        .sum()
+}
+
 /// Counts of a command in the answer to `INFO commandstats`.
 fn calls_in(stats: &str, command: &str) -> u64 {
     let line = stats.lines().find(|line| line.starts_with(&format!("cmdstat_{command}:")));
