@@ -4,6 +4,8 @@
 //! and on a Cluster; a paused queue is not handed over; flow control holds;
 //! and tasks handed to a claim that went away are given back, not lost.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -266,6 +268,27 @@ fn redis_ms(server: &Server) -> u64 {
     seconds * 1_000 + micros / 1_000
 }
 
+/// A claim of `queues` waiting `wait_ms` on `backend`, and a task of the
+/// first queue due 1.5 s after it waits, handed to it ahead (leased, while
+/// the claim waits for the due time): the claim, still under way, with the
+/// task's id and due time.
+async fn claim_handed_ahead<'a>(
+    backend: &'a RedisBackend,
+    queues: &'a [&'a str],
+    wait_ms: u64,
+) -> (Pin<Box<impl Future<Output = Result<Vec<Claimed>, QueueError>> + 'a>>, u64, u64) {
+    let claim = Claim::new(queues, 5, LEASE_MS, wait_ms).unwrap();
+    let mut claimed = Box::pin(backend.claim_from(claim));
+    waiting(backend, 1, &mut claimed).await;
+    let id = backend.enqueue(queues[0], NewTask::new("{}", RunAt::Delay(1_500))).await.unwrap().id;
+    let due_ms = backend.get(id).await.unwrap().task.run_at_ms;
+    tokio::select! {
+        _ = &mut claimed => panic!("answered before the task was handed ahead"),
+        _ = until("the task is handed ahead", WITHIN, || backend.fired().handed_ahead == 1) => {}
+    }
+    (claimed, id, due_ms)
+}
+
 /// A task that comes due within `fire_ahead_ms` of a fire while a claim
 /// waits is leased to the claim then, and the claim is answered at its due
 /// time: not before, with a lease that counts from then.
@@ -273,17 +296,7 @@ fn redis_ms(server: &Server) -> u64 {
 async fn a_task_handed_ahead_is_answered_at_its_due_time_and_leased_from_then() {
     let Some(server) = Server::start() else { return };
     let backend = handing_ahead(&server.url(), 1_000).await;
-    let queues = ["ahead"];
-    let claim = Claim::new(&queues, 5, LEASE_MS, WAIT_MS).unwrap();
-    let mut claimed = Box::pin(backend.claim_from(claim));
-    waiting(&backend, 1, &mut claimed).await;
-    let id = backend.enqueue("ahead", NewTask::new("{}", RunAt::Delay(1_500))).await.unwrap().id;
-    let due_ms = backend.get(id).await.unwrap().task.run_at_ms;
-    // Handed ahead: leased, while the claim waits for the due time.
-    tokio::select! {
-        _ = &mut claimed => panic!("answered before the task was handed ahead"),
-        _ = until("the task is handed ahead", WITHIN, || backend.fired().handed_ahead == 1) => {}
-    }
+    let (claimed, id, due_ms) = claim_handed_ahead(&backend, &["ahead"], WAIT_MS).await;
     let handed_at = redis_ms(&server);
     assert!(handed_at < due_ms, "handed over at {handed_at}, ahead of {due_ms}");
     let got = tokio::time::timeout(WITHIN, claimed).await.expect("answered at its due time").unwrap();
@@ -309,17 +322,8 @@ async fn a_task_handed_ahead_is_answered_at_its_due_time_and_leased_from_then() 
 async fn a_task_cancelled_while_handed_ahead_is_not_answered() {
     let Some(server) = Server::start() else { return };
     let backend = handing_ahead(&server.url(), 1_000).await;
-    let queues = ["revoked"];
     // It waits past the task's due time: what it gets, it gets at that time.
-    let claim = Claim::new(&queues, 5, LEASE_MS, 3_000).unwrap();
-    let mut claimed = Box::pin(backend.claim_from(claim));
-    waiting(&backend, 1, &mut claimed).await;
-    let id = backend.enqueue("revoked", NewTask::new("{}", RunAt::Delay(1_500))).await.unwrap().id;
-    let due_ms = backend.get(id).await.unwrap().task.run_at_ms;
-    tokio::select! {
-        _ = &mut claimed => panic!("answered before the task was handed ahead"),
-        _ = until("the task is handed ahead", WITHIN, || backend.fired().handed_ahead == 1) => {}
-    }
+    let (claimed, id, due_ms) = claim_handed_ahead(&backend, &["revoked"], 3_000).await;
     let cancelled_at = redis_ms(&server);
     backend.cancel(id).await.unwrap();
     let got = tokio::time::timeout(WITHIN, claimed).await.expect("the claim ends").unwrap();
