@@ -227,8 +227,9 @@ impl RedisBackend {
         }
         let filled = queues.iter().all(|of| of.watch.filled());
         let share_min = if filled { CLAIM_SHARE_FILLED } else { CLAIM_SHARE_MIN };
-        let mut asks = self.first_round(&mut unasked, max, share_min, delivery).await?;
-        let mut first_round = !asks.is_empty();
+        let (mut asks, shared) = self.first_round(&mut unasked, max, share_min, delivery).await?;
+        // A first round of shares says whether the shards held more than them.
+        let mut first_round = shared && !asks.is_empty();
         let mut claimed = Vec::new();
         let mut pause_ends: Option<u64> = None;
         let mut bytes = 0;
@@ -281,18 +282,19 @@ impl RedisBackend {
     /// it has), and asked in claim order (priority, due time, id) for as many
     /// as it has until `max` are asked for: a claim of one task gets the most
     /// urgent of all. A claim of several gets each shard's most urgent, which
-    /// across shards is claim order only roughly.
+    /// across shards is claim order only roughly. Returns the asks, and
+    /// whether they are shares (not sized by what each shard has).
     async fn first_round<'a>(
         &self,
         unasked: &mut Vec<Candidate<'a>>,
         max: usize,
         share_min: usize,
         delivery: Delivery,
-    ) -> Result<Vec<(Candidate<'a>, usize)>, QueueError> {
+    ) -> Result<(Vec<(Candidate<'a>, usize)>, bool), QueueError> {
         if max >= unasked.len() || max >= CLAIM_SHARE_MIN {
             let start = self.next_shard.fetch_add(1, Ordering::Relaxed) as usize % unasked.len().max(1);
             unasked.rotate_left(start);
-            return Ok(shares(unasked, max, share_min));
+            return Ok((shares(unasked, max, share_min), true));
         }
         let looks = unasked.iter().map(|at| self.look(at.shard, &at.of.queue, delivery));
         let looks = futures_util::future::join_all(looks).await;
@@ -315,7 +317,7 @@ impl RedisBackend {
                 unasked.push(at);
             }
         }
-        Ok(asks)
+        Ok((asks, false))
     }
 
     /// The queues a claim takes from, as they are now: the claim's own for
