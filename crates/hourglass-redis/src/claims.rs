@@ -168,6 +168,20 @@ impl RedisBackend {
         Ok(Claimed { id, queue: queue.clone(), payload, attempt, lease, lease_until_ms, run_at_ms, target })
     }
 
+    /// Frees, in the background, the flow-control slots of `dropped` (their
+    /// cancel may have freed them before this node's fire bound them).
+    fn settle_dropped(&self, dropped: Vec<Claimed>) {
+        if dropped.is_empty() {
+            return;
+        }
+        let (Some(backend), Ok(runtime)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) else { return };
+        runtime.spawn(async move {
+            for task in dropped {
+                backend.settled(&task.queue, &[task.id]).await;
+            }
+        });
+    }
+
     /// What `taker` holds for its claim, less the tasks whose cancel this
     /// node heard (`revoked.rs`); if that leaves none, as if it held none.
     fn take_live(&self, taker: &Taker) -> Taken {
@@ -175,7 +189,8 @@ impl RedisBackend {
             match taker.take() {
                 Taken::Tasks(mut tasks) => {
                     let dropped = self.revoked.drop_cancelled(&mut tasks, Instant::now());
-                    self.dropped_cancelled.fetch_add(dropped as u64, Ordering::Relaxed);
+                    self.dropped_cancelled.fetch_add(dropped.len() as u64, Ordering::Relaxed);
+                    self.settle_dropped(dropped);
                     if !tasks.is_empty() {
                         return Taken::Tasks(tasks);
                     }
@@ -228,8 +243,11 @@ impl RedisBackend {
         let filled = queues.iter().all(|of| of.watch.filled());
         let share_min = if filled { CLAIM_SHARE_FILLED } else { CLAIM_SHARE_MIN };
         let (mut asks, shared) = self.first_round(&mut unasked, max, share_min, delivery).await?;
-        // A first round of shares says whether the shards held more than them.
-        let mut first_round = shared && !asks.is_empty();
+        // A first round of shares says, of each queue it asked, whether its
+        // shards held more than shares of CLAIM_SHARE_MIN or more: a full
+        // answer to a smaller ask says nothing, a short one says they did not.
+        let mut first_round = shared;
+        let mut held_more: Vec<(&Watched, bool)> = Vec::new();
         let mut claimed = Vec::new();
         let mut pause_ends: Option<u64> = None;
         let mut bytes = 0;
@@ -240,10 +258,15 @@ impl RedisBackend {
             let claims = asks.iter().map(|(at, ask)| self.claim_shard(at.shard, at.of, *ask, bytes_max, delivery));
             let answers = futures_util::future::join_all(claims).await;
             let mut full = false;
-            let mut every_ask_filled = true;
             for ((at, ask), answer) in asks.into_iter().zip(answers) {
                 let (got, stop) = answer?;
-                every_ask_filled &= got.len() == ask;
+                if first_round && (got.len() < ask || ask >= CLAIM_SHARE_MIN) {
+                    let answered_all = got.len() == ask;
+                    match held_more.iter_mut().find(|(of, _)| std::ptr::eq(*of, at.of)) {
+                        Some((_, more)) => *more &= answered_all,
+                        None => held_more.push((at.of, answered_all)),
+                    }
+                }
                 bytes += got.iter().map(|task| task.payload.len()).sum::<usize>();
                 match stop {
                     Ok(_) if got.len() == ask => more.push(at),
@@ -256,8 +279,8 @@ impl RedisBackend {
                 claimed.extend(got);
             }
             if std::mem::take(&mut first_round) {
-                for of in queues {
-                    of.watch.first_round_filled(every_ask_filled);
+                for (of, more) in held_more.drain(..) {
+                    of.watch.first_round_filled(more);
                 }
             }
             let left = max - claimed.len();

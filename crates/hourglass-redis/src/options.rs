@@ -61,8 +61,9 @@ pub const FIRE_QUEUES_MAX: usize = 64;
 /// asking every shard (1 here) ran 3.4 times the scripts and drained at 0.88
 /// times the rate (docs/DESIGN.md, "Claims from any node").
 pub const CLAIM_SHARE_MIN: usize = 16;
-/// The first round's least share after a claim of the same queues whose first
-/// round got all it asked of every shard: the shards hold more, as in a burst
+/// The first round's least share of a queue after a claim whose first round
+/// got all it asked of each of the queue's shards it asked, shares of
+/// [`CLAIM_SHARE_MIN`] or more: the shards hold more, as in a burst
 /// of due tasks, and each shard asked costs a claim script and an ack script
 /// (about 15 µs of Redis's time each). A claim of 64 then asks one shard, not
 /// four; the next whose first round comes back short asks as before, so a

@@ -60,16 +60,16 @@ impl Revoked {
         heard.forget_before(now);
     }
 
-    /// Drops from `tasks` those whose cancel was heard; returns how many.
-    pub(crate) fn drop_cancelled(&self, tasks: &mut Vec<Claimed>, now: Instant) -> usize {
+    /// Takes out of `tasks` those whose cancel was heard, and returns them.
+    pub(crate) fn drop_cancelled(&self, tasks: &mut Vec<Claimed>, now: Instant) -> Vec<Claimed> {
         let mut heard = self.0.lock();
         heard.forget_before(now);
         if heard.ids.is_empty() {
-            return 0;
+            return Vec::new();
         }
-        let before = tasks.len();
-        tasks.retain(|task| !heard.ids.contains(&task.id));
-        before - tasks.len()
+        let (dropped, kept) = std::mem::take(tasks).into_iter().partition(|task| heard.ids.contains(&task.id));
+        *tasks = kept;
+        dropped
     }
 }
 
@@ -84,10 +84,10 @@ mod tests {
         let start = Instant::now();
         revoked.revoke(2, start);
         let mut tasks = vec![task(1), task(2), task(3)];
-        assert_eq!(revoked.drop_cancelled(&mut tasks, start + REVOKED_FOR / 2), 1);
+        assert_eq!(ids(&revoked.drop_cancelled(&mut tasks, start + REVOKED_FOR / 2)), [2]);
         assert_eq!(ids(&tasks), [1, 3]);
         let mut later = vec![task(2)];
-        assert_eq!(revoked.drop_cancelled(&mut later, start + REVOKED_FOR), 0, "forgotten");
+        assert!(revoked.drop_cancelled(&mut later, start + REVOKED_FOR).is_empty(), "forgotten");
         assert_eq!(ids(&later), [2]);
     }
 
@@ -99,7 +99,7 @@ mod tests {
             revoked.revoke(id, now);
         }
         let mut tasks = vec![task(0), task(1), task(REVOKED_MAX as u64)];
-        assert_eq!(revoked.drop_cancelled(&mut tasks, now), 2);
+        assert_eq!(ids(&revoked.drop_cancelled(&mut tasks, now)), [1, REVOKED_MAX as u64]);
         assert_eq!(ids(&tasks), [0], "the oldest went first");
         assert_eq!(revoked.0.lock().order.len(), REVOKED_MAX);
     }

@@ -35,8 +35,9 @@ pub(crate) struct QueueWatch {
     /// Per shard: the Redis time (ms) of the last script through this node
     /// that made a task due, hinted here at once, ahead of the channel.
     local_ms: Vec<AtomicU64>,
-    /// Whether the last claim here got all it asked of every shard in its
-    /// first round: the shards hold more than such shares (`claims.rs`).
+    /// Whether the last claim's first round found this queue's shards holding
+    /// more: it got all it asked of each, shares of `CLAIM_SHARE_MIN` or more
+    /// (`claims.rs`).
     filled: AtomicBool,
 }
 
@@ -52,14 +53,13 @@ impl QueueWatch {
         }
     }
 
-    /// Whether the last claim got all it asked of every shard in its first
-    /// round.
+    /// Whether the last claim's first round found the shards holding more.
     pub(crate) fn filled(&self) -> bool {
         self.filled.load(Ordering::Relaxed)
     }
 
-    /// What the last claim's first round found: all it asked of every shard
-    /// (`filled`), or not.
+    /// What a claim's first round found of this queue's shards: more than
+    /// it asked (`filled`), or not.
     pub(crate) fn first_round_filled(&self, filled: bool) {
         self.filled.store(filled, Ordering::Relaxed);
     }
