@@ -77,9 +77,12 @@ local function ms_hex(ms) return print_once(ms_printed, MS_FMT, ms) end
 -- string argument as it is, where it prints a number first (`%.17g`).
 local ZERO = '0'
 local function field(seq) return print_once(seqs_printed, SEQ_FMT, seq) end
-local function at_member(ms, seq) return ms_hex(ms) .. ':' .. field(seq) end
-local function priority_hex(pri) return print_once(priorities_printed, PRIORITY_FMT, pri) end
-local function ready_member(pri, ms, seq) return priority_hex(pri) .. ':' .. at_member(ms, seq) end
+-- A member of a time and a task's field, and a due member of a priority and
+-- such a member.
+local function at_field(ms, f) return ms_hex(ms) .. ':' .. f end
+local function ready_at_member(pri, at) return print_once(priorities_printed, PRIORITY_FMT, pri) .. ':' .. at end
+local function at_member(ms, seq) return at_field(ms, field(seq)) end
+local function ready_member(pri, ms, seq) return ready_at_member(pri, at_member(ms, seq)) end
 -- The seq of a member, or of a field (a member's last digits); its digits
 -- are remembered as its field.
 local function member_seq(m)
@@ -99,17 +102,21 @@ local function load(t, seq)
 end
 local function save(t, seq, rec) redis.call('HSET', t, field(seq), cmsgpack.pack(rec)) end
 
--- The records of `seqs` in one HMGET: recs[k] is seqs[k]'s (nil if none).
-local function load_all(t, seqs)
+-- The records of `fields` in one HMGET: recs[k] is fields[k]'s (nil if none).
+local function load_fields(t, fields)
   local recs = {}
-  if #seqs == 0 then return recs end
-  local fields = {}
-  for k, seq in ipairs(seqs) do fields[k] = field(seq) end
+  if #fields == 0 then return recs end
   local raws = redis.call('HMGET', t, unpack(fields))
-  for k = 1, #seqs do
+  for k = 1, #fields do
     if raws[k] then recs[k] = cmsgpack.unpack(raws[k]) end
   end
   return recs
+end
+-- The records of `seqs`, as load_fields.
+local function load_all(t, seqs)
+  local fields = {}
+  for k, seq in ipairs(seqs) do fields[k] = field(seq) end
+  return load_fields(t, fields)
 end
 
 -- Writes gathered to go together when `write_all` sends them: fields to set
@@ -148,7 +155,7 @@ end
 -- now): `queue_pushes` says whether its queue has a target (flag P).
 local function file_due_later(w, Q, seq, rec, queue_pushes)
   local at = at_member(rec.r, seq)
-  add_later(w, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, priority_hex(rec.p) .. ':' .. at)
+  add_later(w, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, ready_at_member(rec.p, at))
   add_later(w, Q.o, at)
 end
 
@@ -307,12 +314,12 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
     -- Each task's field, as its member ends.
     local fields = {}
     for k, m in ipairs(members) do fields[k] = string.sub(m, -SEQ_DIGITS) end
-    local raws = redis.call('HMGET', t, unpack(fields))
+    local recs = load_fields(t, fields)
     -- One lease counter for each task looked at; those not handed out
     -- leave theirs unused.
     local token = lease_tokens(secret, redis.call('INCRBY', lseq, #members) - #members)
     for k, m in ipairs(members) do
-      local f, rec = fields[k], cmsgpack.unpack(raws[k])
+      local f, rec = fields[k], recs[k]
       if rec.x and rec.x <= now then
         -- Not delivered by its expiry: dead, never late.
         rec.s = 'd'
@@ -333,7 +340,7 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
         rec.u = now + ((not push and rec.l) or lease_ms)
         set_later(w, t, f, cmsgpack.pack(rec))
         leased[2 * taken + 1] = ZERO
-        leased[2 * taken + 2] = ms_hex(rec.u) .. ':' .. f
+        leased[2 * taken + 2] = at_field(rec.u, f)
         if not first_end or rec.u < first_end then first_end = rec.u end
         taken = taken + 1
         -- Its HANDED_VALUES values, in place: no table and no call a value.
