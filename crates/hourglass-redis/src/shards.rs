@@ -196,9 +196,9 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
     }
 }
 
-/// Hints from every node: `r SHARD QUEUE` (due tasks), `e SHARD MS QUEUE`
-/// and `E SHARD MS QUEUE` (a claim script at Redis time MS left no due task
-/// for pull or push claims), `h SHARD MS` (an earlier deadline for the
+/// Hints from every node: `r SHARD US QUEUE` (due tasks), `e SHARD US QUEUE`
+/// and `E SHARD US QUEUE` (a claim script left no due task for pull or push
+/// claims), each with its script's Redis time in µs, `h SHARD MS` (an earlier deadline for the
 /// shard's owner), `g SHARD` (a node gave the shard back: the membership
 /// ticks at once), `p QUEUE` (a pause changed), `s QUEUE` (its settings
 /// changed), `q QUEUE` (it may push now), `x SHARD SEQ` (a leased task was
@@ -261,15 +261,13 @@ impl RedisBackend {
     fn hinted(&self, text: &str) {
         let mut words = text.splitn(3, ' ');
         match (words.next(), words.next(), words.next()) {
-            (Some("r"), Some(shard), Some(queue)) => {
-                if let Ok(shard) = shard.parse() {
-                    self.watch.hint(queue, shard);
-                }
-            }
-            (Some(set @ ("e" | "E")), Some(shard), Some(rest)) => {
-                let Some((at_ms, queue)) = rest.split_once(' ') else { return };
-                if let (Ok(shard), Ok(at_ms)) = (shard.parse(), at_ms.parse()) {
-                    self.watch.drained(queue, shard, at_ms, set == "E");
+            // Due tasks, and a drain, each with its script's Redis time (µs).
+            (Some(kind @ ("r" | "e" | "E")), Some(shard), Some(rest)) => {
+                let Some((at_us, queue)) = rest.split_once(' ') else { return };
+                let (Ok(shard), Ok(at_us)) = (shard.parse(), at_us.parse()) else { return };
+                match kind {
+                    "r" => self.watch.hint(queue, shard, at_us),
+                    _ => self.watch.drained(queue, shard, at_us, kind == "E"),
                 }
             }
             (Some("h"), Some(shard), Some(_)) => {

@@ -32,9 +32,11 @@ pub(crate) struct QueueWatch {
     /// due. A shard may have due tasks while they differ.
     hints: Vec<AtomicU64>,
     seen: Vec<AtomicU64>,
-    /// Per shard: the Redis time (ms) of the last script through this node
-    /// that made a task due, hinted here at once, ahead of the channel.
-    local_ms: Vec<AtomicU64>,
+    /// Per shard: the latest Redis time (µs) of a hint received, from the
+    /// channel or (ahead of it) from a script through this node. A drain
+    /// published before it takes it back; one published after, whichever
+    /// arrives first, does not.
+    hinted_us: Vec<AtomicU64>,
     /// Whether the last claim's first round found this queue's shards holding
     /// more: it got all it asked of each, shares of `CLAIM_SHARE_MIN` or more
     /// (`claims.rs`).
@@ -48,7 +50,7 @@ impl QueueWatch {
             woken: AtomicU64::new(0),
             hints: (0..shards).map(|_| AtomicU64::new(1)).collect(),
             seen: (0..shards).map(|_| AtomicU64::new(0)).collect(),
-            local_ms: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+            hinted_us: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             filled: AtomicBool::new(false),
         }
     }
@@ -92,34 +94,31 @@ impl QueueWatch {
         self.seen[shard as usize].fetch_max(hints, Ordering::AcqRel);
     }
 
-    /// A claim script at Redis time `at_ms` left `shard` with no due task
-    /// of the queue: the hints received through the channel before it were
-    /// of tasks it took. A hint of this node's own that may be later (its
-    /// script's time is `at_ms` or after) keeps the shard worth a look.
-    fn drained(&self, shard: u16, at_ms: u64) {
-        let (Some(hints), Some(local_ms)) = (self.hints.get(shard as usize), self.local_ms.get(shard as usize)) else {
-            return;
-        };
+    /// A claim script at Redis time `at_us` left `shard` with no due task
+    /// of the queue: every hint received of an earlier time was of tasks it
+    /// took. A hint of the same time or later keeps the shard worth a look,
+    /// though it arrived first: this node's own, hinted ahead of the
+    /// channel, or one of another primary's, across a Cluster's failover.
+    fn drained(&self, shard: u16, at_us: u64) {
+        let Some((hints, hinted_us)) = self.shard(shard) else { return };
         let hints = hints.load(Ordering::Acquire);
-        if local_ms.load(Ordering::Acquire) < at_ms {
+        if hinted_us.load(Ordering::Acquire) < at_us {
             self.found_none(shard, hints);
         }
     }
 
-    /// A hint: `shard` has due tasks of the queue.
-    pub(crate) fn hint(&self, shard: u16) {
-        if let Some(hints) = self.hints.get(shard as usize) {
-            hints.fetch_add(1, Ordering::AcqRel);
-        }
+    /// A hint of a script at Redis time `at_us`: `shard` has due tasks of
+    /// the queue.
+    fn hint(&self, shard: u16, at_us: u64) {
+        let Some((hints, hinted_us)) = self.shard(shard) else { return };
+        hinted_us.fetch_max(at_us, Ordering::AcqRel);
+        hints.fetch_add(1, Ordering::AcqRel);
         self.wake();
     }
 
-    /// A hint of this node's own, from a script at Redis time `at_ms`.
-    fn hint_local(&self, shard: u16, at_ms: u64) {
-        if let Some(local_ms) = self.local_ms.get(shard as usize) {
-            local_ms.fetch_max(at_ms, Ordering::AcqRel);
-        }
-        self.hint(shard);
+    /// A shard's hint count and latest hint time, if it is one.
+    fn shard(&self, shard: u16) -> Option<(&AtomicU64, &AtomicU64)> {
+        Some((self.hints.get(shard as usize)?, self.hinted_us.get(shard as usize)?))
     }
 
     /// Hints may have been lost: every shard is worth a look.
@@ -164,26 +163,29 @@ impl Watch {
         }
     }
 
-    /// A hint from the channel; none is kept for a queue nobody here claimed.
-    pub(crate) fn hint(&self, queue: &str, shard: u16) {
-        self.both(queue, |watch| watch.hint(shard));
+    /// A hint from the channel, of a script at Redis time `at_us`; none is
+    /// kept for a queue nobody here claimed.
+    pub(crate) fn hint(&self, queue: &str, shard: u16, at_us: u64) {
+        self.both(queue, |watch| watch.hint(shard, at_us));
     }
 
     /// A hint of a script through this node, at Redis time `at_ms`, that
     /// made a task of `queue` due in `shard`: its claims see it at once,
-    /// before the script's own hint comes back through the channel.
+    /// before the script's own hint comes back through the channel. Its
+    /// time is its millisecond's last microsecond, as it may be any of them.
     pub(crate) fn hint_local(&self, queue: &str, shard: u16, at_ms: u64) {
-        self.both(queue, |watch| watch.hint_local(shard, at_ms));
+        let at_us = at_ms.saturating_mul(1_000).saturating_add(999);
+        self.both(queue, |watch| watch.hint(shard, at_us));
     }
 
-    /// A drain from the channel, of a claim script at Redis time `at_ms`:
+    /// A drain from the channel, of a claim script at Redis time `at_us`:
     /// `shard` had no due task of `queue` left for pull claims (or for push
     /// claims, if `push`).
-    pub(crate) fn drained(&self, queue: &str, shard: u16, at_ms: u64, push: bool) {
+    pub(crate) fn drained(&self, queue: &str, shard: u16, at_us: u64, push: bool) {
         let queues = self.queues.lock();
         let watch = if push { queues.get(&*push_name(queue)) } else { queues.get(queue) };
         if let Some(watch) = watch {
-            watch.drained(shard, at_ms);
+            watch.drained(shard, at_us);
         }
     }
 
@@ -226,18 +228,18 @@ mod tests {
             q.found_none(shard, hints);
         }
         assert!(q.maybe_due().is_empty());
-        watch.hint("q", 1);
+        watch.hint("q", 1, 500);
         assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1]);
         // A hint that arrives while a look is under way is not lost.
         let (shard, hints) = q.maybe_due()[0];
-        watch.hint("q", 1);
+        watch.hint("q", 1, 500);
         q.found_none(shard, hints);
         assert_eq!(q.maybe_due().len(), 1);
         let pushed = watch.of_push("q");
         for (shard, hints) in pushed.maybe_due() {
             pushed.found_none(shard, hints);
         }
-        watch.hint("q", 2);
+        watch.hint("q", 2, 500);
         assert_eq!(pushed.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [2], "a hint is for both");
         watch.wake_all();
         assert_eq!(q.maybe_due().len(), 3);
@@ -251,10 +253,10 @@ mod tests {
             q.found_none(shard, hints);
             pushed.found_none(shard, hints);
         }
-        watch.hint("q", 1);
+        watch.hint("q", 1, 500);
         let (shard, before) = q.maybe_due()[0];
-        watch.hint("q", 1);
-        watch.hint("q", 2);
+        watch.hint("q", 1, 500);
+        watch.hint("q", 2, 500);
         // A drain after both hints to shard 1; a look that began before the
         // second finds nothing after the drain, and hands back the older
         // count, which takes nothing back.
@@ -264,7 +266,7 @@ mod tests {
         assert_eq!(pushed.maybe_due().len(), 2, "drained for pull claims only");
         watch.drained("q", 2, 1_000, true);
         assert_eq!(pushed.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1]);
-        watch.hint("q", 1);
+        watch.hint("q", 1, 1_500);
         assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1, 2], "a later hint counts");
         watch.drained("other", 0, 1_000, false);
         watch.drained("q", 99, 1_000, false);
@@ -277,16 +279,40 @@ mod tests {
         for (shard, hints) in q.maybe_due() {
             q.found_none(shard, hints);
         }
-        // An enqueue through this node at 2,000 hints at once; a drain of an
+        // An enqueue through this node at 2 ms hints at once; a drain of an
         // earlier claim script, or of one in the same millisecond, arrives
         // after it through the channel and leaves the shard worth a look.
-        watch.hint_local("q", 1, 2_000);
-        for at_ms in [1_999, 2_000] {
-            watch.drained("q", 1, at_ms, false);
-            assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1], "a drain at {at_ms}");
+        watch.hint_local("q", 1, 2);
+        for at_us in [1_999, 2_000, 2_999] {
+            watch.drained("q", 1, at_us, false);
+            assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1], "a drain at {at_us} µs");
         }
-        watch.drained("q", 1, 2_001, false);
+        watch.drained("q", 1, 3_000, false);
         assert!(q.maybe_due().is_empty(), "a later drain took the task");
+    }
+
+    #[test]
+    fn a_drain_overtaken_by_a_later_hint_takes_it_back_not() {
+        let watch = Watch::new(2);
+        let q = watch.of("q");
+        for (shard, hints) in q.maybe_due() {
+            q.found_none(shard, hints);
+        }
+        // Across a Cluster's failover two primaries publish for shard 1: a
+        // hint of the new one's (at 5,000 µs) arrives before a drain of the
+        // old one's (at 4,000 µs). The drain was of tasks hinted before it,
+        // and the shard stays worth a look.
+        watch.hint("q", 1, 5_000);
+        watch.drained("q", 1, 4_000, false);
+        assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1]);
+        // In the channel's order, the hint first and a drain after it.
+        watch.drained("q", 1, 5_001, false);
+        assert!(q.maybe_due().is_empty());
+        // A drain that arrives first, then a hint older than it: the hint
+        // marks the shard (a look that finds nothing costs no more than it).
+        watch.drained("q", 1, 7_000, false);
+        watch.hint("q", 1, 6_000);
+        assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [1]);
     }
 
     #[test]
@@ -294,10 +320,10 @@ mod tests {
         let watch = Watch::new(2);
         let q = watch.of("q");
         let before = q.woken();
-        watch.hint("q", 0);
+        watch.hint("q", 0, 500);
         watch.wake("q");
         watch.wake_all();
-        watch.hint("other", 0);
+        watch.hint("other", 0, 500);
         assert_eq!(q.woken() - before, 3, "a hint, a pause's change, and all");
     }
 }

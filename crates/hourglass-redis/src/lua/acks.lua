@@ -32,7 +32,7 @@ for k, seq in ipairs(seqs) do
     rec.a, rec.s, rec.L, rec.u = 0, 's', nil, nil
     rec.r = next_run(rec.r, rec.e, now)
     save(t, seq, rec)
-    if file(Q, h, q, seq, rec, now) then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
+    if file(Q, h, q, seq, rec, now) then hint_due(channel, shard, q) end
     acked[seq] = 'stale'
     out[k] = 'ok'
   else

@@ -11,9 +11,10 @@
 -- next task's payload would pass payload_bytes_max) or STOP_SCANNED (it
 -- looked at scan_max tasks, dead ones among them, and more may be due).
 -- A claim that leaves the due set empty says so on the channel ('e SHARD
--- NOW QUEUE' for pull claims, 'E' for push): no other node's claim needs to
--- ask the shard until a hint says it has due tasks again (NOW tells a node
--- which of its own hints, given ahead of the channel, came after it).
+-- US QUEUE' for pull claims, 'E' for push): no other node's claim needs to
+-- ask the shard until a hint says it has due tasks again (US, Redis's time
+-- in µs, tells a node which hints came after it, whatever order they
+-- arrive in: its own, given ahead of the channel, or another primary's).
 local t, p, h, lseq, paused = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local Q = queue_keys(6)
 local channel, shard, q = ARGV[1], ARGV[2], ARGV[3]
@@ -35,7 +36,7 @@ out[3] = stop
 -- Drained short of max, hand_out looked at every member and removed each;
 -- with max handed out, the set may hold more.
 if taken > 0 and stop == STOP_DRAINED and (taken < max or redis.call('EXISTS', R) == 0) then
-  redis.call('PUBLISH', channel, (push and 'E ' or 'e ') .. shard .. ' ' .. string.format('%d', now) .. ' ' .. q)
+  redis.call('PUBLISH', channel, (push and 'E ' or 'e ') .. shard .. ' ' .. now_us() .. ' ' .. q)
 end
 hint_head(channel, shard, h, before)
 return out

@@ -84,6 +84,6 @@ end
 
 write_all(w)
 if first_scheduled then head_by(h, 's:' .. q, first_scheduled) end
-if any_due then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
+if any_due then hint_due(channel, shard, q) end
 hint_head(channel, shard, h, before)
 return out

@@ -122,7 +122,7 @@ for i = first, #ARGV, PER_QUEUE do
     end
   end
   if ready and (handed_here == 0 or redis.call('EXISTS', Q.r, Q.R) > 0) then
-    redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q)
+    hint_due(channel, shard, q)
   end
 end
 -- Ahead: the tasks due at AHEAD, for the takers that were handed nothing

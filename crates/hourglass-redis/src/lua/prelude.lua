@@ -178,6 +178,19 @@ local function hint_head(channel, shard, h, before)
   end
 end
 
+-- Redis's time in microseconds, printed: what a hint or a drain says it was
+-- published at, so that a node can order the two whichever arrives first
+-- (`watch.rs`: one published by another primary, across a Cluster's
+-- failover, may overtake the other).
+local function now_us()
+  local t = redis.call('TIME')
+  return t[1] .. string.format('%06d', t[2])
+end
+-- Says on the channel that `shard` has due tasks of queue `q`.
+local function hint_due(channel, shard, q)
+  redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. now_us() .. ' ' .. q)
+end
+
 -- Keeps the queue's head in `h` no later than `ms`.
 local function head_by(h, name, ms)
   local head = redis.call('ZSCORE', h, name)

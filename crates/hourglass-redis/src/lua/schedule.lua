@@ -194,7 +194,7 @@ elseif op == 'fire' then
   end
   rec.n = next_ms
   store(rec)
-  if ready then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. rec.q) end
+  if ready then hint_due(channel, shard, rec.q) end
   return out
 end
 return redis.error_reply('unknown op ' .. op)

@@ -21,5 +21,5 @@ for _, m in ipairs(redis.call('ZRANGE', from, 0, -1)) do
     moved = moved + 1
   end
 end
-if moved > 0 then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
+if moved > 0 then hint_due(channel, shard, q) end
 return moved

@@ -22,7 +22,7 @@ local function done(code)
     ready = file(Q, h, q, seq, rec, now)
     payload = redis.call('HGET', p, field(seq))
   end
-  if ready then redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. q) end
+  if ready then hint_due(channel, shard, q) end
   hint_head(channel, shard, h, before)
   return { code, now, cmsgpack.pack(rec), payload }
 end
