@@ -218,6 +218,17 @@ fn push_name(queue: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A watch of `shards` shards, and its queue "q" with every shard looked
+    /// at and found without due tasks.
+    fn nothing_due(shards: u16) -> (Watch, Arc<QueueWatch>) {
+        let watch = Watch::new(shards);
+        let q = watch.of("q");
+        for (shard, hints) in q.maybe_due() {
+            q.found_none(shard, hints);
+        }
+        (watch, q)
+    }
+
     #[test]
     fn a_shard_is_looked_at_again_only_after_a_hint() {
         let watch = Watch::new(3);
@@ -274,11 +285,7 @@ mod tests {
 
     #[test]
     fn a_drain_takes_back_no_hint_of_this_node_s_own_from_its_time_on() {
-        let watch = Watch::new(2);
-        let q = watch.of("q");
-        for (shard, hints) in q.maybe_due() {
-            q.found_none(shard, hints);
-        }
+        let (watch, q) = nothing_due(2);
         // An enqueue through this node at 2 ms hints at once; a drain of an
         // earlier claim script, or of one in the same millisecond, arrives
         // after it through the channel and leaves the shard worth a look.
@@ -293,11 +300,7 @@ mod tests {
 
     #[test]
     fn a_drain_overtaken_by_a_later_hint_takes_it_back_not() {
-        let watch = Watch::new(2);
-        let q = watch.of("q");
-        for (shard, hints) in q.maybe_due() {
-            q.found_none(shard, hints);
-        }
+        let (watch, q) = nothing_due(2);
         // Across a Cluster's failover two primaries publish for shard 1: a
         // hint of the new one's (at 5,000 µs) arrives before a drain of the
         // old one's (at 4,000 µs). The drain was of tasks hinted before it,
