@@ -198,11 +198,11 @@ async fn membership(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::R
 
 /// Hints from every node: `r SHARD US QUEUE` (due tasks), `e SHARD US QUEUE`
 /// and `E SHARD US QUEUE` (a claim script left no due task for pull or push
-/// claims), each with its script's Redis time in µs, `h SHARD MS` (an earlier deadline for the
-/// shard's owner), `g SHARD` (a node gave the shard back: the membership
-/// ticks at once), `p QUEUE` (a pause changed), `s QUEUE` (its settings
-/// changed), `q QUEUE` (it may push now), `x SHARD SEQ` (a leased task was
-/// cancelled: `revoked.rs`).
+/// claims), each with its script's Redis time in µs; `h SHARD MS` (an
+/// earlier deadline for the shard's owner), `g SHARD` (a node gave the shard
+/// back: the membership ticks at once), `p QUEUE` (a pause changed), `s
+/// QUEUE` (its settings changed), `q QUEUE` (it may push now), `x SHARD SEQ`
+/// (a leased task was cancelled: `revoked.rs`).
 async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use futures_util::StreamExt;
     let Some(node) = backend.upgrade() else { return };
@@ -222,7 +222,7 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
                 let Some(node) = backend.upgrade() else { return };
                 // Hints may have been missed while no subscription stood.
                 node.forget_settings();
-                node.watch.wake_all();
+                node.watch.wake_all(node.redis_us().max(0) as u64);
                 node.owned.wake_all();
                 node.listening.store(true, Ordering::SeqCst);
                 drop(node);

@@ -21,6 +21,13 @@ use hourglass_queue::limits::QUEUES_MAX;
 /// are dropped (and are looked for in every shard again when next claimed).
 pub(crate) const WATCHED_QUEUES_MAX: usize = 2 * QUEUES_MAX;
 
+/// How long after a new subscription, by this node's estimate of Redis's
+/// clock, a drain is taken as published before it (its hints missed, not
+/// drained): the estimate errs early by a few milliseconds, and a Cluster's
+/// primaries' clocks may differ. A drain in that time costs the node's
+/// claims a look that finds nothing.
+pub(crate) const RESUBSCRIBED_FOR_US: u64 = 1_000_000;
+
 /// One queue, as this node knows it.
 pub(crate) struct QueueWatch {
     /// Woken by every hint of the queue and by a change of its pause.
@@ -121,9 +128,11 @@ impl QueueWatch {
         Some((self.hints.get(shard as usize)?, self.hinted_us.get(shard as usize)?))
     }
 
-    /// Hints may have been lost: every shard is worth a look.
-    fn hint_all(&self) {
-        for hints in &self.hints {
+    /// Hints may have been lost before Redis time `at_us`: every shard is
+    /// worth a look, and a drain of that time or earlier takes none back.
+    fn hint_all(&self, at_us: u64) {
+        for (hints, hinted_us) in self.hints.iter().zip(&self.hinted_us) {
+            hinted_us.fetch_max(at_us, Ordering::AcqRel);
             hints.fetch_add(1, Ordering::AcqRel);
         }
         self.wake();
@@ -200,10 +209,15 @@ impl Watch {
         self.both(queue, QueueWatch::wake);
     }
 
-    /// After the channel was down, or on closing: everything is looked at again.
-    pub(crate) fn wake_all(&self) {
+    /// After the channel was down, or on closing: everything is looked at
+    /// again. `redis_us` is Redis's time now as this node estimates it: a
+    /// drain published before the channel came back may still arrive after
+    /// (on a Cluster, from another primary), and one of up to
+    /// [`RESUBSCRIBED_FOR_US`] after that estimate takes back nothing.
+    pub(crate) fn wake_all(&self, redis_us: u64) {
+        let at_us = redis_us.saturating_add(RESUBSCRIBED_FOR_US);
         for watch in self.queues.lock().values() {
-            watch.hint_all();
+            watch.hint_all(at_us);
         }
     }
 }
@@ -252,7 +266,7 @@ mod tests {
         }
         watch.hint("q", 2, 500);
         assert_eq!(pushed.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [2], "a hint is for both");
-        watch.wake_all();
+        watch.wake_all(0);
         assert_eq!(q.maybe_due().len(), 3);
     }
 
@@ -319,13 +333,25 @@ mod tests {
     }
 
     #[test]
+    fn a_drain_published_before_a_new_subscription_takes_back_nothing() {
+        let (watch, q) = nothing_due(2);
+        // The channel came back at 10,000 µs (as estimated): hints may have
+        // been missed, and a drain published before it may arrive after.
+        watch.wake_all(10_000);
+        watch.drained("q", 1, 10_000 + RESUBSCRIBED_FOR_US, false);
+        assert_eq!(q.maybe_due().len(), 2, "every shard is still worth a look");
+        watch.drained("q", 1, 10_001 + RESUBSCRIBED_FOR_US, false);
+        assert_eq!(q.maybe_due().iter().map(|&(s, _)| s).collect::<Vec<_>>(), [0], "a later drain counts");
+    }
+
+    #[test]
     fn every_wake_up_is_counted() {
         let watch = Watch::new(2);
         let q = watch.of("q");
         let before = q.woken();
         watch.hint("q", 0, 500);
         watch.wake("q");
-        watch.wake_all();
+        watch.wake_all(0);
         watch.hint("other", 0, 500);
         assert_eq!(q.woken() - before, 3, "a hint, a pause's change, and all");
     }

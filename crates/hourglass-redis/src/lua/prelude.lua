@@ -181,10 +181,15 @@ end
 -- Redis's time in microseconds, printed: what a hint or a drain says it was
 -- published at, so that a node can order the two whichever arrives first
 -- (`watch.rs`: one published by another primary, across a Cluster's
--- failover, may overtake the other).
+-- failover, may overtake the other). Read once a script: a script runs
+-- whole before the next, so its hints share its time.
+local published_us = nil
 local function now_us()
-  local t = redis.call('TIME')
-  return t[1] .. string.format('%06d', t[2])
+  if not published_us then
+    local t = redis.call('TIME')
+    published_us = t[1] .. string.format('%06d', t[2])
+  end
+  return published_us
 end
 -- Says on the channel that `shard` has due tasks of queue `q`.
 local function hint_due(channel, shard, q)
