@@ -169,15 +169,23 @@ impl RedisBackend {
     }
 
     /// Frees, in the background, the flow-control slots of `dropped` (their
-    /// cancel may have freed them before this node's fire bound them).
+    /// cancel may have freed them before this node's fire bound them), one
+    /// release a queue.
     fn settle_dropped(&self, dropped: Vec<Claimed>) {
         if dropped.is_empty() {
             return;
         }
         let (Some(backend), Ok(runtime)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) else { return };
+        let mut by_queue: Vec<(Arc<str>, Vec<u64>)> = Vec::new();
+        for task in dropped {
+            match by_queue.iter_mut().find(|(queue, _)| *queue == task.queue) {
+                Some((_, ids)) => ids.push(task.id),
+                None => by_queue.push((task.queue, vec![task.id])),
+            }
+        }
         runtime.spawn(async move {
-            for task in dropped {
-                backend.settled(&task.queue, &[task.id]).await;
+            for (queue, ids) in by_queue {
+                backend.settled(&queue, &ids).await;
             }
         });
     }

@@ -28,9 +28,13 @@
 -- PRIORITY_DIGITS), QUEUE_KEY_COUNT and queue_keys(first) (a queue's keys from
 -- KEYS[first]), and backoff_ms(attempt).
 
+-- The script's first reading of Redis's time (TIME's two strings), which
+-- its hints carry (now_us).
+local script_time = nil
 -- Redis's time: the millisecond, and the microseconds past it.
 local function time_now()
   local t = redis.call('TIME')
+  script_time = script_time or t
   local us = tonumber(t[2])
   return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
 end
@@ -181,12 +185,13 @@ end
 -- Redis's time in microseconds, printed: what a hint or a drain says it was
 -- published at, so that a node can order the two whichever arrives first
 -- (`watch.rs`: one published by another primary, across a Cluster's
--- failover, may overtake the other). Read once a script: a script runs
--- whole before the next, so its hints share its time.
+-- failover, may overtake the other). The script's first reading of the
+-- time, or one of its own if it read none: a script runs whole before the
+-- next, so its start orders it as well as its publish would.
 local published_us = nil
 local function now_us()
   if not published_us then
-    local t = redis.call('TIME')
+    local t = script_time or redis.call('TIME')
     published_us = t[1] .. string.format('%06d', t[2])
   end
   return published_us
