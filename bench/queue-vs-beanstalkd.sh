@@ -19,6 +19,7 @@ HOURGLASS_ADDR=127.0.0.1:7499
 # hourglass's beanstalkd front: the same protocol client loads both servers.
 HOURGLASS_BEANSTALK=127.0.0.1:11499
 work=$(mktemp -d)
+source bench/disk.sh
 trap 'pkill -f "beanstalkd -l 127.0.0.1 -p $BEANSTALKD_PORT" 2>/dev/null || true; [ -n "${hg_pid:-}" ] && kill "$hg_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 command -v beanstalkd >/dev/null || { echo "beanstalkd is not installed (apt-get install beanstalkd)" >&2; exit 1; }
@@ -73,6 +74,7 @@ if [ "${1:-}" = "consumers" ]; then
   # claim; 64 a claim, acks in one request or on the next claim), relaxed
   # and with fsync before every reply; 40000 jobs put first, 4 consumers.
   for round in 1 2 3; do
+    printf "round %s " "$round"; disk_line
     for mode in relaxed durable; do
       if [ "$mode" = relaxed ]; then flags=(--fsync-every-ms 50); bs=50; else flags=(); bs=0; fi
       start_hourglass "${flags[@]}"; printf "round %s %s hourglass front reserve+delete: " "$round" "$mode"
@@ -93,6 +95,7 @@ if [ "${1:-}" = "protocol" ]; then
   # Both servers through the same protocol client: puts from 64 connections,
   # reserve+delete, and lateness of delayed jobs to waiting reserves.
   for round in 1 2 3; do
+    printf "== round %s: " "$round"; disk_line
     echo "== round $round: put, fsync before every reply (beanstalkd -f 0)"
     start_hourglass;                      printf "hourglass  "; front --workload enqueue --producers 64 --tasks 40000
     start_beanstalkd 0;                   printf "beanstalkd "; bench --target beanstalkd --workload enqueue --producers 64 --tasks 40000
@@ -109,6 +112,7 @@ if [ "${1:-}" = "protocol" ]; then
   exit 0
 fi
 
+disk_line
 echo "== enqueue, fsync before every reply: 64 clients, one task per request"
 start_hourglass;        bench --target hourglass  --workload enqueue --producers 64 --tasks 40000
 start_beanstalkd 0;     bench --target beanstalkd --workload enqueue --producers 64 --tasks 40000

@@ -25,6 +25,7 @@ NODES=(127.0.0.1:7511 127.0.0.1:7512 127.0.0.1:7513)
 work=$(mktemp -d)
 pids=()
 source bench/common.sh
+source bench/disk.sh
 needs redis-server redis-cli node npm
 # A build named by HG or LOAD is measured as it is; the defaults are built.
 if [ "$HG" = target/release/hourglass ] && [ "$LOAD" = target/release/hourglass-load ]; then prepare; fi
@@ -76,6 +77,7 @@ idle_row() {
 if [ "$ONLY" = idle ]; then
   for round in $(seq "$ROUNDS"); do
     echo "== round $round"
+    disk_line
     idle_row
   done
   exit 0
@@ -88,6 +90,7 @@ if [ -n "$ONLY" ]; then
   rate=${rate%-nodes}
   for round in $(seq "$ROUNDS"); do
     echo "== round $round (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    disk_line
     fresh_redis; start_nodes
     echo "hourglass, 3 nodes:"
     per_task $((rate * 10)) hg --workload lateness --rate "$rate" --seconds 10 --delay 1s --consumers 6 | sed 's/^/  /'
@@ -100,6 +103,7 @@ fi
 echo "Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), appendfsync $FSYNC; BullMQ $(node -p "require('./bench/bullmq/node_modules/bullmq/package.json').version")"
 for round in $(seq "$ROUNDS"); do
   echo "== round $round"
+  disk_line
   for rate in 1000 5000; do
     fresh_redis; start_nodes
     echo "hourglass, 3 nodes:"

@@ -59,7 +59,8 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 0)]
     pub keep_every: u64,
     /// The server's data directory, whose size `churn` reports after each
-    /// round (hourglass's --data, beanstalkd's -b).
+    /// round (hourglass's --data, beanstalkd's -b); the directory whose
+    /// disk `fsync` measures.
     #[arg(long, value_name = "DIR")]
     pub disk: Option<PathBuf>,
     /// The producers' HTTP client: `lean` (one keep-alive connection, the
@@ -193,6 +194,9 @@ pub enum Workload {
     /// POST with `Hourglass-Due-At`), until `--tasks` requests have come:
     /// lateness from due time to arrival, and requests a second.
     Receive,
+    /// No server: `--tasks` small appends to a file in `--disk`, each synced:
+    /// the disk's fsync latency, which bounds every durable row.
+    Fsync,
 }
 
 #[cfg(test)]

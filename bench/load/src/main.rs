@@ -24,6 +24,8 @@
 //!   instant the last one reached a consumer.
 //! - `churn`: through beanstalkd's protocol, rounds of delayed puts, all
 //!   deleted, with the data directory's size after each.
+//! - `fsync`: no server; `--tasks` small appends to a file in `--disk`, each
+//!   synced: the disk's sync latency, which every durable row waits for.
 //!
 //! `--also URL` adds nodes of the same service: producers and consumers are
 //! spread over them all.
@@ -39,6 +41,7 @@
 mod args;
 mod beanstalk;
 mod consumer;
+mod disk;
 mod lean;
 mod producer;
 mod receive;
@@ -78,5 +81,6 @@ async fn run(args: LoadArgs) -> anyhow::Result<()> {
         Workload::Burst => workloads::burst(&args, &tube).await,
         Workload::Churn => workloads::churn(&args, &tube).await,
         Workload::Receive => receive::receive(&args).await,
+        Workload::Fsync => disk::fsync(&args),
     }
 }
