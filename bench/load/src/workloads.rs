@@ -23,7 +23,7 @@ const DRAIN_WITHIN: Duration = Duration::from_secs(600);
 const LATENESS_GRACE: Duration = Duration::from_secs(30);
 /// Tasks a second `burst` enqueues at least: they are due that far ahead.
 /// As `bench/bullmq/bench.mjs`'s burst, which adds BullMQ's jobs no faster
-/// here: on 2026-12-05's disk (an fsync of 70 to 140 µs at the median)
+/// here: on 2026-12-05's disk (an fsync of 50 to 140 µs at the median)
 /// BullMQ added 100,000 in about 13 s, past a lead of 7 s, and its delivery
 /// was timed while it was still adding.
 const BURST_ENQUEUE_PER_S_MIN: u64 = 5_000;
