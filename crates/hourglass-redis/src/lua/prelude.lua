@@ -338,9 +338,6 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
     local fields = {}
     for k, m in ipairs(members) do fields[k] = string.sub(m, -SEQ_DIGITS) end
     local recs = load_fields(t, fields)
-    -- Their payloads in one call, as their records (a task made dead, or
-    -- one past the budget, has its payload read for nothing).
-    local payloads = redis.call('HMGET', p, unpack(fields))
     -- One lease counter for each task looked at; those not handed out
     -- leave theirs unused.
     local token = lease_tokens(secret, redis.call('INCRBY', lseq, #members) - #members)
@@ -353,7 +350,7 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
         set_later(w, t, f, cmsgpack.pack(rec))
         add_later(w, Q.d, f)
       else
-        local payload = payloads[k]
+        local payload = redis.call('HGET', p, f)
         if budget.got > 0 and #payload > budget.bytes then
           stop = STOP_BYTES
           break
