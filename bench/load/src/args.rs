@@ -195,7 +195,7 @@ pub enum Workload {
     /// lateness from due time to arrival, and requests a second.
     Receive,
     /// No server: `--tasks` small appends to a file in `--disk`, each synced:
-    /// the disk's fsync latency, which bounds every durable row.
+    /// the disk's fsync latency, which every durable row waits for.
     Fsync,
 }
 
