@@ -25,11 +25,7 @@ pub fn fsync(args: &LoadArgs) -> anyhow::Result<()> {
     let dir = args.disk.as_deref().context("--workload fsync measures the disk of --disk DIR")?;
     let path = dir.join(format!("hourglass-load-fsync-{}", std::process::id()));
     // A file of this run's own: one already there is not measured, nor removed.
-    let mut file = OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
+    let mut file = create(&path)?;
     let measured = sync_times(&mut file, args.tasks);
     drop(file);
     let removed = std::fs::remove_file(&path);
@@ -44,6 +40,15 @@ pub fn fsync(args: &LoadArgs) -> anyhow::Result<()> {
         ms(latency.max()),
     );
     Ok(())
+}
+
+/// A new file at `path` to append to; an error if one is there already.
+fn create(path: &std::path::Path) -> anyhow::Result<File> {
+    OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))
 }
 
 /// Appends to `file` and syncs it, `count` times: how long each sync took.
@@ -73,7 +78,7 @@ mod tests {
     fn every_append_is_timed_and_the_file_is_removed() {
         let dir = std::env::temp_dir().join(format!("hourglass-load-disk-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut file = OpenOptions::new().create_new(true).append(true).open(dir.join("synced")).unwrap();
+        let mut file = create(&dir.join("synced")).unwrap();
         let latency = sync_times(&mut file, 5).unwrap();
         drop(file);
         assert_eq!(latency.len(), 5);

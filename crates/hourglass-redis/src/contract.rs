@@ -368,7 +368,7 @@ impl Backend for RedisBackend {
         self.closed.close();
         self.alarms.close();
         let _ = self.stop.send(true);
-        self.watch.wake_all(self.redis_us().max(0) as u64);
+        self.watch.wake_all(self.redis_us_since_epoch());
         // Tasks handed over that no claim will take now.
         self.give_back(self.takers.close_all());
     }

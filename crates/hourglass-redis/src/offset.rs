@@ -61,7 +61,13 @@ impl RedisBackend {
     /// (leaning late: the offset is the largest seen of late): what its
     /// delays count from, never early. The scripts count the same way.
     pub(crate) fn redis_arrival(&self) -> Arrival {
-        Arrival::at_us(self.redis_us().max(0) as u64)
+        Arrival::at_us(self.redis_us_since_epoch())
+    }
+
+    /// [`redis_us`](Self::redis_us), never before the epoch: a time to file
+    /// or mark things by.
+    pub(crate) fn redis_us_since_epoch(&self) -> u64 {
+        self.redis_us().max(0) as u64
     }
 
     /// Redis's time now, as this node estimates it, in µs: when a claim's

@@ -222,7 +222,7 @@ async fn listen(backend: Weak<RedisBackend>, mut stop: tokio::sync::watch::Recei
                 let Some(node) = backend.upgrade() else { return };
                 // Hints may have been missed while no subscription stood.
                 node.forget_settings();
-                node.watch.wake_all(node.redis_us().max(0) as u64);
+                node.watch.wake_all(node.redis_us_since_epoch());
                 node.owned.wake_all();
                 node.listening.store(true, Ordering::SeqCst);
                 drop(node);
