@@ -8,7 +8,6 @@ local t, p, h = KEYS[1], KEYS[2], KEYS[3]
 local Q = queue_keys(4)
 local channel, shard, q = ARGV[1], ARGV[2], ARGV[3]
 local now = now_ms()
-local before = head_min(h)
 local seqs = {}
 for i = 4, #ARGV, 2 do seqs[#seqs + 1] = member_seq(ARGV[i]) end
 local recs = load_all(t, seqs)
@@ -44,5 +43,5 @@ for k, seq in ipairs(seqs) do
   end
 end
 write_all(w)
-hint_head(channel, shard, h, before)
+hint_lowered(channel, shard)
 return out

@@ -29,7 +29,6 @@ if redis.call('EXISTS', R) == 0 then return { now, -1, STOP_DRAINED } end
 local pause = pause_of(paused, q, now)
 if pause then return { now, tonumber(pause) } end
 local out = { now, -1, STOP_DRAINED }
-local before = head_min(h)
 local budget = { bytes = bytes_max, got = 0 }
 local taken, stop = hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_max, secret, now, out)
 out[3] = stop
@@ -38,5 +37,5 @@ out[3] = stop
 if taken > 0 and stop == STOP_DRAINED and (taken < max or redis.call('EXISTS', R) == 0) then
   redis.call('PUBLISH', channel, (push and 'E ' or 'e ') .. shard .. ' ' .. now_us() .. ' ' .. q)
 end
-hint_head(channel, shard, h, before)
+hint_lowered(channel, shard)
 return out

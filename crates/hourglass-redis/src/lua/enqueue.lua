@@ -5,14 +5,14 @@
 -- Returns {'ok', now, then seq due created per task} or {'too_many_tasks'}.
 -- A batch costs its writes once, not once a task: one INCRBY for the new
 -- tasks' sequence numbers, its writes gathered (`writes` in the prelude),
--- and one look at the queue's head.
+-- and one look at the queue's head (and the shard's earliest, if that
+-- head moves).
 local t, p, seqk, h = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local Q = queue_keys(5)
 local channel, shard, q, cap = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local n = (#ARGV - 4) / 11
 local now, now_past = time_now()
 if redis.call('HLEN', t) + n > cap then return { 'too_many_tasks' } end
-local before = head_min(h)
 
 -- Which tasks are new: one whose key is held, by a task stored before or by
 -- one earlier in this batch, is answered with that task instead.
@@ -85,5 +85,5 @@ end
 write_all(w)
 if first_scheduled then head_by(h, 's:' .. q, first_scheduled) end
 if any_due then hint_due(channel, shard, q) end
-hint_head(channel, shard, h, before)
+hint_lowered(channel, shard)
 return out

@@ -32,7 +32,12 @@ local PER_QUEUE = 7
 if redis.call('GET', owner) ~= holder then return { 'fenced' } end
 local now, now_past = time_now()
 local upto = '(' .. hex(now + 1, MS_DIGITS)
+-- The shard's earliest deadline before the script. The fire changes `h` by
+-- set_head as well as head_by, so it hints from the earliest after (the
+-- first of the heads it returns), not hint_lowered; head_by is told the
+-- earliest before is read, and does not read it again.
 local before = head_min(h)
+lowered_from_read, lowered_from = true, before
 -- Tasks filed due, leases given back, tasks made dead (out of attempts or
 -- past their expiry), and of those, past their expiry.
 local due, expired, died, past_expiry = 0, 0, 0, 0
@@ -40,6 +45,22 @@ local budgets = {}
 for i = 1, takers do budgets[i] = { n = tonumber(ARGV[10 + i]), bytes = bytes_max, got = 0 } end
 local handed = {}
 local first = 11 + takers
+-- What the script reads of a queue (by its place, `at`) at most once:
+-- whether it is paused, whether it has a target (flag P), and, once its
+-- tasks due now are handed over, whether any is left unclaimed.
+local paused_at, pushes_at, left_at = {}, {}, {}
+local function is_paused(at, q)
+  if paused_at[at] == nil then paused_at[at] = pause_of(paused, q, now) ~= nil end
+  return paused_at[at]
+end
+local function queue_pushes(at, Q)
+  if pushes_at[at] == nil then pushes_at[at] = redis.call('EXISTS', Q.P) == 1 end
+  return pushes_at[at]
+end
+local function any_left(at, Q)
+  if left_at[at] == nil then left_at[at] = redis.call('EXISTS', Q.r, Q.R) > 0 end
+  return left_at[at]
+end
 -- Hands the due tasks of queue `q` (the ARGV from `i`, the `at`th queue)
 -- to its pull or push taker, as many as the taker and the queue's flow
 -- control allow, leased from `from`; with `fresh_only`, only to a taker
@@ -80,7 +101,7 @@ for i = first, #ARGV, PER_QUEUE do
     local recs = load_all(t, seqs)
     redis.call('ZREM', Q.s, unpack(members))
     local w = writes()
-    local queue_pushes = redis.call('EXISTS', Q.P) == 1
+    local pushes = queue_pushes(at, Q)
     for k, seq in ipairs(seqs) do
       local rec = recs[k]
       if rec.x and rec.x <= now then
@@ -90,7 +111,7 @@ for i = first, #ARGV, PER_QUEUE do
         add_later(w, Q.d, field(seq))
         died, past_expiry = died + 1, past_expiry + 1
       elseif rec.s == 's' and rec.r <= now then
-        file_due_later(w, Q, seq, rec, queue_pushes)
+        file_due_later(w, Q, seq, rec, pushes)
         ready = true
       elseif file(Q, h, q, seq, rec, now) then
         ready = true
@@ -99,7 +120,6 @@ for i = first, #ARGV, PER_QUEUE do
     end
     write_all(w)
   end
-  set_head(h, 's:' .. q, Q.s)
   for _, m in ipairs(redis.call('ZRANGE', Q.l, '-', upto, 'BYLEX', 'LIMIT', 0, max)) do
     local seq = member_seq(m)
     local rec = load(t, seq)
@@ -116,12 +136,12 @@ for i = first, #ARGV, PER_QUEUE do
   end
   set_head(h, 'l:' .. q, Q.l)
   local handed_here = 0
-  if ready and not pause_of(paused, q, now) then
+  if ready and not is_paused(at, q) then
     for _, push in ipairs({ false, true }) do
       handed_here = handed_here + hand_side(Q, q, i, at, push, now, false)
     end
   end
-  if ready and (handed_here == 0 or redis.call('EXISTS', Q.r, Q.R) > 0) then
+  if ready and (handed_here == 0 or any_left(at, Q)) then
     hint_due(channel, shard, q)
   end
 end
@@ -136,7 +156,7 @@ if ahead > now then
     local at = (i - first) / PER_QUEUE
     local q = ARGV[i]
     local Q = queue_keys(7 + at * QUEUE_KEY_COUNT)
-    if not pause_of(paused, q, now) and redis.call('EXISTS', Q.r, Q.R) == 0 then
+    if not is_paused(at, q) and not any_left(at, Q) then
       local members = redis.call('ZRANGE', Q.s, '[' .. hex(ahead, MS_DIGITS), '(' .. hex(ahead + 1, MS_DIGITS),
         'BYLEX', 'LIMIT', 0, max)
       if #members > 0 then
@@ -144,14 +164,14 @@ if ahead > now then
         for k, m in ipairs(members) do seqs[k] = member_seq(m) end
         local recs = load_all(t, seqs)
         local w = writes()
-        local queue_pushes = redis.call('EXISTS', Q.P) == 1
+        local pushes = queue_pushes(at, Q)
         local filed = {}
         for k, seq in ipairs(seqs) do
           local rec = recs[k]
           -- One that expires by its due time is left to die then.
           if rec and rec.s == 's' and rec.r == ahead and not (rec.x and rec.x <= ahead) then
             rem_later(w, Q.s, members[k])
-            file_due_later(w, Q, seq, rec, queue_pushes)
+            file_due_later(w, Q, seq, rec, pushes)
             filed[seq] = rec
           end
         end
@@ -163,18 +183,23 @@ if ahead > now then
         end
         local back = writes()
         for seq, rec in pairs(filed) do
-          rem_later(back, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, ready_member(rec.p, rec.r, seq))
+          rem_later(back, (rec.h ~= nil or pushes) and Q.R or Q.r, ready_member(rec.p, rec.r, seq))
           rem_later(back, Q.o, at_member(rec.r, seq))
           add_later(back, Q.s, at_member(rec.r, seq))
         end
         write_all(back)
-        set_head(h, 's:' .. q, Q.s)
       end
     end
   end
 end
-hint_head(channel, shard, h, before)
+-- Each queue's head of its scheduled set, once both passes are done with it.
+for i = first, #ARGV, PER_QUEUE do
+  local at = (i - first) / PER_QUEUE
+  set_head(h, 's:' .. ARGV[i], queue_keys(7 + at * QUEUE_KEY_COUNT).s)
+end
+-- The shard's earliest deadline is the first of its heads (heads_max >= 1).
 local heads = redis.call('ZRANGE', h, 0, heads_max - 1, 'WITHSCORES')
+hint_earlier(channel, shard, before, heads[2] and tonumber(heads[2]))
 local out = { 'ok', now, now_past, due, expired, died, past_expiry, #heads }
 for _, v in ipairs(heads) do table.insert(out, v) end
 for _, v in ipairs(handed) do table.insert(out, v) end

@@ -174,12 +174,17 @@ local function set_head(h, name, zkey)
   local first = redis.call('ZRANGE', zkey, 0, 0)[1]
   if first then redis.call('ZADD', h, member_ms(first), name) else redis.call('ZREM', h, name) end
 end
--- Tells the shard's owner of an earlier deadline than it had.
-local function hint_head(channel, shard, h, before)
-  local after = head_min(h)
+-- Tells the shard's owner that its earliest deadline went from `before`
+-- (nil: none) to `after`, if that is earlier.
+local function hint_earlier(channel, shard, before, after)
   if after and (not before or after < before) then
     redis.call('PUBLISH', channel, 'h ' .. shard .. ' ' .. after)
   end
+end
+-- Tells the shard's owner of an earlier deadline than it had (`before`, read
+-- with head_min before the script changed `h`).
+local function hint_head(channel, shard, h, before)
+  hint_earlier(channel, shard, before, head_min(h))
 end
 
 -- Redis's time in microseconds, printed: what a hint or a drain says it was
@@ -201,10 +206,26 @@ local function hint_due(channel, shard, q)
   redis.call('PUBLISH', channel, 'r ' .. shard .. ' ' .. now_us() .. ' ' .. q)
 end
 
+-- What head_by changed in the script's one shard: the shard's earliest
+-- deadline before its first change (read then, and only then), and the
+-- earliest head it set. A script that changes `h` only through head_by tells
+-- the owner with hint_lowered, at the cost of one ZSCORE when no head moves,
+-- where hint_head reads the shard's earliest before and after.
+local lowered_from_read, lowered_from, lowered_to = false, nil, nil
 -- Keeps the queue's head in `h` no later than `ms`.
 local function head_by(h, name, ms)
   local head = redis.call('ZSCORE', h, name)
-  if not head or ms < tonumber(head) then redis.call('ZADD', h, ms, name) end
+  if not head or ms < tonumber(head) then
+    if not lowered_from_read then lowered_from_read, lowered_from = true, head_min(h) end
+    redis.call('ZADD', h, ms, name)
+    if not lowered_to or ms < lowered_to then lowered_to = ms end
+  end
+end
+-- As hint_head, for a script that changed `h` only through head_by: the
+-- earliest deadline after is the earlier of the one before and the earliest
+-- head head_by set.
+local function hint_lowered(channel, shard)
+  hint_earlier(channel, shard, lowered_from, lowered_to)
 end
 
 -- Whether a task is delivered by push: it has a target, or its queue has.

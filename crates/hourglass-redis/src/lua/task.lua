@@ -12,7 +12,6 @@ local now, now_past = time_now()
 local rec = load(t, seq)
 if not rec then return { 'not_found', now } end
 if rec.q ~= q then return { 'queue', now, rec.q } end
-local before = head_min(h)
 -- The task as it now is, with its payload (none once it is gone).
 local function done(code)
   local ready = false
@@ -23,7 +22,7 @@ local function done(code)
     payload = redis.call('HGET', p, field(seq))
   end
   if ready then hint_due(channel, shard, q) end
-  hint_head(channel, shard, h, before)
+  hint_lowered(channel, shard)
   return { code, now, cmsgpack.pack(rec), payload }
 end
 local function holds(token) return rec.s == 'l' and rec.L == token end
@@ -53,7 +52,7 @@ elseif op == 'take' then
   if rec.s == 'l' then return { 'conflict', now } end
   unfile(Q, q, seq, rec, now)
   lease(Q, h, t, lseq, q, seq, rec, now, tonumber(ARGV[6]), ARGV[7])
-  hint_head(channel, shard, h, before)
+  hint_lowered(channel, shard)
   return { 'ok', now, cmsgpack.pack(rec), redis.call('HGET', p, field(seq)) }
 elseif op == 'ack' then
   if not holds(ARGV[6]) then return { 'stale', now } end
