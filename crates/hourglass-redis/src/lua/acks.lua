@@ -7,7 +7,8 @@
 local t, p, h = KEYS[1], KEYS[2], KEYS[3]
 local Q = queue_keys(4)
 local channel, shard, q = ARGV[1], ARGV[2], ARGV[3]
-local now = now_ms()
+-- Redis's time, read only for a repeating task: an ack of any other needs none.
+local now = nil
 local seqs = {}
 for i = 4, #ARGV, 2 do seqs[#seqs + 1] = member_seq(ARGV[i]) end
 local recs = load_all(t, seqs)
@@ -27,6 +28,7 @@ for k, seq in ipairs(seqs) do
   elseif rec.s ~= 'l' or rec.L ~= token then
     out[k] = 'stale'
   elseif rec.e then
+    now = now or now_ms()
     unfile(Q, q, seq, rec, now)
     rec.a, rec.s, rec.L, rec.u = 0, 's', nil, nil
     rec.r = next_run(rec.r, rec.e, now)
