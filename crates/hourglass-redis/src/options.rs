@@ -53,8 +53,8 @@ pub const CLAIM_RECHECK_MS: u64 = 1_000;
 pub const FIRE_BATCH_MAX: usize = 1_000;
 /// Most queues one fire script looks at; the next takes the rest, at once.
 pub const FIRE_QUEUES_MAX: usize = 64;
-// The fire script reads the shard's earliest deadline from the first of the
-// heads it returns (`lua/fire.lua`).
+// FIRE_QUEUES_MAX is the fire script's heads_max: it reads the shard's
+// earliest deadline from the first of the heads it returns (`lua/fire.lua`).
 const _: () = assert!(FIRE_QUEUES_MAX >= 1, "a fire returns the shard's earliest head");
 /// The first round of a claim of several tasks asks at least this many of
 /// each shard it asks (it asks fewer shards rather than fewer tasks of each):

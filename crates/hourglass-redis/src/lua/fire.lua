@@ -47,7 +47,9 @@ local handed = {}
 local first = 11 + takers
 -- What the script reads of a queue (by its place, `at`) at most once:
 -- whether it is paused, whether it has a target (flag P), and, once its
--- tasks due now are handed over, whether any is left unclaimed.
+-- tasks due now are handed over, whether any is left unclaimed. The queues
+-- named are distinct (`shards.rs` sorts them and drops repeats), so no other
+-- queue's turn changes what was read.
 local paused_at, pushes_at, left_at = {}, {}, {}
 local function is_paused(at, q)
   if paused_at[at] == nil then paused_at[at] = pause_of(paused, q, now) ~= nil end

@@ -208,9 +208,10 @@ end
 
 -- What head_by changed in the script's one shard: the shard's earliest
 -- deadline before its first change (read then, and only then), and the
--- earliest head it set. A script that changes `h` only through head_by tells
--- the owner with hint_lowered, at the cost of one ZSCORE when no head moves,
--- where hint_head reads the shard's earliest before and after.
+-- earliest head it set. A script that changes `h` only through head_by, and
+-- nothing of `h` before its first call, tells the owner with hint_lowered:
+-- it reads the shard's earliest not at all when no head moves and once when
+-- one does, where hint_head reads it before and after.
 local lowered_from_read, lowered_from, lowered_to = false, nil, nil
 -- Keeps the queue's head in `h` no later than `ms`.
 local function head_by(h, name, ms)
