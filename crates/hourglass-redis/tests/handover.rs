@@ -289,6 +289,39 @@ async fn claim_handed_ahead<'a>(
     (claimed, id, due_ms)
 }
 
+/// Tasks that come due at once while a claim waits reach it in claim order,
+/// whether the fire hands them over ahead of their due time or at it: the
+/// most urgent priority first, then the first enqueued. Those the claim has
+/// no room for stay due, in the same order, for the next claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_handed_over_come_in_claim_order() {
+    for fire_ahead_ms in [0, 1_000] {
+        let Some(server) = Server::start() else { return };
+        let backend = handing_ahead(&server.url(), fire_ahead_ms).await;
+        let before = backend.fired();
+        let mut claimed = Box::pin(backend.claim("ordered", 3, LEASE_MS, WAIT_MS));
+        waiting(&backend, 1, &mut claimed).await;
+        let tasks = [5, 1, 3, 1, 0].map(|priority| {
+            let mut task = NewTask::new("{}", RunAt::Delay(DUE_IN_MS));
+            task.priority = Some(priority);
+            task
+        });
+        let ids: Vec<u64> =
+            backend.enqueue_batch("ordered", tasks.to_vec()).await.unwrap().into_iter().map(|e| e.id).collect();
+        let got = tokio::time::timeout(WITHIN, claimed).await.expect("the tasks are handed over").unwrap();
+        let got: Vec<u64> = got.iter().map(|task| task.id).collect();
+        assert_eq!(got, [ids[4], ids[1], ids[3]], "handed over, {fire_ahead_ms} ms ahead");
+        assert_eq!(backend.fired().handed_over - before.handed_over, 3, "{fire_ahead_ms} ms ahead");
+        let mut rest = Vec::new();
+        while rest.len() < 2 {
+            let claimed = tokio::time::timeout(WITHIN, backend.claim("ordered", 5, LEASE_MS, WAIT_MS)).await;
+            rest.extend(claimed.expect("the rest are due").unwrap().iter().map(|task| task.id));
+        }
+        assert_eq!(rest, [ids[2], ids[0]], "left due, {fire_ahead_ms} ms ahead");
+        backend.close();
+    }
+}
+
 /// A task that comes due within `fire_ahead_ms` of a fire while a claim
 /// waits is leased to the claim then, and the claim is answered at its due
 /// time: not before, with a lease that counts from then.

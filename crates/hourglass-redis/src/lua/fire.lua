@@ -66,44 +66,42 @@ end
 -- Hands the due tasks of queue `q` (the ARGV from `i`, the `at`th queue)
 -- to its pull or push taker, as many as the taker and the queue's flow
 -- control allow, leased from `from`; with `fresh_only`, only to a taker
--- handed nothing due now (`fresh`, set before the ahead pass).
--- Returns how many it handed over, and the tasks' sequence numbers.
-local function hand_side(Q, q, i, at, push, from, fresh_only)
+-- handed nothing due now (`fresh`, set before the ahead pass); from
+-- `given` if given (as hand_out).
+-- Returns how many it handed over, and how many due tasks it looked at.
+local function hand_side(Q, q, i, at, push, from, fresh_only, given)
   local arg = i + (push and 4 or 1)
   local taker, lease_ms, allowed = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
   local budget = budgets[taker]
-  if not budget or (fresh_only and not budget.fresh) then return 0, {} end
+  if not budget or (fresh_only and not budget.fresh) then return 0, 0 end
   local most = budget.n
   if allowed >= 0 then most = math.min(most, allowed) end
-  if most <= 0 then return 0, {} end
+  if most <= 0 then return 0, 0 end
   local tasks = {}
-  local taken = hand_out(Q, t, p, h, lseq, q, push, most, lease_ms, budget, scan_max, secret, from, tasks)
-  local seqs = {}
+  local taken, _, looked =
+    hand_out(Q, t, p, h, lseq, q, push, most, lease_ms, budget, scan_max, secret, from, tasks, given)
   if taken > 0 then
     budget.n = budget.n - taken
     for _, v in ipairs({ taker, at + 1, taken }) do table.insert(handed, v) end
-    for k, v in ipairs(tasks) do
-      table.insert(handed, v)
-      if k % HANDED_VALUES == 1 then table.insert(seqs, v) end
-    end
+    for _, v in ipairs(tasks) do table.insert(handed, v) end
   end
-  return taken, seqs
+  return taken, looked
 end
 for i = first, #ARGV, PER_QUEUE do
   local at = (i - first) / PER_QUEUE
   local q = ARGV[i]
   local Q = queue_keys(7 + at * QUEUE_KEY_COUNT)
   local ready = false
-  -- What came due, read, unfiled and filed a batch at a time (as `file`
-  -- would, one task at a time).
+  -- What came due, read and unfiled a batch at a time; the tasks now due
+  -- (`due_now`) are filed below, as `file` would, one task at a time.
   local members = redis.call('ZRANGE', Q.s, '-', upto, 'BYLEX', 'LIMIT', 0, max)
+  local due_now = {}
   if #members > 0 then
     local seqs = {}
     for k, m in ipairs(members) do seqs[k] = member_seq(m) end
     local recs = load_all(t, seqs)
     redis.call('ZREM', Q.s, unpack(members))
     local w = writes()
-    local pushes = queue_pushes(at, Q)
     for k, seq in ipairs(seqs) do
       local rec = recs[k]
       if rec.x and rec.x <= now then
@@ -113,7 +111,7 @@ for i = first, #ARGV, PER_QUEUE do
         add_later(w, Q.d, field(seq))
         died, past_expiry = died + 1, past_expiry + 1
       elseif rec.s == 's' and rec.r <= now then
-        file_due_later(w, Q, seq, rec, pushes)
+        due_now[#due_now + 1] = { f = field(seq), rec = rec, seq = seq }
         ready = true
       elseif file(Q, h, q, seq, rec, now) then
         ready = true
@@ -137,11 +135,49 @@ for i = first, #ARGV, PER_QUEUE do
     expired = expired + 1
   end
   set_head(h, 'l:' .. q, Q.l)
+  -- The tasks now due are handed out from here while the queue holds no
+  -- other due task (so they are all a claim would find, and in its order:
+  -- priority, due time, sequence), and filed as due otherwise; those no
+  -- taker takes are filed after.
   local handed_here = 0
-  if ready and not is_paused(at, q) then
-    for _, push in ipairs({ false, true }) do
-      handed_here = handed_here + hand_side(Q, q, i, at, push, now, false)
+  local runs = ready and not is_paused(at, q)
+  local pushes = #due_now > 0 and queue_pushes(at, Q)
+  local given = nil
+  if runs and #due_now > 0 and redis.call('EXISTS', Q.r, Q.R) == 0 then
+    given = { [false] = {}, [true] = {} }
+    for _, task in ipairs(due_now) do
+      local side = given[task.rec.h ~= nil or pushes]
+      side[#side + 1] = task
     end
+  else
+    local w = writes()
+    for _, task in ipairs(due_now) do file_due_later(w, Q, task.seq, task.rec, pushes) end
+    write_all(w)
+  end
+  if runs then
+    local rest = writes()
+    local left = 0
+    for _, push in ipairs({ false, true }) do
+      local side = given and given[push]
+      if side then
+        table.sort(side, function(a, b)
+          if a.rec.p ~= b.rec.p then return a.rec.p < b.rec.p end
+          if a.rec.r ~= b.rec.r then return a.rec.r < b.rec.r end
+          return a.seq < b.seq
+        end)
+      end
+      if not side or #side > 0 then
+        local taken, looked = hand_side(Q, q, i, at, push, now, false, side)
+        handed_here = handed_here + taken
+        for k = looked + 1, side and #side or 0 do
+          file_due_later(rest, Q, side[k].seq, side[k].rec, pushes)
+          left = left + 1
+        end
+      end
+    end
+    write_all(rest)
+    -- The queue's due sets hold just what was filed here.
+    if given then left_at[at] = left > 0 end
   end
   if ready and (handed_here == 0 or any_left(at, Q)) then
     hint_due(channel, shard, q)
@@ -150,8 +186,9 @@ end
 -- Ahead: the tasks due at AHEAD, for the takers that were handed nothing
 -- due now (so that a claim's tasks share one due time, which its answer
 -- waits for), in each queue with no due task left unclaimed (which a hand
--- out would take first). Filed as due only within this script, handed out
--- leased from AHEAD, and the rest filed back as scheduled.
+-- out would take first). Handed out from the scheduled set, in the order a
+-- claim would find them due (priority, then sequence: they share their due
+-- time), leased from AHEAD; the rest stay scheduled as they are.
 if ahead > now then
   for _, budget in ipairs(budgets) do budget.fresh = budget.got == 0 end
   for i = first, #ARGV, PER_QUEUE do
@@ -165,31 +202,30 @@ if ahead > now then
         local seqs = {}
         for k, m in ipairs(members) do seqs[k] = member_seq(m) end
         local recs = load_all(t, seqs)
-        local w = writes()
         local pushes = queue_pushes(at, Q)
-        local filed = {}
+        -- Each side's tasks (pull, push: as file_due_later would file them).
+        local sides = { [false] = {}, [true] = {} }
         for k, seq in ipairs(seqs) do
           local rec = recs[k]
           -- One that expires by its due time is left to die then.
           if rec and rec.s == 's' and rec.r == ahead and not (rec.x and rec.x <= ahead) then
-            rem_later(w, Q.s, members[k])
-            file_due_later(w, Q, seq, rec, pushes)
-            filed[seq] = rec
+            local side = sides[rec.h ~= nil or pushes]
+            side[#side + 1] = { f = field(seq), rec = rec, seq = seq, member = members[k] }
           end
         end
-        write_all(w)
+        local gone = {}
         for _, push in ipairs({ false, true }) do
-          local taken, seqs_handed = hand_side(Q, q, i, at, push, ahead, true)
-          due = due + taken
-          for _, seq in ipairs(seqs_handed) do filed[seq] = nil end
+          local given = sides[push]
+          if #given > 0 then
+            table.sort(given, function(a, b)
+              return a.rec.p < b.rec.p or (a.rec.p == b.rec.p and a.seq < b.seq)
+            end)
+            local taken, looked = hand_side(Q, q, i, at, push, ahead, true, given)
+            due = due + taken
+            for k = 1, looked do gone[#gone + 1] = given[k].member end
+          end
         end
-        local back = writes()
-        for seq, rec in pairs(filed) do
-          rem_later(back, (rec.h ~= nil or pushes) and Q.R or Q.r, ready_member(rec.p, rec.r, seq))
-          rem_later(back, Q.o, at_member(rec.r, seq))
-          add_later(back, Q.s, at_member(rec.r, seq))
-        end
-        write_all(back)
+        if #gone > 0 then redis.call('ZREM', Q.s, unpack(gone)) end
       end
     end
   end

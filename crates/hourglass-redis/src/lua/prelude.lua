@@ -344,9 +344,14 @@ local HANDED_VALUES = 7
 -- `budget.got` counts its tasks so far: the first always goes, a later one
 -- only if its payload fits. Looks at `scan_max` due tasks at most. Appends
 -- seq payload attempt token lease_end due target (packed; '' if none) per
--- task to `out`. Returns how many it handed out and why no more: STOP_DRAINED
--- (nothing more is due, or it handed out `max`), STOP_BYTES or STOP_SCANNED.
-local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_max, secret, now, out)
+-- task to `out`. Returns how many it handed out, why no more: STOP_DRAINED
+-- (nothing more is due, or it handed out `max`), STOP_BYTES or STOP_SCANNED,
+-- and how many due tasks it looked at (each handed out or made dead).
+-- Given `given`, due tasks of the queue that the caller read and did not
+-- file in R (which holds none), in claim order ({f = field, rec = record}
+-- each), it hands those out instead, and moves them nowhere: the caller
+-- takes the first `looked` out of the set that holds them.
+local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_max, secret, now, out, given)
   local R = push and Q.R or Q.r
   local taken, looked = 0, 0
   local gone_r, gone_o, leased = {}, {}, {}
@@ -354,12 +359,19 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
   local first_end = nil
   local stop = STOP_DRAINED
   while taken < max and looked < scan_max and stop == STOP_DRAINED do
-    local members = redis.call('ZRANGE', R, looked, looked + (max - taken) - 1)
+    local members, fields, recs = {}, {}, {}
+    if given then
+      for k = 1, math.min(#given - looked, max - taken) do
+        local task = given[looked + k]
+        members[k], fields[k], recs[k] = false, task.f, task.rec
+      end
+    else
+      members = redis.call('ZRANGE', R, looked, looked + (max - taken) - 1)
+      -- Each task's field, as its member ends.
+      for k, m in ipairs(members) do fields[k] = string.sub(m, -SEQ_DIGITS) end
+      recs = load_fields(t, fields)
+    end
     if #members == 0 then break end
-    -- Each task's field, as its member ends.
-    local fields = {}
-    for k, m in ipairs(members) do fields[k] = string.sub(m, -SEQ_DIGITS) end
-    local recs = load_fields(t, fields)
     -- One lease counter for each task looked at; those not handed out
     -- leave theirs unused.
     local token = lease_tokens(secret, redis.call('INCRBY', lseq, #members) - #members)
@@ -394,8 +406,10 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
         out[n + 5], out[n + 6], out[n + 7] = rec.u, rec.r, rec.h and cmsgpack.pack(rec.h) or ''
       end
       looked = looked + 1
-      gone_r[looked] = m
-      gone_o[looked] = ready_at(m)
+      if not given then
+        gone_r[looked] = m
+        gone_o[looked] = ready_at(m)
+      end
     end
   end
   if stop == STOP_DRAINED and taken < max and looked >= scan_max then stop = STOP_SCANNED end
@@ -408,7 +422,7 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
     redis.call('ZADD', Q.l, unpack(leased))
     head_by(h, 'l:' .. q, first_end)
   end
-  return taken, stop
+  return taken, stop, looked
 end
 
 -- A delivery failed at `now` (and `past` µs): due again `delay` or a
