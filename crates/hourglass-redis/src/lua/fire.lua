@@ -7,10 +7,12 @@
 -- due at AHEAD exactly, leased from AHEAD (their lease counts from their due
 -- time): the node answers their claims at AHEAD, so that the script's round
 -- trip is not part of their lateness (`handover.rs`). They are never filed
--- as due: what no taker takes goes back to the scheduled set as it was.
+-- as due: what no taker takes stays in the scheduled set as it is.
 -- Refused unless the caller holds the shard's lease (fencing: a stale holder
 -- changes nothing). A queue paused here hands nothing over; what is handed
--- over follows the prelude's hand_out, as a claim does.
+-- over follows the prelude's hand_out, as a claim does, and tasks due now
+-- reach it without being filed as due first while the queue holds no
+-- other due task.
 -- KEYS: owner t h p lseq paused, then QUEUE_KEY_COUNT keys per queue.
 -- ARGV: channel shard holder max heads_max secret ahead bytes_max scan_max
 -- takers, then each taker's most tasks, then per queue its name and, for a
