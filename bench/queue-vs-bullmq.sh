@@ -9,6 +9,7 @@
 #   FSYNC=everysec bench/queue-vs-bullmq.sh
 #   ONLY=lateness-5000-nodes bench/queue-vs-bullmq.sh  # that row of hourglass alone, ROUNDS times
 #   ONLY=idle bench/queue-vs-bullmq.sh                 # the idle row (both systems), ROUNDS times
+#   ONLY=enqueue bench/queue-vs-bullmq.sh              # the enqueue row (both systems), ROUNDS times
 #   HG=/tmp/old/hourglass LOAD=... bench/queue-vs-bullmq.sh  # another build (not rebuilt)
 #
 # Lines start with the system's name; BENCHMARKS.md quotes the medians.
@@ -73,6 +74,24 @@ idle_row() {
   bull idle 10 6
 }
 
+# The enqueue row: 50,000 tasks from 64 producers, hourglass then BullMQ.
+enqueue_row() {
+  fresh_redis; start_nodes
+  echo "hourglass, 3 nodes:"; hg --workload enqueue --tasks 50000 --producers 64 | sed 's/^/  /'
+  stop_pids; fresh_redis
+  echo "BullMQ:"; bull enqueue 50000 64 | sed 's/^/  /'
+}
+
+# ONLY=enqueue: the enqueue row alone (both systems), ROUNDS times.
+if [ "$ONLY" = enqueue ]; then
+  for round in $(seq "$ROUNDS"); do
+    echo "== round $round"
+    disk_line
+    enqueue_row
+  done
+  exit 0
+fi
+
 # ONLY=idle: the idle row alone, ROUNDS times.
 if [ "$ONLY" = idle ]; then
   for round in $(seq "$ROUNDS"); do
@@ -116,10 +135,7 @@ for round in $(seq "$ROUNDS"); do
   echo "hourglass, 3 nodes:"; hg --workload burst --tasks 100000 --batch 1000 --consumers 6 | sed 's/^/  /'
   stop_pids; fresh_redis
   echo "BullMQ:"; bull burst 100000 6 | sed 's/^/  /'
-  fresh_redis; start_nodes
-  echo "hourglass, 3 nodes:"; hg --workload enqueue --tasks 50000 --producers 64 | sed 's/^/  /'
-  stop_pids; fresh_redis
-  echo "BullMQ:"; bull enqueue 50000 64 | sed 's/^/  /'
+  enqueue_row
   fresh_redis; start_nodes
   echo "hourglass, 3 nodes:"; hg --workload drain --tasks 50000 --batch 1000 --consumers 6 | sed 's/^/  /'
   stop_pids; fresh_redis
