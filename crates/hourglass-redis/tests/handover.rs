@@ -322,6 +322,42 @@ async fn tasks_handed_over_come_in_claim_order() {
     }
 }
 
+/// Pull and push tasks of one queue that come due at once, while a pull
+/// and a push claim wait, each reach their own claim in claim order, handed
+/// ahead or when due: a task with its own target is pushed, the others
+/// pulled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_and_push_tasks_due_together_reach_their_own_claims_in_order() {
+    for fire_ahead_ms in [0, 1_000] {
+        let Some(server) = Server::start() else { return };
+        let backend = handing_ahead(&server.url(), fire_ahead_ms).await;
+        let pull = tokio::spawn({
+            let backend = backend.clone();
+            async move { backend.claim("mixed", 5, LEASE_MS, WAIT_MS).await }
+        });
+        let push = tokio::spawn({
+            let backend = backend.clone();
+            async move { backend.claim_from(Claim::push(5, WAIT_MS).unwrap()).await }
+        });
+        until("both claims wait", WITHIN, || backend.waiting_claims() == 2).await;
+        // (priority, pushed) of each task, in the order enqueued.
+        let tasks = [(2, false), (1, true), (0, false), (0, true), (1, false)].map(|(priority, pushed)| {
+            let mut task = NewTask::new("{}", RunAt::Delay(DUE_IN_MS));
+            task.priority = Some(priority);
+            task.http = pushed.then(|| HttpTarget::post("https://example.com/hook"));
+            task
+        });
+        let ids: Vec<u64> =
+            backend.enqueue_batch("mixed", tasks.to_vec()).await.unwrap().into_iter().map(|e| e.id).collect();
+        let ids_of = |claimed: Vec<Claimed>| claimed.iter().map(|task| task.id).collect::<Vec<u64>>();
+        let pulled = tokio::time::timeout(WITHIN, pull).await.expect("the pull claim is answered").unwrap().unwrap();
+        let pushed = tokio::time::timeout(WITHIN, push).await.expect("the push claim is answered").unwrap().unwrap();
+        assert_eq!(ids_of(pulled), [ids[2], ids[4], ids[0]], "pulled, {fire_ahead_ms} ms ahead");
+        assert_eq!(ids_of(pushed), [ids[3], ids[1]], "pushed, {fire_ahead_ms} ms ahead");
+        backend.close();
+    }
+}
+
 /// A task that comes due within `fire_ahead_ms` of a fire while a claim
 /// waits is leased to the claim then, and the claim is answered at its due
 /// time: not before, with a lease that counts from then.
