@@ -113,7 +113,7 @@ for i = first, #ARGV, PER_QUEUE do
         add_later(w, Q.d, field(seq))
         died, past_expiry = died + 1, past_expiry + 1
       elseif rec.s == 's' and rec.r <= now then
-        due_now[#due_now + 1] = { f = field(seq), rec = rec, seq = seq }
+        due_now[#due_now + 1] = { rec = rec, seq = seq }
         ready = true
       elseif file(Q, h, q, seq, rec, now) then
         ready = true
@@ -146,11 +146,7 @@ for i = first, #ARGV, PER_QUEUE do
   local pushes = #due_now > 0 and queue_pushes(at, Q)
   local given = nil
   if runs and #due_now > 0 and redis.call('EXISTS', Q.r, Q.R) == 0 then
-    given = { [false] = {}, [true] = {} }
-    for _, task in ipairs(due_now) do
-      local side = given[task.rec.h ~= nil or pushes]
-      side[#side + 1] = task
-    end
+    given = by_side(due_now, pushes)
   else
     local w = writes()
     for _, task in ipairs(due_now) do file_due_later(w, Q, task.seq, task.rec, pushes) end
@@ -161,13 +157,6 @@ for i = first, #ARGV, PER_QUEUE do
     local left = 0
     for _, push in ipairs({ false, true }) do
       local side = given and given[push]
-      if side then
-        table.sort(side, function(a, b)
-          if a.rec.p ~= b.rec.p then return a.rec.p < b.rec.p end
-          if a.rec.r ~= b.rec.r then return a.rec.r < b.rec.r end
-          return a.seq < b.seq
-        end)
-      end
       if not side or #side > 0 then
         local taken, looked = hand_side(Q, q, i, at, push, now, false, side)
         handed_here = handed_here + taken
@@ -189,8 +178,8 @@ end
 -- due now (so that a claim's tasks share one due time, which its answer
 -- waits for), in each queue with no due task left unclaimed (which a hand
 -- out would take first). Handed out from the scheduled set, in the order a
--- claim would find them due (priority, then sequence: they share their due
--- time), leased from AHEAD; the rest stay scheduled as they are.
+-- claim would find them due (by_side), leased from AHEAD; the rest stay
+-- scheduled as they are.
 if ahead > now then
   for _, budget in ipairs(budgets) do budget.fresh = budget.got == 0 end
   for i = first, #ARGV, PER_QUEUE do
@@ -204,24 +193,19 @@ if ahead > now then
         local seqs = {}
         for k, m in ipairs(members) do seqs[k] = member_seq(m) end
         local recs = load_all(t, seqs)
-        local pushes = queue_pushes(at, Q)
-        -- Each side's tasks (pull, push: as file_due_later would file them).
-        local sides = { [false] = {}, [true] = {} }
+        local handable = {}
         for k, seq in ipairs(seqs) do
           local rec = recs[k]
           -- One that expires by its due time is left to die then.
           if rec and rec.s == 's' and rec.r == ahead and not (rec.x and rec.x <= ahead) then
-            local side = sides[rec.h ~= nil or pushes]
-            side[#side + 1] = { f = field(seq), rec = rec, seq = seq, member = members[k] }
+            handable[#handable + 1] = { rec = rec, seq = seq, member = members[k] }
           end
         end
+        local sides = by_side(handable, queue_pushes(at, Q))
         local gone = {}
         for _, push in ipairs({ false, true }) do
           local given = sides[push]
           if #given > 0 then
-            table.sort(given, function(a, b)
-              return a.rec.p < b.rec.p or (a.rec.p == b.rec.p and a.seq < b.seq)
-            end)
             local taken, looked = hand_side(Q, q, i, at, push, ahead, true, given)
             due = due + taken
             for k = 1, looked do gone[#gone + 1] = given[k].member end

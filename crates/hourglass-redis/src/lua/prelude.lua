@@ -162,6 +162,25 @@ local function file_due_later(w, Q, seq, rec, queue_pushes)
   add_later(w, (rec.h ~= nil or queue_pushes) and Q.R or Q.r, ready_at_member(rec.p, at))
   add_later(w, Q.o, at)
 end
+-- Due tasks ({rec = record, seq = seq, ...} each) read and not filed, by the
+-- side file_due_later would file them in (false: pull, R's; true: push),
+-- each side in claim order, as its due set holds them: priority, due time,
+-- sequence (ready_member's parts, compared as numbers).
+local function by_side(tasks, queue_pushes)
+  local sides = { [false] = {}, [true] = {} }
+  for _, task in ipairs(tasks) do
+    local side = sides[task.rec.h ~= nil or queue_pushes]
+    side[#side + 1] = task
+  end
+  local function before(a, b)
+    if a.rec.p ~= b.rec.p then return a.rec.p < b.rec.p end
+    if a.rec.r ~= b.rec.r then return a.rec.r < b.rec.r end
+    return a.seq < b.seq
+  end
+  table.sort(sides[false], before)
+  table.sort(sides[true], before)
+  return sides
+end
 
 -- The earliest deadline of the shard, or nil.
 local function head_min(h)
@@ -331,9 +350,6 @@ local function pause_of(paused, q, now)
   return nil
 end
 
--- The values hand_out writes a task.
-local HANDED_VALUES = 7
-
 -- Hands out up to `max` due tasks of queue `q` (from Q.R for push claims,
 -- else Q.r), in claim order, each under a new lease (one more attempt): the
 -- claim script's work, and the fire script's when it hands tasks to a
@@ -348,9 +364,9 @@ local HANDED_VALUES = 7
 -- (nothing more is due, or it handed out `max`), STOP_BYTES or STOP_SCANNED,
 -- and how many due tasks it looked at (each handed out or made dead).
 -- Given `given`, due tasks of the queue that the caller read and did not
--- file in R (which holds none), in claim order ({f = field, rec = record}
--- each), it hands those out instead, and moves them nowhere: the caller
--- takes the first `looked` out of the set that holds them.
+-- file in R (which holds none), in claim order (a side of by_side's), it
+-- hands those out instead, and moves them nowhere: the caller takes the
+-- first `looked` out of the set that holds them.
 local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_max, secret, now, out, given)
   local R = push and Q.R or Q.r
   local taken, looked = 0, 0
@@ -359,11 +375,12 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
   local first_end = nil
   local stop = STOP_DRAINED
   while taken < max and looked < scan_max and stop == STOP_DRAINED do
-    local members, fields, recs = {}, {}, {}
+    -- The next tasks in claim order: their members in R (none if given),
+    -- fields and records.
+    local members, fields, recs = nil, {}, {}
     if given then
       for k = 1, math.min(#given - looked, max - taken) do
-        local task = given[looked + k]
-        members[k], fields[k], recs[k] = false, task.f, task.rec
+        fields[k], recs[k] = field(given[looked + k].seq), given[looked + k].rec
       end
     else
       members = redis.call('ZRANGE', R, looked, looked + (max - taken) - 1)
@@ -371,11 +388,11 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
       for k, m in ipairs(members) do fields[k] = string.sub(m, -SEQ_DIGITS) end
       recs = load_fields(t, fields)
     end
-    if #members == 0 then break end
+    if #fields == 0 then break end
     -- One lease counter for each task looked at; those not handed out
     -- leave theirs unused.
-    local token = lease_tokens(secret, redis.call('INCRBY', lseq, #members) - #members)
-    for k, m in ipairs(members) do
+    local token = lease_tokens(secret, redis.call('INCRBY', lseq, #fields) - #fields)
+    for k = 1, #fields do
       local f, rec = fields[k], recs[k]
       if rec.x and rec.x <= now then
         -- Not delivered by its expiry: dead, never late.
@@ -400,15 +417,15 @@ local function hand_out(Q, t, p, h, lseq, q, push, max, lease_ms, budget, scan_m
         leased[2 * taken + 2] = at_field(rec.u, f)
         if not first_end or rec.u < first_end then first_end = rec.u end
         taken = taken + 1
-        -- Its HANDED_VALUES values, in place: no table and no call a value.
+        -- Its seven values, in place: no table and no call a value.
         local n = #out
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = tonumber(f, 16), payload, rec.a, rec.L
         out[n + 5], out[n + 6], out[n + 7] = rec.u, rec.r, rec.h and cmsgpack.pack(rec.h) or ''
       end
       looked = looked + 1
-      if not given then
-        gone_r[looked] = m
-        gone_o[looked] = ready_at(m)
+      if members then
+        gone_r[looked] = members[k]
+        gone_o[looked] = ready_at(members[k])
       end
     end
   end
