@@ -1,16 +1,20 @@
 //! The owner hands over what it fires: tasks that come due while a claim
 //! waits on the owner's node reach it from the fire script, with no claim
 //! script and no look at the shards, for pull and push claims, on one Redis
-//! and on a Cluster; a paused queue is not handed over; flow control holds;
-//! and tasks handed to a claim that went away are given back, not lost.
+//! and on a Cluster; a paused queue is not handed over; flow control and an
+//! answer's byte budget hold, what they leave waiting in claim order; and
+//! tasks handed to a claim that went away are given back, not lost.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hourglass_queue::limits::ANSWER_PAYLOAD_BYTES_MAX;
 use hourglass_queue::prelude::*;
-use hourglass_queue::{Claim, Claimed, Flow, HttpTarget, NewTask, Pause, PushTarget, QueueError, QueueSettings, RunAt};
+use hourglass_queue::{
+    Claim, Claimed, Flow, HttpTarget, Limits, NewTask, Pause, PushTarget, QueueError, QueueSettings, RunAt,
+};
 use hourglass_redis::RedisBackend;
 use hourglass_test_support::redis::{Cluster, Server};
 
@@ -253,8 +257,14 @@ async fn tasks_handed_to_a_claim_that_went_away_are_given_back() {
 /// The only node of a service on `url`, handing tasks to its waiting claims
 /// up to `fire_ahead_ms` before they are due.
 async fn handing_ahead(url: &str, fire_ahead_ms: u64) -> Arc<RedisBackend> {
+    handing_ahead_with(url, fire_ahead_ms, Limits::default()).await
+}
+
+/// [`handing_ahead`], with `limits`.
+async fn handing_ahead_with(url: &str, fire_ahead_ms: u64, limits: Limits) -> Arc<RedisBackend> {
     let mut options = hourglass_redis::RedisOptions::new(url.parse().unwrap());
     options.fire_ahead_ms = fire_ahead_ms;
+    options.limits = limits;
     let backend = RedisBackend::connect(options).await.expect("connect to redis");
     until("the node holds every shard", WITHIN, || backend.held_shards().len() == 16).await;
     backend
@@ -318,6 +328,91 @@ async fn tasks_handed_over_come_in_claim_order() {
             rest.extend(claimed.expect("the rest are due").unwrap().iter().map(|task| task.id));
         }
         assert_eq!(rest, [ids[2], ids[0]], "left due, {fire_ahead_ms} ms ahead");
+        backend.close();
+    }
+}
+
+/// A fire stops handing tasks to a waiting claim before the one whose
+/// payload would take the answer past [`ANSWER_PAYLOAD_BYTES_MAX`], handed
+/// ahead or when due: the claim gets those before it, in claim order, and
+/// the rest wait for the next claim, in the same order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_budget_stops_a_hand_out_part_way_and_the_rest_wait_in_order() {
+    const PAYLOAD_BYTES: usize = 5 << 20;
+    // Three fit in one answer; a fourth would pass it.
+    const { assert!(3 * PAYLOAD_BYTES <= ANSWER_PAYLOAD_BYTES_MAX && 4 * PAYLOAD_BYTES > ANSWER_PAYLOAD_BYTES_MAX) };
+    let limits = Limits { payload_bytes_max: PAYLOAD_BYTES, ..Limits::default() };
+    for fire_ahead_ms in [0, 1_000] {
+        let Some(server) = Server::start() else { return };
+        let backend = handing_ahead_with(&server.url(), fire_ahead_ms, limits.clone()).await;
+        let before = backend.fired();
+        let mut claimed = Box::pin(backend.claim("large", 10, LEASE_MS, WAIT_MS));
+        waiting(&backend, 1, &mut claimed).await;
+        // One batch: one shard, so one fire hands them all out.
+        let tasks = [4, 0, 2, 1, 3].map(|priority| {
+            let mut task = NewTask::new(vec![b'x'; PAYLOAD_BYTES], RunAt::Delay(DUE_IN_MS));
+            task.priority = Some(priority);
+            task
+        });
+        let ids: Vec<u64> =
+            backend.enqueue_batch("large", tasks.to_vec()).await.unwrap().into_iter().map(|e| e.id).collect();
+        let got = tokio::time::timeout(WITHIN, claimed).await.expect("the tasks are handed over").unwrap();
+        assert!(got.iter().all(|task| task.payload.as_bytes().len() == PAYLOAD_BYTES), "whole payloads");
+        let got: Vec<u64> = got.iter().map(|task| task.id).collect();
+        assert_eq!(got, [ids[1], ids[3], ids[2]], "handed over, {fire_ahead_ms} ms ahead");
+        assert_eq!(backend.fired().handed_over - before.handed_over, 3, "{fire_ahead_ms} ms ahead");
+        let mut rest = Vec::new();
+        while rest.len() < 2 {
+            let claimed = tokio::time::timeout(WITHIN, backend.claim("large", 10, LEASE_MS, WAIT_MS)).await;
+            rest.extend(claimed.expect("the rest are due").unwrap().iter().map(|task| task.id));
+        }
+        assert_eq!(rest, [ids[4], ids[0]], "left for the next claim, {fire_ahead_ms} ms ahead");
+        backend.close();
+    }
+}
+
+/// A cap below a waiting claim's room, with tasks due at once in one
+/// shard: the fire hands the claim only what the cap allows, the first in
+/// claim order, and the rest wait due, in the same order, for the room an
+/// ack makes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cap_below_a_claim_s_room_hands_out_the_first_in_claim_order() {
+    for fire_ahead_ms in [0, 1_000] {
+        let Some(server) = Server::start() else { return };
+        let backend = handing_ahead(&server.url(), fire_ahead_ms).await;
+        let flow = Flow { max_in_flight: Some(2), ..Flow::default() };
+        backend.put_settings("capped", QueueSettings { push: None, flow }).await.unwrap();
+        let before = backend.fired();
+        let mut claimed = Box::pin(backend.claim("capped", 10, LEASE_MS, WAIT_MS));
+        waiting(&backend, 1, &mut claimed).await;
+        let tasks = [3, 0, 4, 1, 2].map(|priority| {
+            let mut task = NewTask::new("{}", RunAt::Delay(DUE_IN_MS));
+            task.priority = Some(priority);
+            task
+        });
+        // One batch: one shard, so one fire hands them out.
+        let ids: Vec<u64> =
+            backend.enqueue_batch("capped", tasks.to_vec()).await.unwrap().into_iter().map(|e| e.id).collect();
+        let first = tokio::time::timeout(WITHIN, claimed).await.expect("the tasks are handed over").unwrap();
+        let first_ids: Vec<u64> = first.iter().map(|task| task.id).collect();
+        assert_eq!(first_ids, [ids[1], ids[3]], "handed over up to the cap, {fire_ahead_ms} ms ahead");
+        assert_eq!(backend.fired().handed_over - before.handed_over, 2, "{fire_ahead_ms} ms ahead");
+        let stats = backend.queue("capped").await.unwrap();
+        // Due, or still scheduled if they were left for the fire at their due time.
+        assert_eq!((stats.leased, stats.due + stats.scheduled), (2, 3), "the rest wait, {fire_ahead_ms} ms ahead");
+        // Each ack makes room for one more, taken in claim order.
+        let mut rest = Vec::new();
+        let mut leased = first;
+        while rest.len() < 3 {
+            let done = leased.remove(0);
+            backend.ack(done.id, done.lease).await.unwrap();
+            let more = tokio::time::timeout(WITHIN, backend.claim("capped", 10, LEASE_MS, WAIT_MS)).await;
+            let more = more.expect("a task is due").unwrap();
+            assert_eq!(more.len(), 1, "one a room, {fire_ahead_ms} ms ahead");
+            rest.push(more[0].id);
+            leased.extend(more);
+        }
+        assert_eq!(rest, [ids[4], ids[0], ids[2]], "the rest in claim order, {fire_ahead_ms} ms ahead");
         backend.close();
     }
 }
