@@ -53,6 +53,28 @@ async fn due_soon(backend: &RedisBackend, queue: &str, n: usize, spread: bool) -
     backend.enqueue_batch(queue, (0..n).map(|_| task()).collect()).await.unwrap().into_iter().map(|e| e.id).collect()
 }
 
+/// Tasks of `queue` due in [`DUE_IN_MS`] with `priorities`, each with
+/// `payload`, as one batch (one shard, so one fire reads them all): their
+/// ids, in the order given.
+async fn due_together(backend: &RedisBackend, queue: &str, priorities: &[u32], payload: &[u8]) -> Vec<u64> {
+    let tasks = priorities.iter().map(|&priority| {
+        let mut task = NewTask::new(payload, RunAt::Delay(DUE_IN_MS));
+        task.priority = Some(priority);
+        task
+    });
+    backend.enqueue_batch(queue, tasks.collect()).await.unwrap().into_iter().map(|e| e.id).collect()
+}
+
+/// The ids of `n` tasks of `queue` that new claims get, in the order they get them.
+async fn claim_more(backend: &RedisBackend, queue: &str, n: usize) -> Vec<u64> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let claimed = tokio::time::timeout(WITHIN, backend.claim(queue, 10, LEASE_MS, WAIT_MS)).await;
+        got.extend(claimed.expect("the rest are due").unwrap().iter().map(|task| task.id));
+    }
+    got
+}
+
 /// A claim waiting when `n` tasks come due gets them from the fire: every
 /// one handed over, no look at the shards (`ZCARD`) and no claim script,
 /// attempts counted, leases that ack.
@@ -299,37 +321,45 @@ async fn claim_handed_ahead<'a>(
     (claimed, id, due_ms)
 }
 
+/// While a claim of at most `max` tasks waits, tasks with `priorities`, each
+/// with `payload`, come due together in one shard; handed ahead of their due
+/// time and at it: the claim gets those at `handed`, in that order, all from
+/// the fire, and new claims then get those at `rest`, in that order.
+async fn handed_then_rest(
+    limits: Limits,
+    max: usize,
+    priorities: &[u32],
+    payload: &[u8],
+    handed: &[usize],
+    rest: &[usize],
+) {
+    for fire_ahead_ms in [0, 1_000] {
+        let Some(server) = Server::start() else { return };
+        let backend = handing_ahead_with(&server.url(), fire_ahead_ms, limits.clone()).await;
+        let before = backend.fired();
+        let mut claimed = Box::pin(backend.claim("ordered", max, LEASE_MS, WAIT_MS));
+        waiting(&backend, 1, &mut claimed).await;
+        let ids = due_together(&backend, "ordered", priorities, payload).await;
+        let at = |places: &[usize]| places.iter().map(|&k| ids[k]).collect::<Vec<u64>>();
+        let got = tokio::time::timeout(WITHIN, claimed).await.expect("the tasks are handed over").unwrap();
+        assert!(got.iter().all(|task| task.payload.as_bytes() == payload), "whole payloads");
+        let got: Vec<u64> = got.iter().map(|task| task.id).collect();
+        assert_eq!(got, at(handed), "handed over, {fire_ahead_ms} ms ahead");
+        let handed_over = backend.fired().handed_over - before.handed_over;
+        assert_eq!(handed_over, handed.len() as u64, "{fire_ahead_ms} ms ahead");
+        let more = claim_more(&backend, "ordered", rest.len()).await;
+        assert_eq!(more, at(rest), "left for the next claim, {fire_ahead_ms} ms ahead");
+        backend.close();
+    }
+}
+
 /// Tasks that come due at once while a claim waits reach it in claim order,
 /// whether the fire hands them over ahead of their due time or at it: the
 /// most urgent priority first, then the first enqueued. Those the claim has
 /// no room for stay due, in the same order, for the next claim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_handed_over_come_in_claim_order() {
-    for fire_ahead_ms in [0, 1_000] {
-        let Some(server) = Server::start() else { return };
-        let backend = handing_ahead(&server.url(), fire_ahead_ms).await;
-        let before = backend.fired();
-        let mut claimed = Box::pin(backend.claim("ordered", 3, LEASE_MS, WAIT_MS));
-        waiting(&backend, 1, &mut claimed).await;
-        let tasks = [5, 1, 3, 1, 0].map(|priority| {
-            let mut task = NewTask::new("{}", RunAt::Delay(DUE_IN_MS));
-            task.priority = Some(priority);
-            task
-        });
-        let ids: Vec<u64> =
-            backend.enqueue_batch("ordered", tasks.to_vec()).await.unwrap().into_iter().map(|e| e.id).collect();
-        let got = tokio::time::timeout(WITHIN, claimed).await.expect("the tasks are handed over").unwrap();
-        let got: Vec<u64> = got.iter().map(|task| task.id).collect();
-        assert_eq!(got, [ids[4], ids[1], ids[3]], "handed over, {fire_ahead_ms} ms ahead");
-        assert_eq!(backend.fired().handed_over - before.handed_over, 3, "{fire_ahead_ms} ms ahead");
-        let mut rest = Vec::new();
-        while rest.len() < 2 {
-            let claimed = tokio::time::timeout(WITHIN, backend.claim("ordered", 5, LEASE_MS, WAIT_MS)).await;
-            rest.extend(claimed.expect("the rest are due").unwrap().iter().map(|task| task.id));
-        }
-        assert_eq!(rest, [ids[2], ids[0]], "left due, {fire_ahead_ms} ms ahead");
-        backend.close();
-    }
+    handed_then_rest(Limits::default(), 3, &[5, 1, 3, 1, 0], b"{}", &[4, 1, 3], &[2, 0]).await;
 }
 
 /// A fire stops handing tasks to a waiting claim before the one whose
@@ -342,33 +372,7 @@ async fn a_byte_budget_stops_a_hand_out_part_way_and_the_rest_wait_in_order() {
     // Three fit in one answer; a fourth would pass it.
     const { assert!(3 * PAYLOAD_BYTES <= ANSWER_PAYLOAD_BYTES_MAX && 4 * PAYLOAD_BYTES > ANSWER_PAYLOAD_BYTES_MAX) };
     let limits = Limits { payload_bytes_max: PAYLOAD_BYTES, ..Limits::default() };
-    for fire_ahead_ms in [0, 1_000] {
-        let Some(server) = Server::start() else { return };
-        let backend = handing_ahead_with(&server.url(), fire_ahead_ms, limits.clone()).await;
-        let before = backend.fired();
-        let mut claimed = Box::pin(backend.claim("large", 10, LEASE_MS, WAIT_MS));
-        waiting(&backend, 1, &mut claimed).await;
-        // One batch: one shard, so one fire hands them all out.
-        let tasks = [4, 0, 2, 1, 3].map(|priority| {
-            let mut task = NewTask::new(vec![b'x'; PAYLOAD_BYTES], RunAt::Delay(DUE_IN_MS));
-            task.priority = Some(priority);
-            task
-        });
-        let ids: Vec<u64> =
-            backend.enqueue_batch("large", tasks.to_vec()).await.unwrap().into_iter().map(|e| e.id).collect();
-        let got = tokio::time::timeout(WITHIN, claimed).await.expect("the tasks are handed over").unwrap();
-        assert!(got.iter().all(|task| task.payload.as_bytes().len() == PAYLOAD_BYTES), "whole payloads");
-        let got: Vec<u64> = got.iter().map(|task| task.id).collect();
-        assert_eq!(got, [ids[1], ids[3], ids[2]], "handed over, {fire_ahead_ms} ms ahead");
-        assert_eq!(backend.fired().handed_over - before.handed_over, 3, "{fire_ahead_ms} ms ahead");
-        let mut rest = Vec::new();
-        while rest.len() < 2 {
-            let claimed = tokio::time::timeout(WITHIN, backend.claim("large", 10, LEASE_MS, WAIT_MS)).await;
-            rest.extend(claimed.expect("the rest are due").unwrap().iter().map(|task| task.id));
-        }
-        assert_eq!(rest, [ids[4], ids[0]], "left for the next claim, {fire_ahead_ms} ms ahead");
-        backend.close();
-    }
+    handed_then_rest(limits, 10, &[4, 0, 2, 1, 3], &vec![b'x'; PAYLOAD_BYTES], &[1, 3, 2], &[4, 0]).await;
 }
 
 /// A cap below a waiting claim's room, with tasks due at once in one
@@ -385,14 +389,7 @@ async fn a_cap_below_a_claim_s_room_hands_out_the_first_in_claim_order() {
         let before = backend.fired();
         let mut claimed = Box::pin(backend.claim("capped", 10, LEASE_MS, WAIT_MS));
         waiting(&backend, 1, &mut claimed).await;
-        let tasks = [3, 0, 4, 1, 2].map(|priority| {
-            let mut task = NewTask::new("{}", RunAt::Delay(DUE_IN_MS));
-            task.priority = Some(priority);
-            task
-        });
-        // One batch: one shard, so one fire hands them out.
-        let ids: Vec<u64> =
-            backend.enqueue_batch("capped", tasks.to_vec()).await.unwrap().into_iter().map(|e| e.id).collect();
+        let ids = due_together(&backend, "capped", &[3, 0, 4, 1, 2], b"{}").await;
         let first = tokio::time::timeout(WITHIN, claimed).await.expect("the tasks are handed over").unwrap();
         let first_ids: Vec<u64> = first.iter().map(|task| task.id).collect();
         assert_eq!(first_ids, [ids[1], ids[3]], "handed over up to the cap, {fire_ahead_ms} ms ahead");
@@ -408,7 +405,7 @@ async fn a_cap_below_a_claim_s_room_hands_out_the_first_in_claim_order() {
             backend.ack(done.id, done.lease).await.unwrap();
             let more = tokio::time::timeout(WITHIN, backend.claim("capped", 10, LEASE_MS, WAIT_MS)).await;
             let more = more.expect("a task is due").unwrap();
-            assert_eq!(more.len(), 1, "one a room, {fire_ahead_ms} ms ahead");
+            assert_eq!(more.len(), 1, "one for each room, {fire_ahead_ms} ms ahead");
             rest.push(more[0].id);
             leased.extend(more);
         }
