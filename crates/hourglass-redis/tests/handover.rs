@@ -430,6 +430,52 @@ async fn a_cap_below_a_claim_s_room_hands_out_the_first_in_claim_order() {
     }
 }
 
+/// A lease that runs out in the same fire as new tasks come due, while a
+/// claim waits, is given back and handed out with them, in claim order
+/// (priority, due time, sequence), all from the fire. Its task has no limit
+/// of attempts, so it is due again at once (with a limit it would wait out a
+/// backoff), at the fire's time: the same place in the order the embedded
+/// engine gives it, due at the tick that found its lease over. The
+/// priorities differ, so the order does not depend on whether the fire ran
+/// in the very millisecond the lease ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_given_back_in_the_fire_of_new_due_tasks_takes_its_place_in_claim_order() {
+    let Some(server) = Server::start() else { return };
+    let backend = handing_ahead(&server.url(), 0).await;
+    let queue = "given-back";
+    // One batch, so one shard and one fire: the task to lease, due now,
+    // and three due an hour ahead, brought to its lease's end below.
+    let priorities = [1, 2, 0, 3];
+    let tasks = priorities.iter().enumerate().map(|(k, &priority)| {
+        let mut task = NewTask::new("{}", RunAt::Delay(if k == 0 { 0 } else { 3_600_000 }));
+        task.priority = Some(priority);
+        task.max_attempts = Some(hourglass_queue::limits::ATTEMPTS_UNLIMITED);
+        task
+    });
+    let ids: Vec<u64> =
+        backend.enqueue_batch(queue, tasks.collect()).await.unwrap().into_iter().map(|e| e.id).collect();
+    // Long enough to bring the others to its end and start the claim first.
+    let leased = backend.claim(queue, 1, DUE_TOGETHER_IN_MS, WAIT_MS).await.unwrap();
+    assert_eq!(leased.iter().map(|task| task.id).collect::<Vec<_>>(), [ids[0]]);
+    let lease_until_ms = leased[0].lease_until_ms;
+    for &id in &ids[1..] {
+        backend.reschedule(id, RunAt::At(lease_until_ms)).await.unwrap();
+    }
+    let before = backend.fired();
+    let mut claimed = Box::pin(backend.claim(queue, 10, LEASE_MS, WAIT_MS));
+    waiting(&backend, 1, &mut claimed).await;
+    assert!(redis_ms(&server) < lease_until_ms, "the claim waits before the lease ends");
+    let got = tokio::time::timeout(WITHIN, claimed).await.expect("the tasks are handed over").unwrap();
+    let got: Vec<(u64, u32)> = got.iter().map(|task| (task.id, task.attempt)).collect();
+    assert_eq!(
+        got,
+        [(ids[2], 1), (ids[0], 2), (ids[1], 1), (ids[3], 1)],
+        "in claim order, the given back delivered again"
+    );
+    assert_handed(&backend, &before, 0, 4);
+    backend.close();
+}
+
 /// Pull and push tasks of one queue that come due at once, while a pull
 /// and a push claim wait, each reach their own claim in claim order, handed
 /// ahead or when due: a task with its own target is pushed, the others

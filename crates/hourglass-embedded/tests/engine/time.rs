@@ -122,6 +122,36 @@ async fn the_timer_thread_is_woken_for_a_lease_that_ends_before_its_sleep() {
     assert_eq!(h.engine.totals().await.lease_expired, 1);
 }
 
+/// A lease that runs out in the same turn of the timers as new tasks come
+/// due takes its place among them in claim order (priority, due time, id):
+/// with no limit of attempts it is due again at once, at the tick that found
+/// it over, and visible once its write is settled. The Redis fire hands
+/// the same four out in the same order, in the one script that gives the
+/// lease back (hourglass-redis, `handover.rs`).
+#[tokio::test]
+async fn a_lease_that_runs_out_with_new_tasks_due_takes_its_place_in_claim_order() {
+    let h = Harness::new();
+    let priorities = [1, 2, 0, 3];
+    let tasks = priorities.iter().enumerate().map(|(k, &priority)| NewTask {
+        priority: Some(priority),
+        max_attempts: Some(hourglass_queue::limits::ATTEMPTS_UNLIMITED),
+        ..task("{}", RunAt::Delay(if k == 0 { 0 } else { 3_600_000 }))
+    });
+    let ids: Vec<u64> = h.engine.enqueue_batch("q", tasks.collect()).await.unwrap().iter().map(|e| e.id).collect();
+    let leased = h.engine.claim("q", 1, 1_500, 0).await.unwrap();
+    assert_eq!(leased.iter().map(|task| task.id).collect::<Vec<_>>(), [ids[0]]);
+    for &id in &ids[1..] {
+        h.engine.reschedule(id, RunAt::At(leased[0].lease_until_ms)).await.unwrap();
+    }
+    h.advance(1_500).await;
+    // Its return to the queue is a write: visible once settled, which a
+    // read of it waits for (a claim before then gets the other three).
+    assert_eq!(h.engine.get(ids[0]).await.unwrap().status, Status::Due);
+    let got = h.engine.claim("q", 10, 1_000, 0).await.unwrap();
+    let got: Vec<(u64, u32)> = got.iter().map(|task| (task.id, task.attempt)).collect();
+    assert_eq!(got, [(ids[2], 1), (ids[0], 2), (ids[1], 1), (ids[3], 1)]);
+}
+
 /// Claims of queue `q` that hand out task `id` only once the clock reads
 /// `due_us`: nothing at one microsecond before, the task at `due_us`.
 async fn handed_out_at(h: &Harness, id: u64, due_us: u64) {
