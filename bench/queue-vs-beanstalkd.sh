@@ -33,6 +33,7 @@ start_beanstalkd() { # $1: fsync interval in ms (0 = every write)
   stop_beanstalkd
   rm -rf "$work/bs" && mkdir -p "$work/bs"
   beanstalkd -l 127.0.0.1 -p "$BEANSTALKD_PORT" -b "$work/bs" -f "$1" &
+  bs_pid=$!
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$BEANSTALKD_PORT") 2>/dev/null && return; sleep 0.05; done
   echo "beanstalkd did not start" >&2; exit 1
 }
@@ -73,14 +74,16 @@ if [ "${1:-}" = "consumers" ]; then
   # ack over HTTP (one task a claim, its ack awaited or carried by the next
   # claim; 64 a claim, acks in one request or on the next claim), relaxed
   # and with fsync before every reply; 40000 jobs put first, 4 consumers.
+  # The protocol rows also give each server's CPU and sleeps a job in the
+  # drain alone.
   for round in 1 2 3; do
     printf "round %s " "$round"; disk_line
     for mode in relaxed durable; do
       if [ "$mode" = relaxed ]; then flags=(--fsync-every-ms 50); bs=50; else flags=(); bs=0; fi
       start_hourglass "${flags[@]}"; printf "round %s %s hourglass front reserve+delete: " "$round" "$mode"
-      front --workload drain --consumers 4 --tasks 40000
+      front --workload drain --consumers 4 --tasks 40000 --server-pid "$hg_pid"
       start_beanstalkd "$bs"; printf "round %s %s beanstalkd reserve+delete: " "$round" "$mode"
-      bench --target beanstalkd --workload drain --consumers 4 --tasks 40000
+      bench --target beanstalkd --workload drain --consumers 4 --tasks 40000 --server-pid "$bs_pid"
       for cycle in "1 wait" "1 claim" "64 batch" "64 claim"; do
         set -- $cycle
         start_hourglass "${flags[@]}"; printf "round %s %s hourglass HTTP claim %s, acks %s: " "$round" "$mode" "$1" "$2"

@@ -63,6 +63,12 @@ pub struct LoadArgs {
     /// disk `fsync` measures.
     #[arg(long, value_name = "DIR")]
     pub disk: Option<PathBuf>,
+    /// For `drain`: the server's process id, to report its CPU time and
+    /// voluntary context switches a job over the drain alone (read from
+    /// `/proc` as the fill ends and as the drain ends, summed over its
+    /// threads), where a sampler over the whole run would count the fill.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
     /// The producers' HTTP client: `lean` (one keep-alive connection, the
     /// request written whole, like the beanstalkd client) measures the server;
     /// `reqwest` is a general-purpose client, which costs about as much CPU

@@ -15,7 +15,8 @@
 //!   each due `--delay` later; consumers wait for them and ack; reports how late
 //!   each task reached a consumer, from its due time.
 //! - `drain`: `--tasks` tasks due at once are enqueued first (not timed), then
-//!   consumers claim and ack them as fast as they can; reports tasks per second.
+//!   consumers claim and ack them as fast as they can; reports tasks per second
+//!   and, with `--server-pid`, the server's CPU and sleeps a job in the drain.
 //! - `worker-drain`: `drain` with `hourglass-client`'s `Worker` as each
 //!   consumer (a handler that does nothing), to weigh the worker against the
 //!   raw claims and batch acks of `drain --acks batch`.
@@ -46,6 +47,7 @@ mod lean;
 mod producer;
 mod receive;
 mod report;
+mod server_cpu;
 mod worker;
 mod workloads;
 

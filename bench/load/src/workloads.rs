@@ -16,6 +16,7 @@ use crate::beanstalk::Beanstalk;
 use crate::consumer::Receiver;
 use crate::producer::{Sender, ENQUEUE_DELAY};
 use crate::report::{directory_bytes, histogram, ms, now_us, progress, Tally};
+use crate::server_cpu::Spent;
 
 /// How long consumers of `drain` and `burst` may take at most.
 const DRAIN_WITHIN: Duration = Duration::from_secs(600);
@@ -198,6 +199,7 @@ pub async fn fill(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
 pub async fn drain(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
     let total = args.tasks;
     fill(args, tube).await?;
+    let spent_before = args.server_pid.map(Spent::of).transpose()?;
     let tally = Tally::new(progress(total, &format!("drain {:?}", args.target)));
     let started = Instant::now();
     for consumer in consume(args, tube, total, started + DRAIN_WITHIN, &tally).await? {
@@ -206,6 +208,9 @@ pub async fn drain(args: &LoadArgs, tube: &str) -> anyhow::Result<()> {
     let elapsed = tally.last_at().saturating_duration_since(started);
     tally.finish().await;
     let got = tally.received();
+    if let (Some(before), Some(pid)) = (spent_before, args.server_pid) {
+        println!("{}", before.report(Spent::of(pid)?, got, elapsed.as_secs_f64()));
+    }
     println!(
         "{:?} drain: {got} tasks of {} B claimed and acked by {} consumers in {elapsed:.2?}: {:.0} tasks/s",
         args.target,
