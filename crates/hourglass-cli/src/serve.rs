@@ -109,10 +109,11 @@ pub struct ServeArgs {
     /// refuses to start without it).
     #[arg(long, value_name = "NAME", requires = "tokens", requires = "beanstalk")]
     beanstalk_token: Option<String>,
-    /// Relaxed durability: reply without waiting for fsync, and make writes
-    /// durable every this many milliseconds. A crash or power loss may lose the
-    /// acknowledged writes of the last interval. Without it, every 2xx is on
-    /// disk first.
+    /// Relaxed durability: reply once a write is appended to the data
+    /// directory's relaxed.log, without waiting for fsync, and make writes
+    /// durable every this many milliseconds. A crash of the process loses
+    /// none; a power loss may lose the acknowledged writes of the last
+    /// interval. Without it, every 2xx is on disk first.
     #[arg(long, value_name = "MS")]
     fsync_every_ms: Option<u64>,
     /// Largest payload accepted, in bytes.

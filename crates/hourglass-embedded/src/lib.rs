@@ -43,3 +43,10 @@ pub mod compaction {
         FILE_PER_LIVE_MAX, FINISH_DIRTY_BYTES, FINISH_DIRTY_MAX, SYNC_STEP_BYTES, SYNC_STEP_KEYS,
     };
 }
+
+/// The relaxed mode's log (`--fsync-every-ms`): where a batch that need not
+/// be durable goes before its answer, and the bounds on what waits there for
+/// a durable commit. How it works is in [`RedbStore`]'s module docs.
+pub mod relaxed_log {
+    pub use crate::store::{APPLY_BYTES, APPLY_MUTATIONS, LOG_BYTES_MAX, LOG_FILE_NAME};
+}

@@ -62,10 +62,11 @@ const COMPACT_IDLE_ASK: Duration = Duration::from_millis(10);
 pub enum Fsync {
     /// Before the reply: every 2xx is on disk. Concurrent requests share fsyncs.
     Always,
-    /// Every this many milliseconds: writes are acknowledged once committed
-    /// without fsync, and made durable at least this often. A crash or a power
-    /// loss may lose the acknowledged writes of the last interval: a commit
-    /// without fsync exists only in memory until the next durable one.
+    /// Every this many milliseconds: writes are acknowledged once applied
+    /// without fsync, and made durable at least this often. The redb store
+    /// appends such a write to its log ([`RedbStore`](crate::RedbStore)), so
+    /// that a crash of the process loses none; a power loss may lose the
+    /// acknowledged writes of the last interval.
     EveryMs(u64),
 }
 

@@ -30,6 +30,11 @@
 //! failing after it reached the file. So the store reopens the database at
 //! once and reads the batch back ([`landed`]): the answer is what the disk
 //! holds, and the server serves again once there is room.
+//!
+//! **The relaxed mode writes a log first.** A batch that need not be
+//! durable (`--fsync-every-ms`) is appended to [`relaxed_log`] and reaches
+//! redb with many others: a crash of the process loses none of them, and a
+//! batch costs one `write` rather than a redb commit.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -53,6 +58,7 @@ use hourglass_queue::Task;
 
 mod compaction;
 mod files;
+mod relaxed_log;
 
 use compaction::{Compaction, Job, LIVE_UNKNOWN};
 pub use compaction::{
@@ -60,6 +66,8 @@ pub use compaction::{
     FINISH_DIRTY_BYTES, FINISH_DIRTY_MAX, SYNC_STEP_BYTES, SYNC_STEP_KEYS,
 };
 pub use files::{Directory, Promotion, StoreFile, StoreFiles, COPY_SUFFIX};
+use relaxed_log::{Apart, RelaxedLog};
+pub use relaxed_log::{APPLY_BYTES, APPLY_MUTATIONS, LOG_BYTES_MAX, LOG_FILE_NAME};
 
 /// Task id to the task's body, written once, with its payload if small (see
 /// [`record`]).
@@ -125,6 +133,12 @@ pub struct RedbStore {
     /// thread of their own ([`RedbStore::stepped`]).
     stepped: bool,
     files: Arc<dyn StoreFiles>,
+    /// The relaxed mode's log, in a data directory (`None` on other
+    /// [`StoreFiles`]: there a batch that need not be durable is a redb
+    /// commit without fsync). Used by the writer alone.
+    log: Option<Mutex<RelaxedLog>>,
+    /// The payloads kept apart that the log holds and redb does not yet.
+    apart: Option<Apart>,
 }
 
 fn db_error(error: impl Into<redb::Error>) -> StoreError {
@@ -215,7 +229,19 @@ impl RedbStore {
         std::fs::create_dir_all(dir).map_err(|error| {
             StoreError::Database(Failure::new(format!("cannot create data directory {}", dir.display()), error))
         })?;
-        Self::at(Arc::new(Directory::new(dir, FILE_NAME)), check)
+        let mut store = Self::at(Arc::new(Directory::new(dir, FILE_NAME)), check)?;
+        let (mut log, left) = RelaxedLog::open(dir)?;
+        if !left.is_empty() {
+            // Answered before a crash: committed before anything is read.
+            let batches = left.len();
+            let changes: Vec<Mutation> = left.into_iter().flatten().collect();
+            store.apply_now(&changes, true)?;
+            tracing::info!(batches, changes = changes.len(), "committed the relaxed log's batches left by a crash");
+        }
+        log.committed();
+        store.apart = Some(log.apart());
+        store.log = Some(Mutex::new(log));
+        Ok(store)
     }
 
     /// A store in `files` (the crash simulator's, say). Their main file must
@@ -250,6 +276,8 @@ impl RedbStore {
             job: Mutex::new(None),
             stepped: false,
             files,
+            log: None,
+            apart: None,
         })
     }
 
@@ -526,6 +554,90 @@ impl RedbStore {
 
     /// Applies `batch` in one transaction; sets `delta` to what it changes
     /// the live estimate by once all of it is written, before the commit.
+    /// Commits `batch` to redb: durably if `durable`. What [`Store::apply`]
+    /// does with no log, and with one for what the log holds.
+    fn apply_now(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        let mut job = self.job.lock();
+        self.pay_promotion()?;
+        if self.failed_io.load(Ordering::Acquire) {
+            self.reopen(&mut job)?;
+            self.failed_io.store(false, Ordering::Release);
+        }
+        let mut delta = None;
+        let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable, &mut delta))) {
+            Ok(Ok(())) => {
+                self.add_live(delta.unwrap_or(0));
+                if job.as_ref().is_some_and(|job| !job.mark(batch)) {
+                    self.give_up(job.take(), "writes outran it: too many keys changed since it began");
+                }
+                return Ok(());
+            }
+            Ok(Err(error)) => error,
+            Err(reopening) => return Err(reopening),
+        };
+        if !matches!(error, redb::Error::Io(_) | redb::Error::PreviousIo) {
+            return Err(db_error(error));
+        }
+        // redb may fail a commit on I/O after its pages and header reached
+        // the file. Reopen now and read the batch back, so that the answer
+        // is what the disk holds, not a guess.
+        self.failed_io.store(true, Ordering::Release);
+        for _ in 0..REOPEN_TRIES {
+            if self.reopen(&mut job).is_ok() {
+                self.failed_io.store(false, Ordering::Release);
+                if self.with_db(|db| landed(db, batch)).unwrap_or(false) {
+                    tracing::warn!(%error, "a commit reported failing but reached the disk: it counts as done");
+                    // It failed in its commit, after every change was counted.
+                    match delta {
+                        Some(delta) => self.add_live(delta),
+                        None => self.live.store(LIVE_UNKNOWN, Ordering::Release),
+                    }
+                    return Ok(());
+                }
+                break;
+            }
+            // A snapshot still holds the old database; they last microseconds.
+            std::thread::sleep(REOPEN_PAUSE);
+        }
+        Err(db_error(error))
+    }
+
+    /// Makes every batch the log holds durable in redb; whether it held
+    /// any. A read of the whole store (a load) sees them so.
+    fn commit_logged(&self) -> Result<bool, StoreError> {
+        let Some(log) = &self.log else { return Ok(false) };
+        let mut log = log.lock();
+        if !log.undurable() {
+            return Ok(false);
+        }
+        self.commit_log(&mut log, &[], true)?;
+        Ok(true)
+    }
+
+    /// Commits every batch `log` holds that redb does not, then `batch`, in
+    /// one transaction: durably if `durable`, after which the log starts
+    /// again. If the commit fails, what the log held waits again.
+    fn commit_log(&self, log: &mut RelaxedLog, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        let mut all = log.take();
+        if all.is_empty() {
+            self.apply_now(batch, durable)?;
+        } else {
+            let waiting = all.len();
+            all.extend_from_slice(batch);
+            if let Err(error) = self.apply_now(&all, durable) {
+                all.truncate(waiting);
+                log.put_back(all);
+                return Err(error);
+            }
+        }
+        if durable {
+            log.committed();
+        } else {
+            log.applied();
+        }
+        Ok(())
+    }
+
     fn try_apply(db: &Database, batch: &[Mutation], durable: bool, delta: &mut Option<i64>) -> Result<(), redb::Error> {
         let mut live = 0i64;
         let mut txn = db.begin_write()?;
@@ -605,6 +717,7 @@ impl RedbStore {
 
 impl Store for RedbStore {
     fn load(&self, visit: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
+        self.commit_logged()?;
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         let table = txn.open_table(TASKS).map_err(db_error)?;
         let states = txn.open_table(STATES).map_err(db_error)?;
@@ -644,6 +757,7 @@ impl Store for RedbStore {
     }
 
     fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        self.commit_logged()?;
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         // A store from before schedules has none.
         let Some(table) = added_later(&txn, SCHEDULES)? else { return Ok(Vec::new()) };
@@ -659,6 +773,7 @@ impl Store for RedbStore {
     }
 
     fn load_paused(&self) -> Result<Vec<PausedQueue>, StoreError> {
+        self.commit_logged()?;
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         // A store from before queues could be paused has none paused, and
         // one from before pauses could end, no ends.
@@ -677,6 +792,7 @@ impl Store for RedbStore {
     }
 
     fn load_settings(&self) -> Result<Vec<(Box<str>, QueueSettings)>, StoreError> {
+        self.commit_logged()?;
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         // A store from before queues had settings has none.
         let Some(table) = added_later(&txn, SETTINGS)? else { return Ok(Vec::new()) };
@@ -692,52 +808,25 @@ impl Store for RedbStore {
     }
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
-        let mut job = self.job.lock();
-        self.pay_promotion()?;
-        if self.failed_io.load(Ordering::Acquire) {
-            self.reopen(&mut job)?;
-            self.failed_io.store(false, Ordering::Release);
+        let Some(log) = &self.log else { return self.apply_now(batch, durable) };
+        let mut log = log.lock();
+        if durable {
+            return self.commit_log(&mut log, batch, true);
         }
-        let mut delta = None;
-        let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable, &mut delta))) {
-            Ok(Ok(())) => {
-                self.add_live(delta.unwrap_or(0));
-                if job.as_ref().is_some_and(|job| !job.mark(batch)) {
-                    self.give_up(job.take(), "writes outran it: too many keys changed since it began");
-                }
-                return Ok(());
-            }
-            Ok(Err(error)) => error,
-            Err(reopening) => return Err(reopening),
-        };
-        if !matches!(error, redb::Error::Io(_) | redb::Error::PreviousIo) {
-            return Err(db_error(error));
+        // What the log gathered goes first, so that a batch refused here
+        // leaves no trace in it.
+        if log.full() {
+            self.commit_log(&mut log, &[], true)?;
+        } else if log.apply_due() {
+            self.commit_log(&mut log, &[], false)?;
         }
-        // redb may fail a commit on I/O after its pages and header reached
-        // the file. Reopen now and read the batch back, so that the answer
-        // is what the disk holds, not a guess.
-        self.failed_io.store(true, Ordering::Release);
-        for _ in 0..REOPEN_TRIES {
-            if self.reopen(&mut job).is_ok() {
-                self.failed_io.store(false, Ordering::Release);
-                if self.with_db(|db| landed(db, batch)).unwrap_or(false) {
-                    tracing::warn!(%error, "a commit reported failing but reached the disk: it counts as done");
-                    // It failed in its commit, after every change was counted.
-                    match delta {
-                        Some(delta) => self.add_live(delta),
-                        None => self.live.store(LIVE_UNKNOWN, Ordering::Release),
-                    }
-                    return Ok(());
-                }
-                break;
-            }
-            // A snapshot still holds the old database; they last microseconds.
-            std::thread::sleep(REOPEN_PAUSE);
-        }
-        Err(db_error(error))
+        log.append(batch)
     }
 
     fn sync(&self) -> Result<(), StoreError> {
+        if self.commit_logged()? {
+            return Ok(());
+        }
         self.pay_promotion()?;
         // An empty durable commit makes every earlier non-durable one durable.
         self.with_db(|db| {
@@ -754,7 +843,10 @@ impl Store for RedbStore {
         let Some(db) = self.db.try_read_for(SWAP_WAIT_MAX) else { return Err(self.reopening()) };
         let db = db.as_ref().ok_or_else(|| self.reopening())?.clone();
         let txn = db.begin_read().map_err(db_error)?;
-        Ok(Box::new(RedbSnapshot { tables: None, txn, _db: db }))
+        // After the read transaction: a payload the log held when it began
+        // is in one or the other.
+        let apart = self.apart.as_ref().map(|apart| apart.lock().clone());
+        Ok(Box::new(RedbSnapshot { tables: None, txn, apart, _db: db }))
     }
 
     fn compact_if_due(&self) -> Result<Option<Compacted>, StoreError> {
@@ -930,6 +1022,8 @@ type ByIdTable = ReadOnlyTable<u64, &'static [u8]>;
 struct RedbSnapshot {
     tables: Option<(ByIdTable, ByIdTable)>,
     txn: ReadTransaction,
+    /// The payloads kept apart that the log held, redb not yet.
+    apart: Option<Arc<std::collections::HashMap<u64, Arc<Payload>>>>,
     /// The database read, kept open while the snapshot is: a compaction may
     /// put another in its place meanwhile.
     _db: Arc<Database>,
@@ -937,6 +1031,9 @@ struct RedbSnapshot {
 
 impl Snapshot for RedbSnapshot {
     fn payload(&mut self, id: u64) -> Result<Payload, StoreError> {
+        if let Some(payload) = self.apart.as_ref().and_then(|apart| apart.get(&id)) {
+            return Ok(Payload::clone(payload));
+        }
         let (payloads, tasks) = match &mut self.tables {
             Some(tables) => tables,
             None => {
