@@ -840,12 +840,14 @@ impl Store for RedbStore {
         // Taken under the engine's lock: never wait for a reopen, which may
         // take a while (redb verifies the file). A compaction's copy taking
         // the store's place is waited for: it swaps one pointer.
+        // Before the read transaction: a payload kept apart that the log
+        // holds now is in this map, and one it held before had been
+        // committed by then, so the transaction sees it. (The other way
+        // round, a commit and the map's reset could both fall between them.)
+        let apart = self.apart.as_ref().map(|apart| apart.lock().clone());
         let Some(db) = self.db.try_read_for(SWAP_WAIT_MAX) else { return Err(self.reopening()) };
         let db = db.as_ref().ok_or_else(|| self.reopening())?.clone();
         let txn = db.begin_read().map_err(db_error)?;
-        // After the read transaction: a payload the log held when it began
-        // is in one or the other.
-        let apart = self.apart.as_ref().map(|apart| apart.lock().clone());
         Ok(Box::new(RedbSnapshot { tables: None, txn, apart, _db: db }))
     }
 

@@ -300,3 +300,30 @@ fn a_torn_log_opens_without_its_last_record() {
     store.load(&mut |task, _| ids.push(task.id)).unwrap();
     assert_eq!(ids, [1]);
 }
+
+/// Past [`APPLY_MUTATIONS`] changes, the log's batches go to redb in one
+/// commit without fsync (the next batch waits in the log); the log keeps
+/// them all until a durable commit, so a crash of the process loses none.
+#[test]
+fn gathered_changes_go_to_redb_together_and_stay_in_the_log_until_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = Payload::from(vec![9u8; hourglass_queue::limits::PAYLOAD_INLINE_MAX + 1]);
+    let count = APPLY_MUTATIONS as u64 + 1;
+    {
+        let store = RedbStore::open(dir.path()).unwrap();
+        for id in 1..=count {
+            let payload = if id == 1 { big.clone() } else { "{}".into() };
+            store.apply(&[Mutation::Insert { task: task(id, 10), payload }], false).unwrap();
+        }
+        let in_redb = |store: &RedbStore| {
+            store.with_db(|db| Ok(db.begin_read().unwrap().open_table(TASKS).unwrap().iter().unwrap().count())).unwrap()
+        };
+        assert_eq!(in_redb(&store), APPLY_MUTATIONS, "the gathered ones in redb, the last in the log");
+        assert_eq!(store.snapshot().unwrap().payload(1).unwrap(), big, "read from redb now");
+        drop(store);
+    }
+    let store = RedbStore::open(dir.path()).unwrap();
+    let mut held = 0;
+    store.load(&mut |_, _| held += 1).unwrap();
+    assert_eq!(held, count, "every one after the crash");
+}
