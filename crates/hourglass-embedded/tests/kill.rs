@@ -149,12 +149,16 @@ fn kill_9_in_the_middle_of_a_compaction_leaves_the_data_whole() {
 
 /// The relaxed child's data directory; set only in that child.
 const RELAXED_CHILD_DIR: &str = "HOURGLASS_KILL_RELAXED_CHILD_DIR";
-/// Writes the relaxed child makes, at most, and how often it commits
-/// durably (the writer's periodic sync).
-const RELAXED_WRITES: u64 = 600;
-const RELAXED_SYNC_EVERY: u64 = 64;
-/// After how many answered writes each kill lands.
-const RELAXED_KILL_AFTER: [usize; 3] = [1, 100, 450];
+/// Writes the relaxed child makes, at most, how often it commits durably
+/// (the writer's periodic sync), and its pause between writes: enough
+/// writes for the log to commit to redb without fsync between syncs
+/// (`APPLY_MUTATIONS`), slow enough for every kill to land among them.
+const RELAXED_WRITES: u64 = 3_000;
+const RELAXED_SYNC_EVERY: u64 = 1_000;
+const RELAXED_PAUSE: std::time::Duration = std::time::Duration::from_micros(100);
+/// After how many answered writes each kill lands: before any commit to
+/// redb, after one without fsync, after a durable one.
+const RELAXED_KILL_AFTER: [usize; 3] = [1, 900, 1_600];
 
 /// What the store holds after the relaxed child's first `n` writes: write
 /// `id` inserts task `id`, and every third also deletes the task two before.
@@ -188,6 +192,7 @@ fn child_writes_relaxed_until_killed() {
         if id.is_multiple_of(RELAXED_SYNC_EVERY) {
             store.sync().expect("sync");
         }
+        std::thread::sleep(RELAXED_PAUSE);
     }
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
@@ -227,6 +232,7 @@ fn kill_9_loses_no_answered_relaxed_write() {
         for line in lines.map_while(Result::ok) {
             written.extend(wrote(&line));
         }
+        assert!((written.len() as u64) < RELAXED_WRITES, "the kill landed after the last write");
         let store = RedbStore::open(dir.path()).expect("open after the kill");
         let mut ids = Vec::new();
         store.load(&mut |task, _| ids.push(task.id)).expect("load after the kill");

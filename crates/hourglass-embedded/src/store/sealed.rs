@@ -7,7 +7,12 @@ pub(crate) const CRC_BYTES: usize = 4;
 
 /// Appends the CRC-32 of everything in `out`.
 pub(crate) fn seal(out: &mut Vec<u8>) {
-    let crc = crc32fast::hash(out);
+    seal_from(out, 0);
+}
+
+/// Appends the CRC-32 of what `out` holds from `start` on.
+pub(crate) fn seal_from(out: &mut Vec<u8>, start: usize) {
+    let crc = crc32fast::hash(&out[start..]);
     out.extend_from_slice(&crc.to_le_bytes());
 }
 

@@ -90,6 +90,9 @@ const PAUSE_ENDS: TableDefinition<'_, &str, u64> = TableDefinition::new("pause_e
 /// [`settings_record`].
 const SETTINGS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("queue_settings");
 const NEXT_ID: &str = "next_id";
+/// The relaxed log's generation: its records of this generation are not yet
+/// durable here ([`relaxed_log`]).
+const LOG_GENERATION: &str = "log_generation";
 /// The database's file name inside the data directory.
 pub const FILE_NAME: &str = "tasks.redb";
 /// redb's page cache. The engine keeps every task in memory and mostly
@@ -139,18 +142,14 @@ pub struct RedbStore {
     log: Option<Mutex<RelaxedLog>>,
     /// The payloads kept apart that the log holds and redb does not yet.
     apart: Option<Apart>,
+    /// Times the database was opened again after a failed write: each
+    /// dropped its commits without fsync.
+    reopens: AtomicU64,
 }
 
 fn db_error(error: impl Into<redb::Error>) -> StoreError {
     let error = error.into();
-    let full = match &error {
-        redb::Error::Io(io) => {
-            io.kind() == std::io::ErrorKind::StorageFull
-                || io.kind() == std::io::ErrorKind::QuotaExceeded
-                || io.raw_os_error() == Some(ENOSPC)
-        }
-        _ => false,
-    };
+    let full = matches!(&error, redb::Error::Io(io) if relaxed_log::is_full(io));
     let failure = Failure::new("redb", error);
     if full {
         StoreError::Full(failure)
@@ -230,15 +229,18 @@ impl RedbStore {
             StoreError::Database(Failure::new(format!("cannot create data directory {}", dir.display()), error))
         })?;
         let mut store = Self::at(Arc::new(Directory::new(dir, FILE_NAME)), check)?;
-        let (mut log, left) = RelaxedLog::open(dir)?;
-        if !left.is_empty() {
-            // Answered before a crash: committed before anything is read.
+        let (mut log, left) = RelaxedLog::open(dir, store.stored_generation()?)?;
+        if log.undurable() {
+            // Answered before a crash: committed before anything is read,
+            // with no guess at what a failed commit left (the open fails,
+            // and the log stays).
             let batches = left.len();
             let changes: Vec<Mutation> = left.into_iter().flatten().collect();
-            store.apply_now(&changes, true)?;
+            let generation = log.next_generation();
+            store.with_db(|db| Self::try_apply(db, &changes, true, &mut None, Some(generation)).map_err(db_error))?;
+            log.committed(generation);
             tracing::info!(batches, changes = changes.len(), "committed the relaxed log's batches left by a crash");
         }
-        log.committed();
         store.apart = Some(log.apart());
         store.log = Some(Mutex::new(log));
         Ok(store)
@@ -278,6 +280,7 @@ impl RedbStore {
             files,
             log: None,
             apart: None,
+            reopens: AtomicU64::new(0),
         })
     }
 
@@ -531,6 +534,7 @@ impl RedbStore {
         // The job read the database through an `Arc` of its own.
         Self::wait(&self.giving_up);
         let mut db = self.db.write();
+        self.reopens.fetch_add(1, Ordering::AcqRel);
         drop(db.take());
         *db = Some(Arc::new(open(&*self.files, StoreFile::Main, false)?));
         tracing::info!(path = %self.path().display(), "reopened the store after a failed write");
@@ -552,11 +556,10 @@ impl RedbStore {
         })
     }
 
-    /// Applies `batch` in one transaction; sets `delta` to what it changes
-    /// the live estimate by once all of it is written, before the commit.
-    /// Commits `batch` to redb: durably if `durable`. What [`Store::apply`]
-    /// does with no log, and with one for what the log holds.
-    fn apply_now(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+    /// Commits `batch` to redb: durably if `durable`, storing the relaxed
+    /// log's `generation` if given. What [`Store::apply`] does with no log,
+    /// and with one for what the log holds.
+    fn apply_now(&self, batch: &[Mutation], durable: bool, generation: Option<u64>) -> Result<(), StoreError> {
         let mut job = self.job.lock();
         self.pay_promotion()?;
         if self.failed_io.load(Ordering::Acquire) {
@@ -564,7 +567,7 @@ impl RedbStore {
             self.failed_io.store(false, Ordering::Release);
         }
         let mut delta = None;
-        let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable, &mut delta))) {
+        let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable, &mut delta, generation))) {
             Ok(Ok(())) => {
                 self.add_live(delta.unwrap_or(0));
                 if job.as_ref().is_some_and(|job| !job.mark(batch)) {
@@ -602,8 +605,16 @@ impl RedbStore {
         Err(db_error(error))
     }
 
-    /// Makes every batch the log holds durable in redb; whether it held
-    /// any. A read of the whole store (a load) sees them so.
+    /// The relaxed log's generation redb holds (0 before the first).
+    fn stored_generation(&self) -> Result<u64, StoreError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(db_error)?;
+            let Some(meta) = existing(&txn, META).map_err(db_error)? else { return Ok(0) };
+            Ok(meta.get(LOG_GENERATION).map_err(db_error)?.map_or(0, |value| value.value()))
+        })
+    }
+
+    /// Makes every batch the log holds durable in redb; whether it held any.
     fn commit_logged(&self) -> Result<bool, StoreError> {
         let Some(log) = &self.log else { return Ok(false) };
         let mut log = log.lock();
@@ -615,30 +626,62 @@ impl RedbStore {
     }
 
     /// Commits every batch `log` holds that redb does not, then `batch`, in
-    /// one transaction: durably if `durable`, after which the log starts
-    /// again. If the commit fails, what the log held waits again.
+    /// one transaction: durably if `durable`, with the log's next generation
+    /// if it holds any, after which it starts again. If the commit fails,
+    /// what the log held waits again.
+    ///
+    /// If redb was opened again meanwhile (a failed write), it dropped its
+    /// commits without fsync: a durable commit landed if redb holds its
+    /// generation, and otherwise every batch of the log waits again, read
+    /// back from the file.
     fn commit_log(&self, log: &mut RelaxedLog, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
+        let generation = (durable && log.undurable()).then(|| log.next_generation());
+        let reopens = self.reopens.load(Ordering::Acquire);
         let mut all = log.take();
-        if all.is_empty() {
-            self.apply_now(batch, durable)?;
-        } else {
-            let waiting = all.len();
-            all.extend_from_slice(batch);
-            if let Err(error) = self.apply_now(&all, durable) {
+        let waiting = all.len();
+        all.extend_from_slice(batch);
+        let result = self.apply_now(&all, durable, generation);
+        if self.reopens.load(Ordering::Acquire) != reopens {
+            if let Some(generation) = generation {
+                if self.stored_generation()? == generation {
+                    log.committed(generation);
+                    return Ok(());
+                }
+            }
+            log.reload()?;
+            return match (result, generation) {
+                (Ok(()), Some(_)) => Err(StoreError::Database(Failure::msg(
+                    "a durable commit of the relaxed log did not land: its batches wait again",
+                ))),
+                (result, _) => result,
+            };
+        }
+        match result {
+            Ok(()) => {
+                match generation {
+                    Some(generation) => log.committed(generation),
+                    None => log.applied(),
+                }
+                Ok(())
+            }
+            Err(error) => {
                 all.truncate(waiting);
                 log.put_back(all);
-                return Err(error);
+                Err(error)
             }
         }
-        if durable {
-            log.committed();
-        } else {
-            log.applied();
-        }
-        Ok(())
     }
 
-    fn try_apply(db: &Database, batch: &[Mutation], durable: bool, delta: &mut Option<i64>) -> Result<(), redb::Error> {
+    /// Applies `batch` in one transaction, with the relaxed log's
+    /// `generation` if given; sets `delta` to what it changes the live
+    /// estimate by once all of it is written, before the commit.
+    fn try_apply(
+        db: &Database,
+        batch: &[Mutation],
+        durable: bool,
+        delta: &mut Option<i64>,
+        generation: Option<u64>,
+    ) -> Result<(), redb::Error> {
         let mut live = 0i64;
         let mut txn = db.begin_write()?;
         txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
@@ -709,6 +752,9 @@ impl RedbStore {
                 let stored = meta.get(NEXT_ID)?.map_or(0, |value| value.value());
                 meta.insert(NEXT_ID, next_id.max(stored))?;
             }
+            if let Some(generation) = generation {
+                txn.open_table(META)?.insert(LOG_GENERATION, generation)?;
+            }
         }
         *delta = Some(live);
         Ok(txn.commit()?)
@@ -717,7 +763,6 @@ impl RedbStore {
 
 impl Store for RedbStore {
     fn load(&self, visit: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
-        self.commit_logged()?;
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         let table = txn.open_table(TASKS).map_err(db_error)?;
         let states = txn.open_table(STATES).map_err(db_error)?;
@@ -757,7 +802,6 @@ impl Store for RedbStore {
     }
 
     fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
-        self.commit_logged()?;
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         // A store from before schedules has none.
         let Some(table) = added_later(&txn, SCHEDULES)? else { return Ok(Vec::new()) };
@@ -773,7 +817,6 @@ impl Store for RedbStore {
     }
 
     fn load_paused(&self) -> Result<Vec<PausedQueue>, StoreError> {
-        self.commit_logged()?;
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         // A store from before queues could be paused has none paused, and
         // one from before pauses could end, no ends.
@@ -792,7 +835,6 @@ impl Store for RedbStore {
     }
 
     fn load_settings(&self) -> Result<Vec<(Box<str>, QueueSettings)>, StoreError> {
-        self.commit_logged()?;
         let txn = self.with_db(|db| db.begin_read().map_err(db_error))?;
         // A store from before queues had settings has none.
         let Some(table) = added_later(&txn, SETTINGS)? else { return Ok(Vec::new()) };
@@ -808,7 +850,7 @@ impl Store for RedbStore {
     }
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
-        let Some(log) = &self.log else { return self.apply_now(batch, durable) };
+        let Some(log) = &self.log else { return self.apply_now(batch, durable, None) };
         let mut log = log.lock();
         if durable {
             return self.commit_log(&mut log, batch, true);

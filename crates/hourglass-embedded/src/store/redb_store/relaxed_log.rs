@@ -17,25 +17,35 @@
 //!   small: a log that took a whole interval to redb at once held every
 //!   write behind it, and doubled the relaxed enqueue's p99.
 //! - **Order.** Batches are appended, and later committed, in the order the
-//!   writer applies them; a replay commits them in that order too. A replay
-//!   after a crash that came between a durable commit and the log's reset
-//!   commits batches redb already holds, in order, over the state they led
-//!   to: every change sets a record whole or removes it, so the result is
-//!   the same.
+//!   writer applies them; a replay commits them in that order too.
+//! - **Generations.** Each durable commit that empties the log stores a new
+//!   generation in redb, in the same transaction, and the records appended
+//!   after it carry that generation: a replay takes only the records of the
+//!   generation redb holds. The log is never fsynced, so after a power loss
+//!   it may hold records from before a reset it no longer shows (on file
+//!   systems that do not order the two); they are older generations, and left
+//!   out. A crash between a durable commit and the reset leaves records of
+//!   an older generation too: already in redb, and left out.
+//! - **A commit redb lost.** After a failed write the store reopens redb,
+//!   which drops its commits without fsync: the log's batches are read back
+//!   from the file ([`RelaxedLog::reload`]) and committed again.
 //! - **Reads.** A payload kept apart is read from redb by snapshots; until
 //!   its batch is committed there, a snapshot finds it among the log's
 //!   ([`RelaxedLog::apart`]), as it stood when the snapshot was taken.
 //! - **Bounds.** Past [`LOG_BYTES_MAX`] the next batch makes everything
 //!   durable first, whatever the interval, and the log starts again.
 //!
-//! A record in the file: the length of what follows (u32 LE), the batch
-//! (`log_record`), its CRC-32 (u32 LE). The last record may be torn by a
-//! crash: it was never answered, and is left out; a damaged record with
-//! others after it is damage, and the store refuses to open.
+//! A record in the file: the length of what follows (u32 LE), the generation
+//! (u64 LE), the batch (`log_record`), and a CRC-32 of the generation and the
+//! batch (u32 LE). A crash may tear the last record, and a power loss may
+//! leave any part of an unsynced file damaged: a replay stops at the first
+//! record that does not read whole, and says how many bytes it left. What
+//! the log held was at most one interval's writes, which a power loss may
+//! lose by the mode's promise.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -43,7 +53,7 @@ use super::super::error::StoreError;
 use super::super::interface::Mutation;
 use super::super::log_record;
 use super::super::record;
-use super::super::sealed::unseal;
+use super::super::sealed::{seal_from, unseal, Reader};
 use hourglass_queue::{Failure, Payload};
 
 /// The log's name in the data directory.
@@ -71,6 +81,12 @@ pub(super) struct RelaxedLog {
     path: PathBuf,
     /// Bytes of whole records in the file: where a failed append is cut back to.
     len: u64,
+    /// The generation of the records appended now: redb's, until the next
+    /// durable commit from the log stores the next one.
+    generation: u64,
+    /// An append failed and could not be cut back: the file ends in a torn
+    /// record, and no append is taken until the log starts again.
+    broken: bool,
     /// The changes appended and not yet in redb, in order.
     pending: Vec<Mutation>,
     /// Payload bytes among them.
@@ -81,9 +97,16 @@ pub(super) struct RelaxedLog {
     buf: Vec<u8>,
 }
 
+/// Whether an I/O error says the device (or a quota) is full.
+pub(super) fn is_full(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::StorageFull
+        || error.kind() == std::io::ErrorKind::QuotaExceeded
+        || error.raw_os_error() == Some(super::ENOSPC)
+}
+
 /// Why a file operation on the log failed, as a store error.
 fn io_error(what: String, error: std::io::Error) -> StoreError {
-    if error.raw_os_error() == Some(super::ENOSPC) {
+    if is_full(&error) {
         StoreError::Full(Failure::new(what, error))
     } else {
         StoreError::Database(Failure::new(what, error))
@@ -91,57 +114,82 @@ fn io_error(what: String, error: std::io::Error) -> StoreError {
 }
 
 impl RelaxedLog {
-    /// Opens the log in `dir` (made if missing), with the batches it holds,
-    /// in order, for the store to commit before anything else.
+    /// Opens the log in `dir` (made if missing), with the batches it holds
+    /// of `generation` (redb's), in order, for the store to commit before
+    /// anything else.
     ///
     /// # Errors
-    /// The file cannot be opened or read, or a record before the last is
-    /// damaged.
-    pub(super) fn open(dir: &Path) -> Result<(RelaxedLog, Vec<Vec<Mutation>>), StoreError> {
+    /// The file cannot be opened or read.
+    pub(super) fn open(dir: &Path, generation: u64) -> Result<(RelaxedLog, Vec<Vec<Mutation>>), StoreError> {
         let path = dir.join(LOG_FILE_NAME);
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .open(&path)
             .map_err(|error| io_error(format!("cannot open the relaxed log {}", path.display()), error))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|error| io_error(format!("cannot read the relaxed log {}", path.display()), error))?;
-        let batches = read_records(&bytes)
-            .map_err(|why| StoreError::Database(Failure::msg(format!("the relaxed log {} {why}", path.display()))))?;
-        let log = RelaxedLog {
+        let mut log = RelaxedLog {
             file,
             path,
-            len: bytes.len() as u64,
+            len: 0,
+            generation,
+            broken: false,
             pending: Vec::new(),
             pending_bytes: 0,
             apart: Arc::default(),
             buf: Vec::new(),
         };
+        let batches = log.read()?;
+        log.len = log.file.metadata().map_err(|error| log.error("cannot read the size of", error))?.len();
         Ok((log, batches))
     }
 
-    /// Appends `batch`, which then waits for the next durable commit. A
-    /// failed append leaves the file as it was.
+    fn error(&self, what: &str, error: std::io::Error) -> StoreError {
+        io_error(format!("{what} the relaxed log {}", self.path.display()), error)
+    }
+
+    /// The batches of this generation in the file, in order.
+    fn read(&mut self) -> Result<Vec<Vec<Mutation>>, StoreError> {
+        let mut bytes = Vec::new();
+        self.file.seek(SeekFrom::Start(0)).map_err(|error| self.error("cannot read", error))?;
+        self.file.read_to_end(&mut bytes).map_err(|error| self.error("cannot read", error))?;
+        Ok(read_records(&bytes, self.generation, &self.path))
+    }
+
+    /// Appends `batch`, which then waits for a commit to redb. A failed
+    /// append leaves the file as it was, or the log broken until it starts
+    /// again.
     ///
     /// # Errors
-    /// The write failed ([`StoreError::Full`] if the device is).
+    /// The write failed ([`StoreError::Full`] if the device is), or the log
+    /// is broken by an earlier one.
     pub(super) fn append(&mut self, batch: &[Mutation]) -> Result<(), StoreError> {
-        // The length, the batch, and the CRC of the batch (what `unseal` reads).
+        if self.broken {
+            return Err(StoreError::Database(Failure::msg(format!(
+                "the relaxed log {} ends in a torn record: it takes no write until made durable",
+                self.path.display()
+            ))));
+        }
+        // The length, then the generation and the batch, sealed.
         self.buf.clear();
         self.buf.extend_from_slice(&[0; 4]);
+        self.buf.extend_from_slice(&self.generation.to_le_bytes());
         log_record::encode(batch, &mut self.buf);
-        let crc = crc32fast::hash(&self.buf[4..]);
-        self.buf.extend_from_slice(&crc.to_le_bytes());
+        seal_from(&mut self.buf, 4);
         let len = (self.buf.len() - 4) as u32;
         self.buf[..4].copy_from_slice(&len.to_le_bytes());
         if let Err(error) = self.file.write_all(&self.buf) {
             // A torn record would hide every later one: cut it off.
-            let _ = self.file.set_len(self.len);
-            return Err(io_error(format!("cannot append to the relaxed log {}", self.path.display()), error));
+            self.broken = self.file.set_len(self.len).is_err();
+            return Err(self.error("cannot append to", error));
         }
         self.len += self.buf.len() as u64;
+        self.hold(batch);
+        Ok(())
+    }
+
+    /// Takes `batch` as waiting for redb: its payloads kept apart readable.
+    fn hold(&mut self, batch: &[Mutation]) {
         let mut apart = None;
         for mutation in batch {
             if let Mutation::Insert { task, payload } = mutation {
@@ -154,7 +202,6 @@ impl RelaxedLog {
         }
         drop(apart);
         self.pending.extend_from_slice(batch);
-        Ok(())
     }
 
     /// Whether the log holds a batch not yet durable in redb.
@@ -168,10 +215,10 @@ impl RelaxedLog {
         self.pending.len() >= APPLY_MUTATIONS || self.pending_bytes >= APPLY_BYTES
     }
 
-    /// Whether the log is at its bound: the next batch makes everything
-    /// durable first.
+    /// Whether the log must be made durable before it takes another batch:
+    /// at its bound, or broken.
     pub(super) fn full(&self) -> bool {
-        self.len >= LOG_BYTES_MAX
+        self.len >= LOG_BYTES_MAX || self.broken
     }
 
     /// The changes not yet in redb, in order, for a commit to take; handed
@@ -189,6 +236,22 @@ impl RelaxedLog {
         self.pending = pending;
     }
 
+    /// Every batch of this generation, read back from the file, waits for
+    /// redb again: what to do once redb has dropped its commits without
+    /// fsync (reopened after a failed write).
+    ///
+    /// # Errors
+    /// The file cannot be read.
+    pub(super) fn reload(&mut self) -> Result<(), StoreError> {
+        let batches = self.read()?;
+        self.pending.clear();
+        self.pending_bytes = 0;
+        for batch in batches {
+            self.hold(&batch);
+        }
+        Ok(())
+    }
+
     /// A commit without fsync holds every change taken: redb has them (and
     /// snapshots read them there), the log keeps them until a durable one.
     pub(super) fn applied(&mut self) {
@@ -199,18 +262,22 @@ impl RelaxedLog {
         }
     }
 
-    /// A durable commit holds every change taken: the log starts again. A
-    /// log that cannot be emptied is left to be replayed over what redb
-    /// holds, which changes nothing.
-    pub(super) fn committed(&mut self) {
+    /// The generation a durable commit that empties the log stores.
+    pub(super) fn next_generation(&self) -> u64 {
+        self.generation + 1
+    }
+
+    /// A durable commit holds every change taken and stored `generation`
+    /// ([`next_generation`](RelaxedLog::next_generation)): the log starts
+    /// again. A log that cannot be emptied keeps records of an older
+    /// generation, which a replay leaves out.
+    pub(super) fn committed(&mut self, generation: u64) {
         self.applied();
-        if self.len == 0 {
-            return;
-        }
+        self.generation = generation;
         match self.file.set_len(0) {
-            Ok(()) => self.len = 0,
+            Ok(()) => (self.len, self.broken) = (0, false),
             Err(error) => {
-                tracing::warn!(%error, path = %self.path.display(), "cannot empty the relaxed log: a restart replays it, which changes nothing");
+                tracing::warn!(%error, path = %self.path.display(), "cannot empty the relaxed log: its records are of an older generation, which a replay leaves out");
             }
         }
     }
@@ -221,32 +288,42 @@ impl RelaxedLog {
     }
 }
 
-/// The batches of a log's records, in order.
-fn read_records(mut bytes: &[u8]) -> Result<Vec<Vec<Mutation>>, String> {
+/// The batches of `generation` in a log's records, in order, up to the
+/// first record that does not read whole.
+fn read_records(mut bytes: &[u8], generation: u64, path: &Path) -> Vec<Vec<Mutation>> {
     let total = bytes.len();
     let mut batches = Vec::new();
+    let mut older = 0;
     while !bytes.is_empty() {
         let at = total - bytes.len();
-        let Some((len, rest)) = bytes.split_first_chunk::<4>() else {
-            tracing::warn!(at, "the relaxed log ends in a torn record's length: left out (never answered)");
-            break;
-        };
-        let len = u32::from_le_bytes(*len) as usize;
-        let Some(record) = rest.get(..len) else {
-            tracing::warn!(at, "the relaxed log ends in a torn record: left out (never answered)");
-            break;
-        };
-        let batch = unseal(record).and_then(log_record::decode);
-        match batch {
-            Ok(batch) => batches.push(batch),
-            Err(why) if rest.len() == len => {
-                tracing::warn!(at, %why, "the relaxed log's last record is damaged: left out (never answered)");
+        let record = bytes.split_first_chunk::<4>().and_then(|(len, rest)| {
+            let len = u32::from_le_bytes(*len) as usize;
+            rest.get(..len).map(|record| (record, &rest[len..]))
+        });
+        let read = record.ok_or_else(|| "torn".to_owned()).and_then(|(record, rest)| {
+            let mut reader = Reader { bytes: unseal(record)?, at: 0 };
+            let of = reader.u64()?;
+            Ok((of, log_record::decode(&reader.bytes[reader.at..])?, rest))
+        });
+        match read {
+            Ok((of, batch, rest)) => {
+                if of == generation {
+                    batches.push(batch);
+                } else {
+                    older += 1;
+                }
+                bytes = rest;
             }
-            Err(why) => return Err(format!("is damaged at byte {at}, with records after it: {why}")),
+            Err(why) => {
+                tracing::warn!(path = %path.display(), at, left = total - at, %why, "the relaxed log ends in a record that does not read whole: the rest left out (never answered, or lost with the machine)");
+                break;
+            }
         }
-        bytes = &rest[len..];
     }
-    Ok(batches)
+    if older > 0 {
+        tracing::info!(path = %path.display(), older, "the relaxed log holds records of an older generation, already in redb: left out");
+    }
+    batches
 }
 
 #[cfg(test)]
@@ -260,49 +337,67 @@ mod tests {
     #[test]
     fn appended_batches_come_back_in_order_until_committed() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut log, replay) = RelaxedLog::open(dir.path()).unwrap();
+        let (mut log, replay) = RelaxedLog::open(dir.path(), 0).unwrap();
         assert!(replay.is_empty());
         log.append(&batch(1)).unwrap();
         log.append(&batch(2)).unwrap();
-        assert_eq!(RelaxedLog::open(dir.path()).unwrap().1, [batch(1), batch(2)]);
+        assert_eq!(RelaxedLog::open(dir.path(), 0).unwrap().1, [batch(1), batch(2)]);
         assert_eq!(log.take(), [batch(1), batch(2)].concat());
-        log.committed();
+        log.committed(log.next_generation());
         log.append(&batch(3)).unwrap();
-        assert_eq!(RelaxedLog::open(dir.path()).unwrap().1, [batch(3)]);
+        assert_eq!(RelaxedLog::open(dir.path(), 1).unwrap().1, [batch(3)]);
     }
 
+    /// Records of an older generation (already in redb) are left out,
+    /// wherever a power loss or a crash left them.
     #[test]
-    fn a_torn_last_record_is_left_out_and_damage_before_the_last_refused() {
+    fn a_replay_takes_the_generation_redb_holds() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut log, _) = RelaxedLog::open(dir.path()).unwrap();
+        let (mut log, _) = RelaxedLog::open(dir.path(), 4).unwrap();
+        log.append(&batch(1)).unwrap();
+        let path = dir.path().join(LOG_FILE_NAME);
+        let older = std::fs::read(&path).unwrap();
+        log.committed(5);
+        log.append(&batch(2)).unwrap();
+        // As if the reset had been lost: the older record back before the new.
+        let newer = std::fs::read(&path).unwrap();
+        std::fs::write(&path, [older, newer].concat()).unwrap();
+        assert_eq!(RelaxedLog::open(dir.path(), 5).unwrap().1, [batch(2)]);
+        assert_eq!(RelaxedLog::open(dir.path(), 4).unwrap().1, [batch(1)]);
+    }
+
+    /// A replay stops at the first record that does not read whole: torn by
+    /// a crash, or damaged by a power loss.
+    #[test]
+    fn a_replay_stops_at_the_first_record_that_does_not_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = RelaxedLog::open(dir.path(), 0).unwrap();
         log.append(&batch(1)).unwrap();
         let one = log.len as usize;
         log.append(&batch(2)).unwrap();
+        log.append(&batch(3)).unwrap();
         let path = dir.path().join(LOG_FILE_NAME);
         let whole = std::fs::read(&path).unwrap();
         for cut in one..whole.len() {
             std::fs::write(&path, &whole[..cut]).unwrap();
-            assert_eq!(RelaxedLog::open(dir.path()).unwrap().1, [batch(1)], "cut at {cut}");
+            let read = RelaxedLog::open(dir.path(), 0).unwrap().1;
+            assert!(read.len() < 3 && read.first() == Some(&batch(1)), "cut at {cut}");
         }
-        let mut last_damaged = whole.clone();
-        *last_damaged.last_mut().unwrap() ^= 1;
-        std::fs::write(&path, &last_damaged).unwrap();
-        assert_eq!(RelaxedLog::open(dir.path()).unwrap().1, [batch(1)]);
-        let mut first_damaged = whole;
-        first_damaged[one - 1] ^= 1;
-        std::fs::write(&path, &first_damaged).unwrap();
-        let refused = RelaxedLog::open(dir.path()).err().expect("damage before the last record");
-        assert!(refused.to_string().contains("damaged at byte 0"), "{refused}");
+        let mut zeroed = whole.clone();
+        zeroed[one..one + 8].fill(0);
+        std::fs::write(&path, &zeroed).unwrap();
+        assert_eq!(RelaxedLog::open(dir.path(), 0).unwrap().1, [batch(1)], "zeros in the middle");
     }
 
     #[test]
-    fn a_failed_commit_puts_its_changes_back_first() {
+    fn a_reload_reads_back_every_batch_of_the_generation() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut log, _) = RelaxedLog::open(dir.path()).unwrap();
+        let (mut log, _) = RelaxedLog::open(dir.path(), 0).unwrap();
         log.append(&batch(1)).unwrap();
-        let taken = log.take();
+        let _ = log.take();
+        log.applied();
         log.append(&batch(2)).unwrap();
-        log.put_back(taken);
+        log.reload().unwrap();
         assert_eq!(log.take(), [batch(1), batch(2)].concat());
     }
 }

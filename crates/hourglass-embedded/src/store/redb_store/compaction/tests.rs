@@ -47,6 +47,8 @@ struct Held {
 }
 
 fn held(store: &RedbStore) -> Held {
+    // What the relaxed log holds, as an open would have it.
+    store.commit_logged().unwrap();
     let mut tasks = Vec::new();
     let next_id = store.load(&mut |task, _| tasks.push(task)).unwrap();
     let mut snapshot = store.snapshot().unwrap();
