@@ -83,6 +83,7 @@ impl Engine {
         // delivered again when the lease runs out; a damaged one is dead.
         let snapshot = reads.snapshot(&*self.store);
         drop(state);
+        self.committer.help();
         // The timer thread sleeps to its next deadline: woken only for an earlier one.
         if let Some(first_ms) = claimed.iter().map(|claimed| claimed.lease_until_ms).min() {
             self.shared.wake_timers_for(first_ms);
@@ -129,6 +130,8 @@ impl Engine {
                 Settlement::Change { task, why: Why::Corrupt },
             );
         }
+        drop(state);
+        self.committer.help();
     }
 
     /// Leases task `id` whatever its place, for `lease_ms` unless it has a

@@ -128,6 +128,7 @@ impl Engine {
     /// visible. For tests, and for a shutdown that wants to see it through.
     pub async fn flushed(&self) {
         if let Ok(reply) = self.committer.send(Vec::new(), Settlement::Publish(Vec::new())) {
+            self.committer.help();
             let _ = reply.await;
         }
     }

@@ -92,6 +92,9 @@ impl Engine {
             let mut settled = pin!(settled);
             settled.as_mut().enable();
             let attempt = attempt(&mut self.shared.state.lock());
+            // Whatever the try sent, or recorded, is committed now if the
+            // turn is free (the relaxed mode).
+            self.committer.help();
             match attempt {
                 Attempt::Done(answer) => return answer,
                 Attempt::Sent(reply, answer) => {

@@ -84,6 +84,8 @@ impl Engine {
         if let Some(handle) = sleeps {
             handle.will_sleep_until(next_ms.map(|ms| ms.saturating_mul(1_000)));
         }
+        drop(state);
+        self.committer.help();
         next_ms
     }
 }

@@ -1,23 +1,38 @@
 //! Group commit, in order: one writer thread turns every request that arrived
 //! while the previous commit was on disk into one transaction and one fsync.
 //!
-//! **Order.** Requests are sent while the engine holds its state lock, over an
-//! unbounded channel whose send never blocks, so the order in which changes
-//! reach the store is the order in which they were made in memory, whichever
-//! thread made them. A full writer is pushed back on *before* the lock is taken
+//! **Order.** Requests are queued while the engine holds its state lock, in
+//! an inbox whose push never blocks, so the order in which changes reach the
+//! store is the order in which they were made in memory, whichever thread
+//! made them. Whoever commits takes the turn first ([`Hub::turn`]), then
+//! what is queued, from the front: batches are committed in the order they
+//! were taken. A full writer is pushed back on *before* the lock is taken
 //! ([`Committer::admit`]), never while it is held.
 //!
 //! **Visibility.** A request may carry a settlement: what the engine must do
 //! once the write is as durable as the [`Fsync`] mode promises (make a new task
-//! visible, say), or once it failed (forget it). The writer runs the
+//! visible, say), or once it failed (forget it). The committer runs the
 //! [`Settler`] with every settlement of a batch, then replies to the waiting
 //! callers: a client hears "done" only after other requests can see it.
+//!
+//! **Who commits.** With fsync before every reply, the writer thread: a
+//! request wakes it, and concurrent requests share its fsync. In the relaxed
+//! mode a write is an append to the store's log, and a request's own task
+//! commits what is queued once the engine's lock is released, if the turn is
+//! free ([`Committer::help`]): the writer thread is then not woken, and
+//! neither is the task, where the hand-off cost two wake-ups a request, most
+//! of what was left between a relaxed consumer and beanstalkd (BENCHMARKS.md).
+//! If the turn is taken, the request wakes the writer, which commits it after
+//! whoever holds the turn. Every caller of [`Committer::send`] and
+//! [`Committer::record`] calls [`Committer::help`] once its lock is released.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Condvar, Mutex};
 use tokio::sync::{oneshot, Notify};
 
 use super::commit_stats::CommitStats;
@@ -32,10 +47,11 @@ const BATCH_MUTATIONS_MAX: usize = 8_192;
 const BATCH_PAYLOAD_BYTES_MAX: usize = 16 << 20;
 /// How long writes nobody waits for (the record of a claim: its attempt
 /// count and lease) may wait for one that somebody does, to share its
-/// commit. A commit costs about 50 us whatever it holds; a consumer that
-/// claims and then acks made two of them a task (BENCHMARKS.md, 2b). Losing
-/// such a record in a crash only delivers the task again, which
-/// at-least-once allows; the wait widens that window by this much.
+/// commit, when the writer thread commits them. A commit costs about 50 us
+/// whatever it holds; a consumer that claims and then acks made two of them
+/// a task (BENCHMARKS.md, 2b). Losing such a record in a crash only
+/// delivers the task again, which at-least-once allows; the wait widens that
+/// window by this much.
 const UNAWAITED_DELAY_MAX: Duration = Duration::from_millis(2);
 /// How long a committer being dropped waits for a writer that finishes
 /// nothing: one stuck in a store that never returns. A writer that keeps
@@ -70,7 +86,7 @@ pub enum Fsync {
     EveryMs(u64),
 }
 
-/// What the engine does with the settlements of a batch, on the writer thread,
+/// What the engine does with the settlements of a batch, under the turn,
 /// once the batch is as durable as promised (`Ok`) or has failed (`Err`).
 pub(crate) trait Settler<S>: Send + 'static {
     fn settle(&mut self, settlements: Vec<S>, result: Result<(), &StoreError>);
@@ -103,8 +119,8 @@ impl<S> Request<S> {
 struct Queued {
     mutations: AtomicUsize,
     bytes: AtomicUsize,
-    /// Batches the writer has finished (committed or failed), and its final
-    /// sync: how a wait for it tells a slow writer from a stuck one.
+    /// Batches finished (committed or failed), and the writer's final sync:
+    /// how a wait for it tells a slow writer from a stuck one.
     finished: AtomicU64,
 }
 
@@ -125,19 +141,66 @@ impl Queued {
     }
 }
 
-/// The handle to the writer thread.
-pub(crate) struct Committer<S> {
-    requests: Option<mpsc::Sender<Request<S>>>,
-    /// What was sent and not yet applied.
-    queued: Arc<Queued>,
+/// Requests taken together for one transaction, with their mutations and
+/// payload bytes.
+type Batch<S> = (Vec<Request<S>>, (usize, usize));
+
+/// The requests queued, in order, and whether the committer is closing.
+struct Inbox<S> {
+    requests: VecDeque<Request<S>>,
+    closed: bool,
+}
+
+/// What commits: its settler, and what it knows of the ids made durable.
+struct Turn<S> {
+    settler: Box<dyn Settler<S>>,
+    /// The largest [`Mutation::NextId`] made durable.
+    ids_durable: u64,
+}
+
+/// What the writer thread and the requests that commit share.
+struct Hub<S> {
+    store: Arc<dyn Store>,
+    inbox: Mutex<Inbox<S>>,
+    /// Wakes the writer thread: a request (with fsync before every reply),
+    /// a request that found the turn taken, a first commit to sync, a close.
+    wake: Condvar,
+    /// The turn to commit: whoever holds it takes what is queued.
+    turn: Mutex<Turn<S>>,
+    /// Whether requests commit their own changes (the relaxed mode).
+    helps: bool,
+    queued: Queued,
     /// Notified after every batch.
-    drained: Arc<Notify>,
-    /// The writer's counts of its commits.
-    stats: Arc<CommitStats>,
+    drained: Notify,
+    stats: CommitStats,
+    /// A commit without fsync since the writer's last sync.
+    unsynced: AtomicBool,
+}
+
+impl<S> Hub<S> {
+    /// The requests at the front of the inbox, up to a transaction's bounds
+    /// (at least one), with their mutations and bytes; `None` if it is empty.
+    fn take_batch(&self) -> Option<Batch<S>> {
+        let mut inbox = self.inbox.lock();
+        let (mut count, mut bytes) = (0, 0);
+        let mut batch = Vec::new();
+        while count < BATCH_MUTATIONS_MAX && bytes < BATCH_PAYLOAD_BYTES_MAX {
+            let Some(request) = inbox.requests.pop_front() else { break };
+            count += request.mutations.len();
+            bytes += request.bytes;
+            batch.push(request);
+        }
+        (!batch.is_empty()).then_some((batch, (count, bytes)))
+    }
+}
+
+/// The handle to the writer thread and the inbox.
+pub(crate) struct Committer<S> {
+    hub: Arc<Hub<S>>,
     writer: Option<thread::JoinHandle<()>>,
     /// Disconnected when the writer thread ends: a wait for it with a bound.
     /// (In a mutex only to make the committer `Sync`: read in `drop` alone.)
-    stopped: parking_lot::Mutex<mpsc::Receiver<()>>,
+    stopped: Mutex<mpsc::Receiver<()>>,
     /// How long a drop waits for a writer that finishes nothing
     /// ([`WRITER_STALL_MAX`]; shorter in the test of a stuck writer).
     stall_max: Duration,
@@ -146,66 +209,57 @@ pub(crate) struct Committer<S> {
 impl<S: Send + 'static> Committer<S> {
     /// Starts the writer thread over `store`.
     pub(crate) fn start(store: Arc<dyn Store>, fsync: Fsync, settler: impl Settler<S>) -> std::io::Result<Self> {
-        let (requests, receiver) = mpsc::channel();
-        let queued = Arc::new(Queued::default());
-        let drained = Arc::new(Notify::new());
-        let stats = Arc::new(CommitStats::default());
-        let writer = Writer::<S, _> {
-            _settlements: std::marker::PhantomData,
+        let hub = Arc::new(Hub {
             store,
-            fsync,
-            settler,
-            queued: queued.clone(),
-            drained: drained.clone(),
-            stats: stats.clone(),
-            ids_durable: 0,
-        };
+            inbox: Mutex::new(Inbox { requests: VecDeque::new(), closed: false }),
+            wake: Condvar::new(),
+            turn: Mutex::new(Turn { settler: Box::new(settler), ids_durable: 0 }),
+            helps: matches!(fsync, Fsync::EveryMs(_)),
+            queued: Queued::default(),
+            drained: Notify::new(),
+            stats: CommitStats::default(),
+            unsynced: AtomicBool::new(false),
+        });
         let (running, stopped) = mpsc::channel::<()>();
-        let writer = thread::Builder::new().name("hourglass-writer".into()).spawn(move || {
-            // Dropped as the thread ends, however it ends.
-            let _running = running;
-            writer.run(&receiver);
+        let writer = thread::Builder::new().name("hourglass-writer".into()).spawn({
+            let hub = hub.clone();
+            move || {
+                // Dropped as the thread ends, however it ends.
+                let _running = running;
+                Writer::new(hub, fsync).run();
+            }
         })?;
-        let stopped = parking_lot::Mutex::new(stopped);
-        Ok(Committer {
-            requests: Some(requests),
-            queued,
-            drained,
-            stats,
-            writer: Some(writer),
-            stopped,
-            stall_max: WRITER_STALL_MAX,
-        })
+        Ok(Committer { hub, writer: Some(writer), stopped: Mutex::new(stopped), stall_max: WRITER_STALL_MAX })
     }
 
-    /// The writer's commits so far: how many, how long, how large.
+    /// The commits so far: how many, how long, how large.
     pub(crate) fn stats(&self) -> StorageStats {
-        self.stats.snapshot()
+        self.hub.stats.snapshot()
     }
 
-    /// Waits while the writer is behind by more than [`QUEUED_MUTATIONS_MAX`]
+    /// Waits while the committer is behind by more than [`QUEUED_MUTATIONS_MAX`]
     /// or [`QUEUED_PAYLOAD_BYTES_MAX`]. Call before taking the lock under
     /// which the request will be sent.
     pub(crate) async fn admit(&self) {
-        while self.queued.full() {
-            let drained = self.drained.notified();
+        while self.hub.queued.full() {
+            let drained = self.hub.drained.notified();
             let mut drained = std::pin::pin!(drained);
             drained.as_mut().enable();
-            if !self.queued.full() {
+            if !self.hub.queued.full() {
                 break;
             }
             drained.await;
         }
     }
 
-    /// Sends `mutations` to the writer, and `settlement` for the [`Settler`]
-    /// to settle after the write; never blocks, so call it under the lock
-    /// that ordered the change. The returned [`Reply`] resolves once the
-    /// change is settled.
+    /// Queues `mutations`, and `settlement` for the [`Settler`] to settle
+    /// after the write; never blocks, so call it under the lock that ordered
+    /// the change, and [`help`](Committer::help) once it is released. The
+    /// returned [`Reply`] resolves once the change is settled.
     ///
     /// # Errors
-    /// The settlement, handed back unsettled, if the writer has stopped (the
-    /// engine is closing): nothing was sent, and the caller undoes the change.
+    /// The settlement, handed back unsettled, if the committer is closing:
+    /// nothing was queued, and the caller undoes the change.
     pub(crate) fn send(&self, mutations: Vec<Mutation>, settlement: S) -> Result<Reply, S> {
         let (reply, replied) = oneshot::channel();
         match self.push(Request::new(mutations, Some(settlement), Some(reply))) {
@@ -214,25 +268,55 @@ impl<S: Send + 'static> Committer<S> {
         }
     }
 
-    /// Sends `mutations` that nobody waits for and nothing settles (the
+    /// Queues `mutations` that nobody waits for and nothing settles (the
     /// record of a claim): like [`send`](Committer::send), in order, under
-    /// the lock. Dropped if the writer has stopped, as a crash would lose
-    /// them.
+    /// the lock, and followed by [`help`](Committer::help). Dropped if the
+    /// committer is closing, as a crash would lose them.
     pub(crate) fn record(&self, mutations: Vec<Mutation>) {
         if !mutations.is_empty() {
             let _ = self.push(Request::new(mutations, None, None));
         }
     }
 
-    /// Queues `request` for the writer; hands it back if the writer has stopped.
+    /// In the relaxed mode, commits what is queued on the caller's thread if
+    /// the turn is free, and wakes the writer to commit it otherwise; with
+    /// fsync before every reply, nothing (the request woke the writer).
+    /// Never call it under the engine's lock: a commit settles under it.
+    pub(crate) fn help(&self) {
+        let hub = &*self.hub;
+        if !hub.helps {
+            return;
+        }
+        match hub.turn.try_lock() {
+            Some(mut turn) => {
+                while let Some((batch, sizes)) = hub.take_batch() {
+                    turn.commit(hub, batch, sizes, false);
+                }
+            }
+            // Whoever holds it may have taken the inbox before this
+            // request came: the writer takes it after them.
+            None => {
+                if !hub.inbox.lock().requests.is_empty() {
+                    hub.wake.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Queues `request`; hands it back if the committer is closing.
     fn push(&self, request: Request<S>) -> Result<(), Request<S>> {
-        let (count, bytes) = (request.mutations.len(), request.bytes);
-        let Some(requests) = &self.requests else { return Err(request) };
-        self.queued.add(count, bytes);
-        requests.send(request).map_err(|unsent| {
-            self.queued.sub(count, bytes);
-            unsent.0
-        })
+        let hub = &*self.hub;
+        let mut inbox = hub.inbox.lock();
+        if inbox.closed {
+            return Err(request);
+        }
+        hub.queued.add(request.mutations.len(), request.bytes);
+        inbox.requests.push_back(request);
+        drop(inbox);
+        if !hub.helps {
+            hub.wake.notify_one();
+        }
+        Ok(())
     }
 }
 
@@ -247,12 +331,13 @@ impl<S> Drop for Committer<S> {
     /// with them the last handle to the engine, on a worker thread that is
     /// not panicking.
     fn drop(&mut self) {
-        self.requests = None;
+        self.hub.inbox.lock().closed = true;
+        self.hub.wake.notify_all();
         let Some(writer) = self.writer.take() else { return };
         let stopped = self.stopped.get_mut();
-        let mut finished = self.queued.finished.load(Ordering::Acquire);
+        let mut finished = self.hub.queued.finished.load(Ordering::Acquire);
         while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(self.stall_max) {
-            let now = self.queued.finished.load(Ordering::Acquire);
+            let now = self.hub.queued.finished.load(Ordering::Acquire);
             if now == finished {
                 tracing::error!(
                     stalled = ?self.stall_max,
@@ -266,125 +351,137 @@ impl<S> Drop for Committer<S> {
     }
 }
 
-struct Writer<S, T> {
-    _settlements: std::marker::PhantomData<fn(S)>,
-    store: Arc<dyn Store>,
-    fsync: Fsync,
-    settler: T,
-    queued: Arc<Queued>,
-    drained: Arc<Notify>,
-    stats: Arc<CommitStats>,
-    /// The largest [`Mutation::NextId`] made durable.
-    ids_durable: u64,
+/// The writer thread: commits what nobody else does, syncs periodically,
+/// and asks the store whether a compaction is due between commits.
+struct Writer<S> {
+    hub: Arc<Hub<S>>,
+    sync_every: Option<Duration>,
+    durable: bool,
+    last_sync: Instant,
+    /// Since when requests nobody waits for have waited in the inbox.
+    deferred_since: Option<Instant>,
+    since_compact_check: u32,
+    /// When the writer last asked whether a compaction is due, and whether
+    /// an ask is owed (see COMPACT_IDLE_ASK).
+    last_ask: Instant,
+    ask_owed: bool,
 }
 
-impl<S, T: Settler<S>> Writer<S, T> {
-    fn run(mut self, requests: &mpsc::Receiver<Request<S>>) {
-        let sync_every = match self.fsync {
+impl<S: Send + 'static> Writer<S> {
+    fn new(hub: Arc<Hub<S>>, fsync: Fsync) -> Writer<S> {
+        let sync_every = match fsync {
             Fsync::Always => None,
             Fsync::EveryMs(ms) => Some(Duration::from_millis(ms.max(1))),
         };
-        let durable = sync_every.is_none();
-        let mut last_sync = Instant::now();
-        let mut unsynced = false;
-        // Requests received and not yet committed: only ever ones nobody
-        // waits for (see UNAWAITED_DELAY_MAX), between two turns of the loop.
-        let mut batch: Vec<Request<S>> = Vec::new();
-        let mut deferred_since: Option<Instant> = None;
-        let mut since_compact_check = 0u32;
-        // When the writer last asked whether a compaction is due, and
-        // whether an ask is owed (see COMPACT_IDLE_ASK).
-        let mut last_ask = Instant::now();
-        let mut ask_owed = false;
+        Writer {
+            hub,
+            sync_every,
+            durable: sync_every.is_none(),
+            last_sync: Instant::now(),
+            deferred_since: None,
+            since_compact_check: 0,
+            last_ask: Instant::now(),
+            ask_owed: false,
+        }
+    }
+
+    fn run(mut self) {
         loop {
-            // Wake in time to commit what was deferred, and for the next
-            // periodic sync, even if no request comes.
-            let deferred_wait = deferred_since.map(|since| UNAWAITED_DELAY_MAX.saturating_sub(since.elapsed()));
-            let sync_wait = sync_every.filter(|_| unsynced).map(|every| every.saturating_sub(last_sync.elapsed()));
-            let compacting = self.store.compacting();
-            let compact_wait = compacting.then_some(COMPACT_IDLE_ASK);
-            // Made below only with no batch held back; while one is, its own
-            // commit makes the ask (a wait of zero meanwhile would spin).
-            let owed_wait = (ask_owed && batch.is_empty()).then(|| COMPACT_IDLE_ASK.saturating_sub(last_ask.elapsed()));
-            let wait = [deferred_wait, sync_wait, compact_wait, owed_wait].into_iter().flatten().min();
-            let first = match wait {
-                Some(wait) => match requests.recv_timeout(wait) {
-                    Ok(request) => Some(request),
-                    Err(mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                },
-                None => match requests.recv() {
-                    Ok(request) => Some(request),
-                    Err(_) => break,
-                },
-            };
-            let owed_now = ask_owed && last_ask.elapsed() >= COMPACT_IDLE_ASK;
-            if first.is_none() && batch.is_empty() && (compacting || owed_now) {
-                (last_ask, ask_owed) = (Instant::now(), false);
-                self.compact_if_due();
-            }
-            batch.extend(first);
-            let mut count = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
-            let mut bytes = batch.iter().map(|r| r.bytes).sum::<usize>();
-            while count < BATCH_MUTATIONS_MAX && bytes < BATCH_PAYLOAD_BYTES_MAX {
-                match requests.try_recv() {
-                    Ok(request) => {
-                        count += request.mutations.len();
-                        bytes += request.bytes;
-                        batch.push(request);
-                    }
-                    Err(_) => break,
-                }
-            }
-            if !batch.is_empty() {
-                let awaited = batch.iter().any(|request| request.settlement.is_some());
-                let full = count >= BATCH_MUTATIONS_MAX || bytes >= BATCH_PAYLOAD_BYTES_MAX;
-                let overdue = deferred_since.is_some_and(|since| since.elapsed() >= UNAWAITED_DELAY_MAX);
-                if awaited || full || overdue {
-                    let synced = self.commit(std::mem::take(&mut batch), (count, bytes), durable);
-                    unsynced = !synced && (unsynced || !durable);
-                    deferred_since = None;
-                    since_compact_check += 1;
-                    let idle = self.queued.mutations.load(Ordering::Acquire) == 0;
+            let (commit, closed) = self.wait();
+            let hub = self.hub.clone();
+            let mut turn = hub.turn.lock();
+            let compacting = hub.store.compacting();
+            if commit {
+                // What a helper left, if anything: it may have taken it all.
+                if let Some((batch, sizes)) = hub.take_batch() {
+                    turn.commit(&hub, batch, sizes, self.durable);
+                    self.deferred_since = None;
+                    self.since_compact_check += 1;
+                    let idle = hub.queued.mutations.load(Ordering::Acquire) == 0;
                     // `compacting` as this turn began: a stale `true` (the commit
                     // gave the compaction up) costs one ask.
-                    let idle_ask = idle && last_ask.elapsed() >= COMPACT_IDLE_ASK;
-                    if idle_ask || since_compact_check >= COMPACT_CHECK_COMMITS || compacting {
-                        since_compact_check = 0;
-                        (last_ask, ask_owed) = (Instant::now(), false);
-                        // Not taken as a sync: a compaction's durable commits
-                        // leave out what the store's log holds.
-                        self.compact_if_due();
+                    let idle_ask = idle && self.last_ask.elapsed() >= COMPACT_IDLE_ASK;
+                    if idle_ask || self.since_compact_check >= COMPACT_CHECK_COMMITS || compacting {
+                        self.ask_compaction();
                     } else if idle {
-                        ask_owed = true;
+                        self.ask_owed = true;
                     }
-                } else if deferred_since.is_none() {
-                    deferred_since = Some(Instant::now());
                 }
+            } else if compacting || (self.ask_owed && self.last_ask.elapsed() >= COMPACT_IDLE_ASK) {
+                self.ask_compaction();
             }
-            if unsynced && sync_every.is_some_and(|every| last_sync.elapsed() >= every) {
-                if let Err(error) = self.store.sync() {
+            if hub.unsynced.load(Ordering::Acquire)
+                && self.sync_every.is_some_and(|every| self.last_sync.elapsed() >= every)
+            {
+                if let Err(error) = hub.store.sync() {
                     tracing::error!(%error, "periodic sync failed: the last interval's writes may not survive a crash");
                 }
-                last_sync = Instant::now();
-                unsynced = false;
+                self.last_sync = Instant::now();
+                // Under the turn: no commit came since the sync began.
+                hub.unsynced.store(false, Ordering::Release);
+            }
+            if closed && hub.inbox.lock().requests.is_empty() {
+                break;
             }
         }
-        if !batch.is_empty() {
-            let count = batch.iter().map(|r| r.mutations.len()).sum::<usize>();
-            let bytes = batch.iter().map(|r| r.bytes).sum::<usize>();
-            self.commit(batch, (count, bytes), durable);
-        }
-        if let Err(error) = self.store.sync() {
+        if let Err(error) = self.hub.store.sync() {
             tracing::error!(%error, "final sync failed");
         }
-        self.queued.finished.fetch_add(1, Ordering::AcqRel);
+        self.hub.queued.finished.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Waits until there is a batch to commit (a request somebody waits
+    /// for, a full batch, writes nobody waits for that waited long enough,
+    /// a close) or a timer of its own (a sync, a compaction's ask); whether
+    /// to commit, and whether the committer is closing.
+    fn wait(&mut self) -> (bool, bool) {
+        let hub = &*self.hub;
+        let mut inbox = hub.inbox.lock();
+        loop {
+            if inbox.requests.is_empty() {
+                self.deferred_since = None;
+            } else if self.deferred_since.is_none() {
+                self.deferred_since = Some(Instant::now());
+            }
+            let awaited = inbox.requests.iter().any(|request| request.settlement.is_some());
+            let count: usize = inbox.requests.iter().map(|request| request.mutations.len()).sum();
+            let bytes: usize = inbox.requests.iter().map(|request| request.bytes).sum();
+            let full = count >= BATCH_MUTATIONS_MAX || bytes >= BATCH_PAYLOAD_BYTES_MAX;
+            let overdue = self.deferred_since.is_some_and(|since| since.elapsed() >= UNAWAITED_DELAY_MAX);
+            if inbox.closed || awaited || full || overdue {
+                return (true, inbox.closed);
+            }
+            // Wake in time to commit what was deferred, and for the next
+            // periodic sync, even if no request comes.
+            let deferred_wait = self.deferred_since.map(|since| UNAWAITED_DELAY_MAX.saturating_sub(since.elapsed()));
+            let unsynced = hub.unsynced.load(Ordering::Acquire);
+            let sync_wait =
+                self.sync_every.filter(|_| unsynced).map(|every| every.saturating_sub(self.last_sync.elapsed()));
+            let compact_wait = hub.store.compacting().then_some(COMPACT_IDLE_ASK);
+            let owed_wait = self.ask_owed.then(|| COMPACT_IDLE_ASK.saturating_sub(self.last_ask.elapsed()));
+            let wait = [deferred_wait, sync_wait, compact_wait, owed_wait].into_iter().flatten().min();
+            match wait {
+                Some(wait) if wait.is_zero() => return (false, false),
+                Some(wait) => {
+                    if hub.wake.wait_for(&mut inbox, wait).timed_out() {
+                        return (
+                            !inbox.requests.is_empty()
+                                && self.deferred_since.is_some_and(|since| since.elapsed() >= UNAWAITED_DELAY_MAX),
+                            inbox.closed,
+                        );
+                    }
+                }
+                None => hub.wake.wait(&mut inbox),
+            }
+        }
     }
 
     /// Between commits: compacts the store if it is due.
-    fn compact_if_due(&mut self) {
+    fn ask_compaction(&mut self) {
+        self.since_compact_check = 0;
+        (self.last_ask, self.ask_owed) = (Instant::now(), false);
         let started = Instant::now();
-        match self.store.compact_if_due() {
+        match self.hub.store.compact_if_due() {
             Ok(None) => {}
             Ok(Some(done)) => {
                 let took = started.elapsed();
@@ -396,18 +493,22 @@ impl<S, T: Settler<S>> Writer<S, T> {
                     took_ms = took.as_secs_f64() * 1e3,
                     "compacted the store: the writer was held this long at its finish"
                 );
+                // Not taken as a sync: a compaction's durable commits leave
+                // out what the store's log holds.
             }
             Err(error) => tracing::error!(%error, "compacting the store failed"),
         }
     }
+}
 
+impl<S: Send + 'static> Turn<S> {
     /// Applies one batch, in the order its requests were sent, settles it and
     /// replies. Durably if `durable`, or if it raises the next id stored
     /// above the largest made durable: in the relaxed mode, ids are answered
     /// only below a next id that a crash cannot take back (the engine's
-    /// `State::next_id_mutation`). Whether it made every commit so far
-    /// durable.
-    fn commit(&mut self, mut batch: Vec<Request<S>>, (count, bytes): (usize, usize), durable: bool) -> bool {
+    /// `State::next_id_mutation`). A commit left unsynced tells the writer,
+    /// which syncs it in time.
+    fn commit(&mut self, hub: &Hub<S>, mut batch: Vec<Request<S>>, (count, bytes): (usize, usize), durable: bool) {
         let all: Vec<Mutation> = if batch.len() == 1 {
             std::mem::take(&mut batch[0].mutations)
         } else {
@@ -419,13 +520,16 @@ impl<S, T: Settler<S>> Writer<S, T> {
             Ok(())
         } else {
             let started = Instant::now();
-            let result = self.store.apply(&all, durable);
-            self.stats.record(all.len(), started.elapsed(), result.is_ok());
+            let result = hub.store.apply(&all, durable);
+            hub.stats.record(all.len(), started.elapsed(), result.is_ok());
             result
         };
-        let synced = durable && result.is_ok() && !all.is_empty();
-        if synced {
+        if durable && result.is_ok() && !all.is_empty() {
             self.ids_durable = self.ids_durable.max(next_id);
+        } else if result.is_ok() && !all.is_empty() && !hub.unsynced.swap(true, Ordering::AcqRel) {
+            // The first commit since the writer's sync: it may sleep without
+            // a deadline until told.
+            hub.wake.notify_one();
         }
         if let Err(error) = &result {
             tracing::error!(%error, mutations = all.len(), "a write failed; its requests changed nothing");
@@ -439,13 +543,12 @@ impl<S, T: Settler<S>> Writer<S, T> {
         if !settlements.is_empty() {
             self.settler.settle(settlements, result.as_ref().map(|_| ()));
         }
-        self.queued.sub(count, bytes);
-        self.queued.finished.fetch_add(1, Ordering::AcqRel);
-        self.drained.notify_waiters();
+        hub.queued.sub(count, bytes);
+        hub.queued.finished.fetch_add(1, Ordering::AcqRel);
+        hub.drained.notify_waiters();
         for reply in replies {
             let _ = reply.send(result.clone());
         }
-        synced
     }
 }
 
@@ -567,6 +670,28 @@ mod tests {
         drop(committer);
         assert_eq!(*store.log.lock(), ["apply", "compact", "apply", "compact", "apply", "compact"]);
         assert_eq!(settled.load(Ordering::SeqCst), 3);
+    }
+
+    /// In the relaxed mode a request's own thread commits what is queued
+    /// when the turn is free: answered once `help` returns, the writer never
+    /// woken for it; with the turn taken, the writer commits it after.
+    #[test]
+    fn a_request_commits_its_own_change_when_the_turn_is_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(crate::store::RedbStore::open(dir.path()).unwrap());
+        let settled = Arc::new(AtomicUsize::new(0));
+        let committer = Committer::start(store, Fsync::EveryMs(60_000), Counted(settled.clone())).unwrap();
+        let mut reply = committer.send(vec![Mutation::NextId(1)], ()).ok().unwrap();
+        assert!(reply.try_recv().is_err(), "queued, not committed, before help");
+        committer.help();
+        assert_eq!(reply.try_recv().unwrap(), Ok(()), "committed by the caller's own thread");
+        let held = committer.hub.turn.lock();
+        let reply = committer.send(vec![Mutation::NextId(2)], ()).ok().unwrap();
+        committer.help();
+        drop(held);
+        assert_eq!(reply.blocking_recv().unwrap(), Ok(()), "committed by the writer once the turn was free");
+        drop(committer);
+        assert_eq!(settled.load(Ordering::SeqCst), 2);
     }
 
     #[test]
