@@ -14,9 +14,9 @@
 //! durable commit now and then, and the parent checks that a `kill -9` lost
 //! none it answered.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Lines};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 use hourglass_embedded::{Mutation, RedbStore, Store};
 
@@ -92,21 +92,12 @@ fn kill_9_in_the_middle_of_a_compaction_leaves_the_data_whole() {
     let mut mid_compaction = 0;
     for kill_after in KILL_AFTER {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "kill::child_compacts_until_killed", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(CHILD_DIR, dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn the child");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut child, mut lines) = spawn_child("kill::child_compacts_until_killed", CHILD_DIR, dir.path());
         let mut written = Vec::new();
         let mut finished = false;
         loop {
             let line = lines.next().expect("the child ended before compacting").unwrap();
-            if let Some(id) = line.strip_prefix("wrote ") {
-                written.push(id.parse::<u64>().unwrap());
-            }
+            written.extend(wrote(&line));
             finished |= line.contains("compacted");
             if line.contains("compacting") && kill_after == 0 || written.len() >= kill_after && kill_after > 0 {
                 break;
@@ -118,9 +109,7 @@ fn kill_9_in_the_middle_of_a_compaction_leaves_the_data_whole() {
         // stopped reading: writes it was told were durable, and whether the
         // compaction had finished.
         for line in lines.map_while(Result::ok) {
-            if let Some(id) = line.strip_prefix("wrote ") {
-                written.push(id.parse::<u64>().unwrap());
-            }
+            written.extend(wrote(&line));
             finished |= line.contains("compacted");
         }
         mid_compaction += usize::from(!finished);
@@ -204,24 +193,26 @@ fn wrote(line: &str) -> Option<u64> {
     line.split_once("wrote ").map(|(_, id)| id.parse().expect("an id"))
 }
 
+/// This binary's ignored test `name`, run as a child with `env` naming its
+/// data directory `dir`, and its output line by line.
+fn spawn_child(name: &str, env: &str, dir: &Path) -> (Child, Lines<BufReader<ChildStdout>>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"])
+        .env(env, dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the child");
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines)
+}
+
 #[test]
 fn kill_9_loses_no_answered_relaxed_write() {
     for kill_after in RELAXED_KILL_AFTER {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "kill::child_writes_relaxed_until_killed",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(RELAXED_CHILD_DIR, dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn the child");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut child, mut lines) =
+            spawn_child("kill::child_writes_relaxed_until_killed", RELAXED_CHILD_DIR, dir.path());
         let mut written = Vec::new();
         while written.len() < kill_after {
             let line = lines.next().expect("the child ended before the kill").unwrap();
