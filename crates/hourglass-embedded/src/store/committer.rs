@@ -27,7 +27,7 @@
 //! [`Committer::record`] calls [`Committer::help`] once its lock is released.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -53,6 +53,8 @@ const BATCH_PAYLOAD_BYTES_MAX: usize = 16 << 20;
 /// delivers the task again, which at-least-once allows; the wait widens that
 /// window by this much.
 const UNAWAITED_DELAY_MAX: Duration = Duration::from_millis(2);
+/// The most batches a request commits on its own thread ([`Committer::help`]).
+const HELP_BATCHES_MAX: usize = 2;
 /// How long a committer being dropped waits for a writer that finishes
 /// nothing: one stuck in a store that never returns. A writer that keeps
 /// committing is waited for however long its queue takes.
@@ -173,8 +175,17 @@ struct Hub<S> {
     /// Notified after every batch.
     drained: Notify,
     stats: CommitStats,
-    /// A commit without fsync since the writer's last sync.
+    /// A commit without fsync since the writer's last sync. Set under the
+    /// inbox's lock, with the writer woken, so that a writer about to sleep
+    /// without a deadline sees it or is woken.
     unsynced: AtomicBool,
+    /// Commits (by anyone) since the writer last counted them: what its
+    /// compaction asks go by.
+    commits: AtomicU32,
+    /// Whether a compaction is under way, as the writer last saw it (under
+    /// the turn): read while the inbox is locked, where asking the store
+    /// could wait for a commit.
+    compacting: AtomicBool,
 }
 
 impl<S> Hub<S> {
@@ -219,6 +230,8 @@ impl<S: Send + 'static> Committer<S> {
             drained: Notify::new(),
             stats: CommitStats::default(),
             unsynced: AtomicBool::new(false),
+            commits: AtomicU32::new(0),
+            compacting: AtomicBool::new(false),
         });
         let (running, stopped) = mpsc::channel::<()>();
         let writer = thread::Builder::new().name("hourglass-writer".into()).spawn({
@@ -287,19 +300,20 @@ impl<S: Send + 'static> Committer<S> {
         if !hub.helps {
             return;
         }
-        match hub.turn.try_lock() {
-            Some(mut turn) => {
-                while let Some((batch, sizes)) = hub.take_batch() {
-                    turn.commit(hub, batch, sizes, false);
-                }
+        if let Some(mut turn) = hub.turn.try_lock() {
+            // A batch or two, which hold what this request queued unless a
+            // backlog is ahead of it: the rest is the writer's, so that no
+            // caller commits others' changes for long.
+            for _ in 0..HELP_BATCHES_MAX {
+                let Some((batch, sizes)) = hub.take_batch() else { return };
+                turn.commit(hub, batch, sizes, false);
             }
-            // Whoever holds it may have taken the inbox before this
-            // request came: the writer takes it after them.
-            None => {
-                if !hub.inbox.lock().requests.is_empty() {
-                    hub.wake.notify_one();
-                }
-            }
+        }
+        // The turn was taken, and whoever holds it may have taken the inbox
+        // before this request came; or a backlog is left: the writer takes
+        // it after them.
+        if !hub.inbox.lock().requests.is_empty() {
+            hub.wake.notify_one();
         }
     }
 
@@ -396,20 +410,21 @@ impl<S: Send + 'static> Writer<S> {
                 if let Some((batch, sizes)) = hub.take_batch() {
                     turn.commit(&hub, batch, sizes, self.durable);
                     self.deferred_since = None;
-                    self.since_compact_check += 1;
-                    let idle = hub.queued.mutations.load(Ordering::Acquire) == 0;
-                    // `compacting` as this turn began: a stale `true` (the commit
-                    // gave the compaction up) costs one ask.
-                    let idle_ask = idle && self.last_ask.elapsed() >= COMPACT_IDLE_ASK;
-                    if idle_ask || self.since_compact_check >= COMPACT_CHECK_COMMITS || compacting {
-                        self.ask_compaction();
-                    } else if idle {
-                        self.ask_owed = true;
-                    }
                 }
-            } else if compacting || (self.ask_owed && self.last_ask.elapsed() >= COMPACT_IDLE_ASK) {
-                self.ask_compaction();
             }
+            // Every commit counts, the requests' own as the writer's.
+            self.since_compact_check += hub.commits.swap(0, Ordering::AcqRel);
+            let idle = hub.queued.mutations.load(Ordering::Acquire) == 0;
+            let owed = self.since_compact_check > 0 || self.ask_owed;
+            // `compacting` as this turn began: a stale `true` (a commit gave
+            // the compaction up) costs one ask.
+            let idle_ask = owed && idle && self.last_ask.elapsed() >= COMPACT_IDLE_ASK;
+            if idle_ask || self.since_compact_check >= COMPACT_CHECK_COMMITS || compacting {
+                self.ask_compaction();
+            } else if self.since_compact_check > 0 && idle {
+                self.ask_owed = true;
+            }
+            hub.compacting.store(hub.store.compacting(), Ordering::Release);
             if hub.unsynced.load(Ordering::Acquire)
                 && self.sync_every.is_some_and(|every| self.last_sync.elapsed() >= every)
             {
@@ -457,8 +472,11 @@ impl<S: Send + 'static> Writer<S> {
             let unsynced = hub.unsynced.load(Ordering::Acquire);
             let sync_wait =
                 self.sync_every.filter(|_| unsynced).map(|every| every.saturating_sub(self.last_sync.elapsed()));
-            let compact_wait = hub.store.compacting().then_some(COMPACT_IDLE_ASK);
-            let owed_wait = self.ask_owed.then(|| COMPACT_IDLE_ASK.saturating_sub(self.last_ask.elapsed()));
+            let compact_wait = hub.compacting.load(Ordering::Acquire).then_some(COMPACT_IDLE_ASK);
+            // Made only with nothing held back; while something is, its own
+            // commit makes the ask (a wait of zero meanwhile would spin).
+            let owed_wait = (self.ask_owed && inbox.requests.is_empty())
+                .then(|| COMPACT_IDLE_ASK.saturating_sub(self.last_ask.elapsed()));
             let wait = [deferred_wait, sync_wait, compact_wait, owed_wait].into_iter().flatten().min();
             match wait {
                 Some(wait) if wait.is_zero() => return (false, false),
@@ -524,11 +542,17 @@ impl<S: Send + 'static> Turn<S> {
             hub.stats.record(all.len(), started.elapsed(), result.is_ok());
             result
         };
+        if result.is_ok() && !all.is_empty() {
+            hub.commits.fetch_add(1, Ordering::AcqRel);
+        }
         if durable && result.is_ok() && !all.is_empty() {
             self.ids_durable = self.ids_durable.max(next_id);
-        } else if result.is_ok() && !all.is_empty() && !hub.unsynced.swap(true, Ordering::AcqRel) {
+        } else if result.is_ok() && !all.is_empty() && !hub.unsynced.load(Ordering::Acquire) {
             // The first commit since the writer's sync: it may sleep without
-            // a deadline until told.
+            // a deadline until told. Under the inbox's lock, so that a writer
+            // between reading the flag and sleeping cannot miss it.
+            let _inbox = hub.inbox.lock();
+            hub.unsynced.store(true, Ordering::Release);
             hub.wake.notify_one();
         }
         if let Err(error) = &result {
@@ -672,26 +696,96 @@ mod tests {
         assert_eq!(settled.load(Ordering::SeqCst), 3);
     }
 
+    /// Settles on whichever thread commits, and says which.
+    struct Threads(Arc<parking_lot::Mutex<Vec<thread::ThreadId>>>);
+
+    impl Settler<()> for Threads {
+        fn settle(&mut self, settlements: Vec<()>, _: Result<(), &StoreError>) {
+            self.0.lock().extend(settlements.iter().map(|()| thread::current().id()));
+        }
+    }
+
     /// In the relaxed mode a request's own thread commits what is queued
-    /// when the turn is free: answered once `help` returns, the writer never
-    /// woken for it; with the turn taken, the writer commits it after.
+    /// when the turn is free, and the writer commits it when the turn is
+    /// taken. (The writer may take a request first if it is awake: of ten,
+    /// most are committed by the caller.)
     #[test]
     fn a_request_commits_its_own_change_when_the_turn_is_free() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(crate::store::RedbStore::open(dir.path()).unwrap());
-        let settled = Arc::new(AtomicUsize::new(0));
-        let committer = Committer::start(store, Fsync::EveryMs(60_000), Counted(settled.clone())).unwrap();
-        let mut reply = committer.send(vec![Mutation::NextId(1)], ()).ok().unwrap();
-        assert!(reply.try_recv().is_err(), "queued, not committed, before help");
-        committer.help();
-        assert_eq!(reply.try_recv().unwrap(), Ok(()), "committed by the caller's own thread");
+        let threads = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let committer = Committer::start(store, Fsync::EveryMs(60_000), Threads(threads.clone())).unwrap();
+        let caller = thread::current().id();
+        for id in 1..=10 {
+            let reply = committer.send(vec![Mutation::Delete(id)], ()).ok().unwrap();
+            committer.help();
+            assert_eq!(reply.blocking_recv().unwrap(), Ok(()));
+        }
+        let by_caller = threads.lock().iter().filter(|&&id| id == caller).count();
+        assert!(by_caller >= 5, "{by_caller} of 10 committed by the caller's thread");
         let held = committer.hub.turn.lock();
-        let reply = committer.send(vec![Mutation::NextId(2)], ()).ok().unwrap();
+        let reply = committer.send(vec![Mutation::Delete(11)], ()).ok().unwrap();
         committer.help();
         drop(held);
         assert_eq!(reply.blocking_recv().unwrap(), Ok(()), "committed by the writer once the turn was free");
+        assert_ne!(threads.lock().last(), Some(&caller), "not by the caller");
         drop(committer);
-        assert_eq!(settled.load(Ordering::SeqCst), 2);
+        assert_eq!(threads.lock().len(), 11);
+    }
+
+    /// A store that says when it is synced and asked to compact.
+    struct Watched {
+        said: parking_lot::Mutex<mpsc::Sender<&'static str>>,
+    }
+
+    impl Store for Watched {
+        fn load(&self, _: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+        fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn load_paused(&self) -> Result<Vec<crate::store::PausedQueue>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn load_settings(&self) -> Result<Vec<(Box<str>, hourglass_queue::QueueSettings)>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn apply(&self, _: &[Mutation], _: bool) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn sync(&self) -> Result<(), StoreError> {
+            let _ = self.said.lock().send("sync");
+            Ok(())
+        }
+        fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
+            unreachable!("no reads here")
+        }
+        fn compact_if_due(&self) -> Result<Option<crate::store::Compacted>, StoreError> {
+            let _ = self.said.lock().send("compact");
+            Ok(None)
+        }
+    }
+
+    /// When only requests commit (the relaxed mode), the writer still syncs
+    /// within the interval and asks whether a compaction is due, with no
+    /// request after them to wake it.
+    #[test]
+    fn the_writer_syncs_and_asks_to_compact_after_requests_commit_their_own() {
+        let (said, heard) = mpsc::channel();
+        let store = Arc::new(Watched { said: parking_lot::Mutex::new(said) });
+        let committer = Committer::start(store, Fsync::EveryMs(10), Counted(Arc::default())).unwrap();
+        for id in 1..=3 {
+            let reply = committer.send(vec![Mutation::Delete(id)], ()).ok().unwrap();
+            committer.help();
+            assert_eq!(reply.blocking_recv().unwrap(), Ok(()));
+        }
+        // Bounds for a broken writer, not limits on a working one.
+        let mut seen = Vec::new();
+        while !(seen.contains(&"sync") && seen.contains(&"compact")) {
+            seen.push(heard.recv_timeout(Duration::from_secs(60)).expect("the writer syncs and asks"));
+        }
+        drop(committer);
     }
 
     #[test]
