@@ -582,22 +582,33 @@ mod tests {
     use crate::store::interface::{Loaded, Snapshot};
     use hourglass_queue::{Schedule, Task};
 
+    /// The read side of a test store here: it holds nothing, and is never
+    /// read after its load.
+    macro_rules! holds_nothing {
+        () => {
+            fn load(&self, _: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
+                Ok(0)
+            }
+            fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+                Ok(Vec::new())
+            }
+            fn load_paused(&self) -> Result<Vec<crate::store::PausedQueue>, StoreError> {
+                Ok(Vec::new())
+            }
+            fn load_settings(&self) -> Result<Vec<(Box<str>, hourglass_queue::QueueSettings)>, StoreError> {
+                Ok(Vec::new())
+            }
+            fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
+                unreachable!("no reads here")
+            }
+        };
+    }
+
     /// A store whose writes never return, as one held forever would.
     struct Stuck;
 
     impl Store for Stuck {
-        fn load(&self, _: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
-            Ok(0)
-        }
-        fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn load_paused(&self) -> Result<Vec<crate::store::PausedQueue>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn load_settings(&self) -> Result<Vec<(Box<str>, hourglass_queue::QueueSettings)>, StoreError> {
-            Ok(Vec::new())
-        }
+        holds_nothing!();
         fn apply(&self, _: &[Mutation], _: bool) -> Result<(), StoreError> {
             loop {
                 thread::park();
@@ -605,9 +616,6 @@ mod tests {
         }
         fn sync(&self) -> Result<(), StoreError> {
             Ok(())
-        }
-        fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
-            unreachable!("no reads here")
         }
     }
 
@@ -640,27 +648,13 @@ mod tests {
     }
 
     impl Store for Compacting {
-        fn load(&self, _: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
-            Ok(0)
-        }
-        fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn load_paused(&self) -> Result<Vec<crate::store::PausedQueue>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn load_settings(&self) -> Result<Vec<(Box<str>, hourglass_queue::QueueSettings)>, StoreError> {
-            Ok(Vec::new())
-        }
+        holds_nothing!();
         fn apply(&self, _: &[Mutation], _: bool) -> Result<(), StoreError> {
             self.log.lock().push("apply");
             Ok(())
         }
         fn sync(&self) -> Result<(), StoreError> {
             Ok(())
-        }
-        fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
-            unreachable!("no reads here")
         }
         fn compact_if_due(&self) -> Result<Option<crate::store::Compacted>, StoreError> {
             let mut log = self.log.lock();
@@ -739,27 +733,13 @@ mod tests {
     }
 
     impl Store for Watched {
-        fn load(&self, _: &mut dyn FnMut(Task, Loaded)) -> Result<u64, StoreError> {
-            Ok(0)
-        }
-        fn load_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn load_paused(&self) -> Result<Vec<crate::store::PausedQueue>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn load_settings(&self) -> Result<Vec<(Box<str>, hourglass_queue::QueueSettings)>, StoreError> {
-            Ok(Vec::new())
-        }
+        holds_nothing!();
         fn apply(&self, _: &[Mutation], _: bool) -> Result<(), StoreError> {
             Ok(())
         }
         fn sync(&self) -> Result<(), StoreError> {
             let _ = self.said.lock().send("sync");
             Ok(())
-        }
-        fn snapshot(&self) -> Result<Box<dyn Snapshot>, StoreError> {
-            unreachable!("no reads here")
         }
         fn compact_if_due(&self) -> Result<Option<crate::store::Compacted>, StoreError> {
             let _ = self.said.lock().send("compact");
