@@ -58,6 +58,7 @@ use hourglass_queue::Task;
 
 mod compaction;
 mod files;
+mod landed;
 mod relaxed_log;
 
 use compaction::{Compaction, Job, LIVE_UNKNOWN};
@@ -66,6 +67,7 @@ pub use compaction::{
     FINISH_DIRTY_BYTES, FINISH_DIRTY_MAX, SYNC_STEP_BYTES, SYNC_STEP_KEYS,
 };
 pub use files::{Directory, Promotion, StoreFile, StoreFiles, COPY_SUFFIX};
+use landed::landed;
 use relaxed_log::{Apart, RelaxedLog};
 pub use relaxed_log::{APPLY_BYTES, APPLY_MUTATIONS, LOG_BYTES_MAX, LOG_FILE_NAME};
 
@@ -953,79 +955,6 @@ const SWAP_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 /// of it, and the pause between tries (while a snapshot holds the old one).
 const REOPEN_TRIES: usize = 100;
 const REOPEN_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// Whether `batch`, whose commit was reported failing, is in the database
-/// anyway. A batch lands whole or not at all, so its first mutation whose
-/// effect differs from what was there before tells: an insert's body is there
-/// byte for byte, a deleted task is gone (the engine deletes only tasks it has
-/// stored). Updates and the next id, which may equal what was there, only
-/// tell when they differ. A batch with nothing that tells left the database
-/// as the batch would have: it counts as landed.
-fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreError> {
-    let txn = db.begin_read().map_err(db_error)?;
-    let tasks = txn.open_table(TASKS).map_err(db_error)?;
-    let states = txn.open_table(STATES).map_err(db_error)?;
-    let meta = txn.open_table(META).map_err(db_error)?;
-    let schedule = |name: &str| -> Result<Option<Vec<u8>>, StoreError> {
-        let Some(table) = added_later(&txn, SCHEDULES)? else { return Ok(None) };
-        Ok(table.get(name).map_err(db_error)?.map(|bytes| bytes.value().to_vec()))
-    };
-    for mutation in batch {
-        match mutation {
-            Mutation::Insert { task, payload } => {
-                let body = tasks.get(task.id).map_err(db_error)?;
-                return Ok(body.is_some_and(|body| body.value() == record::encode(task, payload).as_slice()));
-            }
-            Mutation::Delete(id) => return Ok(tasks.get(*id).map_err(db_error)?.is_none()),
-            Mutation::Update(task) => {
-                let state = states.get(task.id).map_err(db_error)?;
-                if state.is_none_or(|state| state.value() != record::encode_state(task).as_slice()) {
-                    return Ok(false);
-                }
-            }
-            Mutation::NextId(next_id) => {
-                if meta.get(NEXT_ID).map_err(db_error)?.map_or(0, |value| value.value()) < *next_id {
-                    return Ok(false);
-                }
-            }
-            // Like an update: tells only when it differs.
-            Mutation::PutSchedule(put) => {
-                if schedule(&put.name)?.is_none_or(|bytes| bytes != schedule_record::encode(put)) {
-                    return Ok(false);
-                }
-            }
-            Mutation::DeleteSchedule(name) => {
-                if schedule(name)?.is_some() {
-                    return Ok(false);
-                }
-            }
-            Mutation::PauseQueue { queue, paused, until_ms } => {
-                let stored = match added_later(&txn, PAUSED)? {
-                    Some(table) => table.get(&**queue).map_err(db_error)?.is_some(),
-                    None => false,
-                };
-                let end = match added_later(&txn, PAUSE_ENDS)? {
-                    Some(table) => table.get(&**queue).map_err(db_error)?.map(|until| until.value()),
-                    None => None,
-                };
-                if stored != *paused || (*paused && end != *until_ms) {
-                    return Ok(false);
-                }
-            }
-            Mutation::PutSettings { queue, settings } => {
-                let stored = match added_later(&txn, SETTINGS)? {
-                    Some(table) => table.get(&**queue).map_err(db_error)?.map(|bytes| bytes.value().to_vec()),
-                    None => None,
-                };
-                let expected = (*settings != QueueSettings::default()).then(|| settings_record::encode(settings));
-                if stored != expected {
-                    return Ok(false);
-                }
-            }
-        }
-    }
-    Ok(true)
-}
 
 /// A table that stores written by earlier versions lack: `None` there.
 fn added_later<K: redb::Key + 'static, V: redb::Value + 'static>(
