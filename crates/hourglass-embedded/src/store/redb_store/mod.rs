@@ -343,8 +343,8 @@ impl RedbStore {
             self.give_up(job.take(), "it failed");
             return Err(error);
         }
-        let began = job.take().expect("a compaction under way");
-        self.finish_compaction(began)
+        drop(job);
+        self.finish_ready()
     }
 
     /// Begins a compaction now, whatever the file's size, unless one is
@@ -428,6 +428,31 @@ impl RedbStore {
         if let Some(thread) = thread {
             let _ = thread.join();
         }
+    }
+
+    /// Finishes the compaction under way, which is ready. The relaxed log
+    /// is made durable first, in redb with its next generation, and its lock
+    /// held through the finish: the copy then holds every batch the log
+    /// held, and the generation that says so. A copy that held some of the
+    /// log's batches durably under the log's own generation (committed to
+    /// redb without fsync, then copied) would have a replay, after a power
+    /// loss kept a shorter prefix of the log, apply that prefix again over
+    /// their later changes (the relaxed log's crash simulator found a task
+    /// deleted by a later batch come back); and one that held an older
+    /// generation than redb's would have a replay leave out the records
+    /// written since. If the log cannot be made durable, the compaction
+    /// waits for the next ask.
+    fn finish_ready(&self) -> Result<Compacted, StoreError> {
+        let mut log = self.log.as_ref().map(|log| log.lock());
+        if let Some(log) = log.as_deref_mut().filter(|log| log.undurable()) {
+            self.commit_log(log, &[], true)?;
+        }
+        let mut job = self.job.lock();
+        // A failed write gives the compaction up as it reopens redb.
+        let Some(ready) = job.take() else {
+            return Err(StoreError::Database(Failure::msg("the compaction was given up by a failed write")));
+        };
+        self.finish_compaction(ready)
     }
 
     /// Finishes `job` on the writer: the last dirty keys and a durable
@@ -572,7 +597,7 @@ impl RedbStore {
         let error = match self.with_db(|db| Ok(Self::try_apply(db, batch, durable, &mut delta, generation))) {
             Ok(Ok(())) => {
                 self.add_live(delta.unwrap_or(0));
-                if job.as_ref().is_some_and(|job| !job.mark(batch)) {
+                if job.as_ref().is_some_and(|job| !job.mark(batch, generation.is_some())) {
                     self.give_up(job.take(), "writes outran it: too many keys changed since it began");
                 }
                 return Ok(());
@@ -918,8 +943,9 @@ impl Store for RedbStore {
         match ready {
             Ok(false) => Ok(None),
             Ok(true) => {
-                let ready = job.take().expect("a compaction under way");
-                self.finish_compaction(ready).map(Some)
+                // The log's lock is taken before the job's, as a write takes them.
+                drop(job);
+                self.finish_ready().map(Some)
             }
             Err(error) => {
                 self.give_up(job.take(), "it failed");

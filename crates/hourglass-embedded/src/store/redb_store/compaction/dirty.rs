@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use redb::{ReadTransaction, WriteTransaction};
 
-use super::super::{META, NEXT_ID, PAUSED, PAUSE_ENDS, PAYLOADS, SCHEDULES, SETTINGS, STATES, TASKS};
+use super::super::{LOG_GENERATION, META, NEXT_ID, PAUSED, PAUSE_ENDS, PAYLOADS, SCHEDULES, SETTINGS, STATES, TASKS};
 use super::tables::{sync_table, Table};
 use crate::store::interface::Mutation;
 
@@ -25,7 +25,7 @@ struct IdRows {
 /// payload; an update, a state; a delete, all three; a schedule, a pause or
 /// settings, the rows of a name (every table keyed by a name is synced for
 /// it: they are few and small, but a schedule's payload, counted); the next
-/// id, the meta row. `bytes` adds up what syncing them all would write, as
+/// id, and a commit that stores the relaxed log's generation, the meta rows. `bytes` adds up what syncing them all would write, as
 /// far as the marks tell (payloads; the records around them are small).
 #[derive(Debug, Default)]
 pub(crate) struct Dirty {
@@ -69,6 +69,11 @@ impl Dirty {
         }
     }
 
+    /// Marks the meta rows: a commit stored the relaxed log's generation.
+    pub(crate) fn mark_generation(&mut self) {
+        self.meta = true;
+    }
+
     fn mark_name(&mut self, name: &str, bytes: usize) {
         let marked = match self.names.get_mut(name) {
             Some(marked) => marked,
@@ -106,7 +111,9 @@ impl Dirty {
                 Table::Tasks => sync_table(from, to, TASKS, bodies())?,
                 Table::Payloads => sync_table(from, to, PAYLOADS, bodies())?,
                 Table::States => sync_table(from, to, STATES, states())?,
-                Table::Meta => sync_table(from, to, META, self.meta.then_some(NEXT_ID).into_iter())?,
+                Table::Meta => {
+                    sync_table(from, to, META, self.meta.then_some([NEXT_ID, LOG_GENERATION]).into_iter().flatten())?
+                }
                 Table::Schedules => sync_table(from, to, SCHEDULES, names())?,
                 Table::Settings => sync_table(from, to, SETTINGS, names())?,
                 Table::Paused => sync_table(from, to, PAUSED, names())?,

@@ -138,11 +138,15 @@ impl Job {
         Ok(Job { shared, worker, thread, before_bytes, live_bytes })
     }
 
-    /// Marks the keys a commit to the store changed; `false` if that makes
-    /// more than [`DIRTY_KEYS_MAX`]: the job is to be given up.
-    pub(crate) fn mark(&self, batch: &[Mutation]) -> bool {
+    /// Marks the keys a commit to the store changed, the meta rows too if
+    /// it stored the relaxed log's `generation`; `false` if that makes more
+    /// than [`DIRTY_KEYS_MAX`]: the job is to be given up.
+    pub(crate) fn mark(&self, batch: &[Mutation], generation: bool) -> bool {
         let mut state = self.shared.state.lock();
         state.dirty.mark(batch);
+        if generation {
+            state.dirty.mark_generation();
+        }
         let within = state.dirty.len() <= DIRTY_KEYS_MAX;
         drop(state);
         self.shared.changed.notify_all();
