@@ -30,8 +30,8 @@ pub use engine::{Engine, OpenError, Options};
 /// The timer thread [`Engine::start_timers`] starts: the core crate's.
 pub use hourglass::TimerThread;
 pub use store::{
-    Compacted, Directory, Fsync, Loaded, Mutation, PausedQueue, Promotion, RedbStore, Snapshot, Store, StoreError,
-    StoreFile, StoreFiles,
+    Compacted, Directory, Fsync, Loaded, LogFile, Mutation, PausedQueue, Promotion, RedbStore, Snapshot, Store,
+    StoreError, StoreFile, StoreFiles,
 };
 
 /// The redb store's compaction: its limits, named. How it works, and why a

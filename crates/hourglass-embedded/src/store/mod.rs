@@ -20,9 +20,10 @@ pub use error::StoreError;
 pub use interface::{Compacted, Loaded, Mutation, PausedQueue, Snapshot, Store};
 pub(crate) use record::Sizes;
 pub use redb_store::{
-    Directory, Promotion, RedbStore, StoreFile, StoreFiles, APPLY_BYTES, APPLY_MUTATIONS, COMPACT_FILE_MIN_BYTES,
-    COMPACT_RETRY_PAUSE, COPY_STEP_BYTES, COPY_STEP_ENTRIES, COPY_SUFFIX, DIRTY_KEYS_MAX, FILE_PER_LIVE_MAX,
-    FINISH_DIRTY_BYTES, FINISH_DIRTY_MAX, LOG_BYTES_MAX, LOG_FILE_NAME, SYNC_STEP_BYTES, SYNC_STEP_KEYS,
+    Directory, LogFile, Promotion, RedbStore, StoreFile, StoreFiles, APPLY_BYTES, APPLY_MUTATIONS,
+    COMPACT_FILE_MIN_BYTES, COMPACT_RETRY_PAUSE, COPY_STEP_BYTES, COPY_STEP_ENTRIES, COPY_SUFFIX, DIRTY_KEYS_MAX,
+    FILE_PER_LIVE_MAX, FINISH_DIRTY_BYTES, FINISH_DIRTY_MAX, LOG_BYTES_MAX, LOG_FILE_NAME, SYNC_STEP_BYTES,
+    SYNC_STEP_KEYS,
 };
 pub(crate) use target_record::encoded_bytes as target_bytes;
 

@@ -47,8 +47,11 @@
 //! runs N seeds (CI runs [`SEEDS_CI`]); `HOURGLASS_SIM_SEED=S` runs seed S alone.
 
 mod compaction;
+mod disk;
+mod held;
 mod ledger;
 mod push;
+mod relaxed_log;
 mod store;
 mod world;
 

@@ -1,12 +1,16 @@
 //! Where a [`RedbStore`](super::RedbStore) keeps its database: the store's
-//! file, and the copy a compaction writes beside it and then puts in its
-//! place ([`StoreFiles`]). [`Directory`] is a data directory on the file
-//! system; the crash simulator has one of its own.
+//! file, the copy a compaction writes beside it and then puts in its
+//! place, and the relaxed mode's log ([`StoreFiles`]). [`Directory`] is a
+//! data directory on the file system; the crash simulator has one of its
+//! own.
 
-use std::io;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use redb::{Builder, Database, DatabaseError};
+
+use super::relaxed_log::LOG_FILE_NAME;
 
 /// One of the two files of a [`StoreFiles`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +63,41 @@ pub trait StoreFiles: Send + Sync + 'static {
     /// # Errors
     /// If it still cannot.
     fn sync_promotion(&self) -> io::Result<()>;
+
+    /// Opens the relaxed mode's log, creating it empty if it is not there.
+    /// A store opens it once, at its start.
+    ///
+    /// # Errors
+    /// If it cannot be opened or made.
+    fn open_log(&self) -> io::Result<Box<dyn LogFile>>;
+}
+
+/// The relaxed mode's log file ([`StoreFiles::open_log`]): read whole at a
+/// start, appended to, cut back. It is never synced: a durable commit to
+/// redb is what makes its batches durable. What it promises is the page
+/// cache's: a write that returned is read back after the process dies, and
+/// may be lost, in any part, with the machine.
+pub trait LogFile: Send + 'static {
+    /// Its path (or a name), for messages.
+    fn name(&self) -> &Path;
+
+    /// Every byte it holds.
+    ///
+    /// # Errors
+    /// If it cannot be read.
+    fn read_all(&mut self) -> io::Result<Vec<u8>>;
+
+    /// Appends `bytes` at its end. On an error, any part of them may be there.
+    ///
+    /// # Errors
+    /// If the write fails.
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+
+    /// Cuts it (or extends it with zeros) to `len` bytes.
+    ///
+    /// # Errors
+    /// If its length cannot be set.
+    fn set_len(&mut self, len: u64) -> io::Result<()>;
 }
 
 /// What [`StoreFiles::promote_copy`] did.
@@ -140,5 +179,39 @@ impl StoreFiles for Directory {
 
     fn sync_promotion(&self) -> io::Result<()> {
         self.sync_dir()
+    }
+
+    fn open_log(&self) -> io::Result<Box<dyn LogFile>> {
+        let path = self.dir.join(LOG_FILE_NAME);
+        let file = OpenOptions::new().read(true).append(true).create(true).open(&path)?;
+        Ok(Box::new(DirectoryLog { file, path }))
+    }
+}
+
+/// The relaxed log of a [`Directory`]: [`LOG_FILE_NAME`] in it, opened to
+/// append.
+struct DirectoryLog {
+    file: File,
+    path: PathBuf,
+}
+
+impl LogFile for DirectoryLog {
+    fn name(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all(bytes)
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
     }
 }

@@ -66,7 +66,7 @@ pub use compaction::{
     COMPACT_FILE_MIN_BYTES, COMPACT_RETRY_PAUSE, COPY_STEP_BYTES, COPY_STEP_ENTRIES, DIRTY_KEYS_MAX, FILE_PER_LIVE_MAX,
     FINISH_DIRTY_BYTES, FINISH_DIRTY_MAX, SYNC_STEP_BYTES, SYNC_STEP_KEYS,
 };
-pub use files::{Directory, Promotion, StoreFile, StoreFiles, COPY_SUFFIX};
+pub use files::{Directory, LogFile, Promotion, StoreFile, StoreFiles, COPY_SUFFIX};
 use landed::landed;
 use relaxed_log::{Apart, RelaxedLog};
 pub use relaxed_log::{APPLY_BYTES, APPLY_MUTATIONS, LOG_BYTES_MAX, LOG_FILE_NAME};
@@ -138,12 +138,10 @@ pub struct RedbStore {
     /// thread of their own ([`RedbStore::stepped`]).
     stepped: bool,
     files: Arc<dyn StoreFiles>,
-    /// The relaxed mode's log, in a data directory (`None` on other
-    /// [`StoreFiles`]: there a batch that need not be durable is a redb
-    /// commit without fsync). Used by the writer alone.
-    log: Option<Mutex<RelaxedLog>>,
+    /// The relaxed mode's log. Used by the writer alone.
+    log: Mutex<RelaxedLog>,
     /// The payloads kept apart that the log holds and redb does not yet.
-    apart: Option<Apart>,
+    apart: Apart,
     /// Times the database was opened again after a failed write: each
     /// dropped its commits without fsync.
     reopens: AtomicU64,
@@ -162,6 +160,13 @@ fn db_error(error: impl Into<redb::Error>) -> StoreError {
 
 /// "No space left on device" on Linux, for errors that come without a kind.
 const ENOSPC: i32 = 28;
+
+/// The relaxed log's generation `db` holds (0 before the first).
+fn stored_generation(db: &Database) -> Result<u64, StoreError> {
+    let txn = db.begin_read().map_err(db_error)?;
+    let Some(meta) = existing(&txn, META).map_err(db_error)? else { return Ok(0) };
+    Ok(meta.get(LOG_GENERATION).map_err(db_error)?.map_or(0, |value| value.value()))
+}
 
 /// Opens (or creates) `file` of `files` and its tables; with `check`,
 /// redb verifies every page first.
@@ -230,27 +235,12 @@ impl RedbStore {
         std::fs::create_dir_all(dir).map_err(|error| {
             StoreError::Database(Failure::new(format!("cannot create data directory {}", dir.display()), error))
         })?;
-        let mut store = Self::at(Arc::new(Directory::new(dir, FILE_NAME)), check)?;
-        let (mut log, left) = RelaxedLog::open(dir, store.stored_generation()?)?;
-        if log.undurable() {
-            // Answered before a crash: committed before anything is read,
-            // with no guess at what a failed commit left (the open fails,
-            // and the log stays).
-            let batches = left.len();
-            let changes: Vec<Mutation> = left.into_iter().flatten().collect();
-            let generation = log.next_generation();
-            store.with_db(|db| Self::try_apply(db, &changes, true, &mut None, Some(generation)).map_err(db_error))?;
-            log.committed(generation);
-            tracing::info!(batches, changes = changes.len(), "committed the relaxed log's batches left by a crash");
-        }
-        store.apart = Some(log.apart());
-        store.log = Some(Mutex::new(log));
-        Ok(store)
+        Self::at(Arc::new(Directory::new(dir, FILE_NAME)), check)
     }
 
-    /// A store in `files` (the crash simulator's, say). Their main file must
-    /// be the same storage at every open: the store opens it again after a
-    /// failed write.
+    /// A store in `files` (the crash simulator's, say), its relaxed log
+    /// among them. Their main file must be the same storage at every open:
+    /// the store opens it again after a failed write.
     ///
     /// # Errors
     /// As [`open`](RedbStore::open).
@@ -268,6 +258,24 @@ impl RedbStore {
             ))
         })?;
         let db = open(&*files, StoreFile::Main, check)?;
+        let file = files.open_log().map_err(|error| {
+            StoreError::Database(Failure::new(
+                format!("cannot open the relaxed log beside {}", files.name().display()),
+                error,
+            ))
+        })?;
+        let (mut log, left) = RelaxedLog::open(file, stored_generation(&db)?)?;
+        if log.undurable() {
+            // Answered before a crash: committed before anything is read,
+            // with no guess at what a failed commit left (the open fails,
+            // and the log stays).
+            let batches = left.len();
+            let changes: Vec<Mutation> = left.into_iter().flatten().collect();
+            let generation = log.next_generation();
+            Self::try_apply(&db, &changes, true, &mut None, Some(generation)).map_err(db_error)?;
+            log.committed(generation);
+            tracing::info!(batches, changes = changes.len(), "committed the relaxed log's batches left by a crash");
+        }
         Ok(RedbStore {
             db: RwLock::new(Some(Arc::new(db))),
             failed_io: AtomicBool::new(false),
@@ -280,8 +288,8 @@ impl RedbStore {
             job: Mutex::new(None),
             stepped: false,
             files,
-            log: None,
-            apart: None,
+            apart: log.apart(),
+            log: Mutex::new(log),
             reopens: AtomicU64::new(0),
         })
     }
@@ -443,9 +451,9 @@ impl RedbStore {
     /// written since. If the log cannot be made durable, the compaction
     /// waits for the next ask.
     fn finish_ready(&self) -> Result<Compacted, StoreError> {
-        let mut log = self.log.as_ref().map(|log| log.lock());
-        if let Some(log) = log.as_deref_mut().filter(|log| log.undurable()) {
-            self.commit_log(log, &[], true)?;
+        let mut log = self.log.lock();
+        if log.undurable() {
+            self.commit_log(&mut log, &[], true)?;
         }
         let mut job = self.job.lock();
         // A failed write gives the compaction up as it reopens redb.
@@ -584,8 +592,8 @@ impl RedbStore {
     }
 
     /// Commits `batch` to redb: durably if `durable`, storing the relaxed
-    /// log's `generation` if given. What [`Store::apply`] does with no log,
-    /// and with one for what the log holds.
+    /// log's `generation` if given: what the log holds, and the durable
+    /// batch after it ([`commit_log`](RedbStore::commit_log)).
     fn apply_now(&self, batch: &[Mutation], durable: bool, generation: Option<u64>) -> Result<(), StoreError> {
         let mut job = self.job.lock();
         self.pay_promotion()?;
@@ -634,17 +642,12 @@ impl RedbStore {
 
     /// The relaxed log's generation redb holds (0 before the first).
     fn stored_generation(&self) -> Result<u64, StoreError> {
-        self.with_db(|db| {
-            let txn = db.begin_read().map_err(db_error)?;
-            let Some(meta) = existing(&txn, META).map_err(db_error)? else { return Ok(0) };
-            Ok(meta.get(LOG_GENERATION).map_err(db_error)?.map_or(0, |value| value.value()))
-        })
+        self.with_db(|db| stored_generation(db))
     }
 
     /// Makes every batch the log holds durable in redb; whether it held any.
     fn commit_logged(&self) -> Result<bool, StoreError> {
-        let Some(log) = &self.log else { return Ok(false) };
-        let mut log = log.lock();
+        let mut log = self.log.lock();
         if !log.undurable() {
             return Ok(false);
         }
@@ -877,8 +880,7 @@ impl Store for RedbStore {
     }
 
     fn apply(&self, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
-        let Some(log) = &self.log else { return self.apply_now(batch, durable, None) };
-        let mut log = log.lock();
+        let mut log = self.log.lock();
         if durable {
             return self.commit_log(&mut log, batch, true);
         }
@@ -913,7 +915,7 @@ impl Store for RedbStore {
         // holds now is in this map, and one it held before had been
         // committed by then, so the transaction sees it. (The other way
         // round, a commit and the map's reset could both fall between them.)
-        let apart = self.apart.as_ref().map(|apart| apart.lock().clone());
+        let apart = self.apart.lock().clone();
         let Some(db) = self.db.try_read_for(SWAP_WAIT_MAX) else { return Err(self.reopening()) };
         let db = db.as_ref().ok_or_else(|| self.reopening())?.clone();
         let txn = db.begin_read().map_err(db_error)?;
@@ -1022,7 +1024,7 @@ struct RedbSnapshot {
     tables: Option<(ByIdTable, ByIdTable)>,
     txn: ReadTransaction,
     /// The payloads kept apart that the log held, redb not yet.
-    apart: Option<Arc<std::collections::HashMap<u64, Arc<Payload>>>>,
+    apart: Arc<std::collections::HashMap<u64, Arc<Payload>>>,
     /// The database read, kept open while the snapshot is: a compaction may
     /// put another in its place meanwhile.
     _db: Arc<Database>,
@@ -1030,7 +1032,7 @@ struct RedbSnapshot {
 
 impl Snapshot for RedbSnapshot {
     fn payload(&mut self, id: u64) -> Result<Payload, StoreError> {
-        if let Some(payload) = self.apart.as_ref().and_then(|apart| apart.get(&id)) {
+        if let Some(payload) = self.apart.get(&id) {
             return Ok(Payload::clone(payload));
         }
         let (payloads, tasks) = match &mut self.tables {

@@ -44,9 +44,7 @@
 //! lose by the mode's promise.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::super::error::StoreError;
@@ -54,6 +52,7 @@ use super::super::interface::Mutation;
 use super::super::log_record;
 use super::super::record;
 use super::super::sealed::{seal_from, unseal, Reader};
+use super::files::LogFile;
 use hourglass_queue::{Failure, Payload};
 
 /// The log's name in the data directory.
@@ -77,8 +76,7 @@ pub(super) type Apart = Arc<parking_lot::Mutex<Arc<HashMap<u64, Arc<Payload>>>>>
 
 /// The relaxed mode's log, and the batches it holds that redb does not.
 pub(super) struct RelaxedLog {
-    file: File,
-    path: PathBuf,
+    file: Box<dyn LogFile>,
     /// Bytes of whole records in the file: where a failed append is cut back to.
     len: u64,
     /// The generation of the records appended now: redb's, until the next
@@ -114,23 +112,17 @@ fn io_error(what: String, error: std::io::Error) -> StoreError {
 }
 
 impl RelaxedLog {
-    /// Opens the log in `dir` (made if missing), with the batches it holds
-    /// of `generation` (redb's), in order, for the store to commit before
-    /// anything else.
+    /// The log in `file`, with the batches it holds of `generation`
+    /// (redb's), in order, for the store to commit before anything else.
     ///
     /// # Errors
-    /// The file cannot be opened or read.
-    pub(super) fn open(dir: &Path, generation: u64) -> Result<(RelaxedLog, Vec<Vec<Mutation>>), StoreError> {
-        let path = dir.join(LOG_FILE_NAME);
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(|error| io_error(format!("cannot open the relaxed log {}", path.display()), error))?;
+    /// The file cannot be read.
+    pub(super) fn open(
+        file: Box<dyn LogFile>,
+        generation: u64,
+    ) -> Result<(RelaxedLog, Vec<Vec<Mutation>>), StoreError> {
         let mut log = RelaxedLog {
             file,
-            path,
             len: 0,
             generation,
             broken: false,
@@ -139,21 +131,20 @@ impl RelaxedLog {
             apart: Arc::default(),
             buf: Vec::new(),
         };
-        let batches = log.read()?;
-        log.len = log.file.metadata().map_err(|error| log.error("cannot read the size of", error))?.len();
+        let (batches, len) = log.read()?;
+        log.len = len;
         Ok((log, batches))
     }
 
     fn error(&self, what: &str, error: std::io::Error) -> StoreError {
-        io_error(format!("{what} the relaxed log {}", self.path.display()), error)
+        io_error(format!("{what} the relaxed log {}", self.file.name().display()), error)
     }
 
-    /// The batches of this generation in the file, in order.
-    fn read(&mut self) -> Result<Vec<Vec<Mutation>>, StoreError> {
-        let mut bytes = Vec::new();
-        self.file.seek(SeekFrom::Start(0)).map_err(|error| self.error("cannot read", error))?;
-        self.file.read_to_end(&mut bytes).map_err(|error| self.error("cannot read", error))?;
-        Ok(read_records(&bytes, self.generation, &self.path))
+    /// The batches of this generation in the file, in order, and the file's
+    /// length.
+    fn read(&mut self) -> Result<(Vec<Vec<Mutation>>, u64), StoreError> {
+        let bytes = self.file.read_all().map_err(|error| self.error("cannot read", error))?;
+        Ok((read_records(&bytes, self.generation, self.file.name()), bytes.len() as u64))
     }
 
     /// Appends `batch`, which then waits for a commit to redb. A failed
@@ -167,7 +158,7 @@ impl RelaxedLog {
         if self.broken {
             return Err(StoreError::Database(Failure::msg(format!(
                 "the relaxed log {} ends in a torn record: it takes no write until made durable",
-                self.path.display()
+                self.file.name().display()
             ))));
         }
         // The length, then the generation and the batch, sealed.
@@ -178,7 +169,7 @@ impl RelaxedLog {
         seal_from(&mut self.buf, 4);
         let len = (self.buf.len() - 4) as u32;
         self.buf[..4].copy_from_slice(&len.to_le_bytes());
-        if let Err(error) = self.file.write_all(&self.buf) {
+        if let Err(error) = self.file.append(&self.buf) {
             // A torn record would hide every later one: cut it off.
             self.broken = self.file.set_len(self.len).is_err();
             return Err(self.error("cannot append to", error));
@@ -243,7 +234,7 @@ impl RelaxedLog {
     /// # Errors
     /// The file cannot be read.
     pub(super) fn reload(&mut self) -> Result<(), StoreError> {
-        let batches = self.read()?;
+        let (batches, _) = self.read()?;
         self.pending.clear();
         self.pending_bytes = 0;
         for batch in batches {
@@ -277,7 +268,7 @@ impl RelaxedLog {
         match self.file.set_len(0) {
             Ok(()) => (self.len, self.broken) = (0, false),
             Err(error) => {
-                tracing::warn!(%error, path = %self.path.display(), "cannot empty the relaxed log: its records are of an older generation, which a replay leaves out");
+                tracing::warn!(%error, path = %self.file.name().display(), "cannot empty the relaxed log: its records are of an older generation, which a replay leaves out");
             }
         }
     }
@@ -330,6 +321,12 @@ fn read_records(mut bytes: &[u8], generation: u64, path: &Path) -> Vec<Vec<Mutat
 mod tests {
     use super::*;
 
+    /// The log of a data directory at `dir`, as a store opens it.
+    fn open(dir: &Path, generation: u64) -> Result<(RelaxedLog, Vec<Vec<Mutation>>), StoreError> {
+        use super::super::files::{Directory, StoreFiles};
+        RelaxedLog::open(Directory::new(dir, "tasks.redb").open_log().unwrap(), generation)
+    }
+
     fn batch(id: u64) -> Vec<Mutation> {
         vec![Mutation::NextId(id), Mutation::Delete(id)]
     }
@@ -337,15 +334,15 @@ mod tests {
     #[test]
     fn appended_batches_come_back_in_order_until_committed() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut log, replay) = RelaxedLog::open(dir.path(), 0).unwrap();
+        let (mut log, replay) = open(dir.path(), 0).unwrap();
         assert!(replay.is_empty());
         log.append(&batch(1)).unwrap();
         log.append(&batch(2)).unwrap();
-        assert_eq!(RelaxedLog::open(dir.path(), 0).unwrap().1, [batch(1), batch(2)]);
+        assert_eq!(open(dir.path(), 0).unwrap().1, [batch(1), batch(2)]);
         assert_eq!(log.take(), [batch(1), batch(2)].concat());
         log.committed(log.next_generation());
         log.append(&batch(3)).unwrap();
-        assert_eq!(RelaxedLog::open(dir.path(), 1).unwrap().1, [batch(3)]);
+        assert_eq!(open(dir.path(), 1).unwrap().1, [batch(3)]);
     }
 
     /// Records of an older generation (already in redb) are left out,
@@ -353,7 +350,7 @@ mod tests {
     #[test]
     fn a_replay_takes_the_generation_redb_holds() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut log, _) = RelaxedLog::open(dir.path(), 4).unwrap();
+        let (mut log, _) = open(dir.path(), 4).unwrap();
         log.append(&batch(1)).unwrap();
         let path = dir.path().join(LOG_FILE_NAME);
         let older = std::fs::read(&path).unwrap();
@@ -362,8 +359,8 @@ mod tests {
         // As if the reset had been lost: the older record back before the new.
         let newer = std::fs::read(&path).unwrap();
         std::fs::write(&path, [older, newer].concat()).unwrap();
-        assert_eq!(RelaxedLog::open(dir.path(), 5).unwrap().1, [batch(2)]);
-        assert_eq!(RelaxedLog::open(dir.path(), 4).unwrap().1, [batch(1)]);
+        assert_eq!(open(dir.path(), 5).unwrap().1, [batch(2)]);
+        assert_eq!(open(dir.path(), 4).unwrap().1, [batch(1)]);
     }
 
     /// A replay stops at the first record that does not read whole: torn by
@@ -371,7 +368,7 @@ mod tests {
     #[test]
     fn a_replay_stops_at_the_first_record_that_does_not_read_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut log, _) = RelaxedLog::open(dir.path(), 0).unwrap();
+        let (mut log, _) = open(dir.path(), 0).unwrap();
         log.append(&batch(1)).unwrap();
         let one = log.len as usize;
         log.append(&batch(2)).unwrap();
@@ -380,19 +377,19 @@ mod tests {
         let whole = std::fs::read(&path).unwrap();
         for cut in one..whole.len() {
             std::fs::write(&path, &whole[..cut]).unwrap();
-            let read = RelaxedLog::open(dir.path(), 0).unwrap().1;
+            let read = open(dir.path(), 0).unwrap().1;
             assert!(read.len() < 3 && read.first() == Some(&batch(1)), "cut at {cut}");
         }
         let mut zeroed = whole.clone();
         zeroed[one..one + 8].fill(0);
         std::fs::write(&path, &zeroed).unwrap();
-        assert_eq!(RelaxedLog::open(dir.path(), 0).unwrap().1, [batch(1)], "zeros in the middle");
+        assert_eq!(open(dir.path(), 0).unwrap().1, [batch(1)], "zeros in the middle");
     }
 
     #[test]
     fn a_reload_reads_back_every_batch_of_the_generation() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut log, _) = RelaxedLog::open(dir.path(), 0).unwrap();
+        let (mut log, _) = open(dir.path(), 0).unwrap();
         log.append(&batch(1)).unwrap();
         let _ = log.take();
         log.applied();
