@@ -101,6 +101,8 @@ struct Request<S> {
     mutations: Vec<Mutation>,
     /// Payload bytes in `mutations`.
     bytes: usize,
+    /// The largest [`Mutation::NextId`] among them; 0 if none.
+    next_id: u64,
     settlement: Option<S>,
     reply: Option<oneshot::Sender<Result<(), StoreError>>>,
 }
@@ -112,7 +114,8 @@ impl<S> Request<S> {
         reply: Option<oneshot::Sender<Result<(), StoreError>>>,
     ) -> Self {
         let bytes = mutations.iter().map(Mutation::payload_bytes).sum();
-        Request { mutations, bytes, settlement, reply }
+        let next_id = mutations.iter().filter_map(Mutation::next_id).max().unwrap_or(0);
+        Request { mutations, bytes, next_id, settlement, reply }
     }
 }
 
@@ -191,11 +194,18 @@ struct Hub<S> {
 impl<S> Hub<S> {
     /// The requests at the front of the inbox, up to a transaction's bounds
     /// (at least one), with their mutations and bytes; `None` if it is empty.
-    fn take_batch(&self) -> Option<Batch<S>> {
+    /// A request's thread (`helper`, with the largest next id made durable)
+    /// stops before a request that raises the next id above it: that commit
+    /// is durable, an fsync, and the writer's to make, not a tokio worker's.
+    fn take_batch(&self, helper: Option<u64>) -> Option<Batch<S>> {
         let mut inbox = self.inbox.lock();
         let (mut count, mut bytes) = (0, 0);
         let mut batch = Vec::new();
         while count < BATCH_MUTATIONS_MAX && bytes < BATCH_PAYLOAD_BYTES_MAX {
+            let Some(front) = inbox.requests.front() else { break };
+            if helper.is_some_and(|ids_durable| front.next_id > ids_durable) {
+                break;
+            }
             let Some(request) = inbox.requests.pop_front() else { break };
             count += request.mutations.len();
             bytes += request.bytes;
@@ -305,13 +315,13 @@ impl<S: Send + 'static> Committer<S> {
             // backlog is ahead of it: the rest is the writer's, so that no
             // caller commits others' changes for long.
             for _ in 0..HELP_BATCHES_MAX {
-                let Some((batch, sizes)) = hub.take_batch() else { return };
+                let Some((batch, sizes)) = hub.take_batch(Some(turn.ids_durable)) else { break };
                 turn.commit(hub, batch, sizes, false);
             }
         }
         // The turn was taken, and whoever holds it may have taken the inbox
-        // before this request came; or a backlog is left: the writer takes
-        // it after them.
+        // before this request came; or a backlog is left, or a commit that
+        // must be durable: the writer takes it after them.
         if !hub.inbox.lock().requests.is_empty() {
             hub.wake.notify_one();
         }
@@ -407,7 +417,7 @@ impl<S: Send + 'static> Writer<S> {
             let compacting = hub.store.compacting();
             if commit {
                 // What a helper left, if anything: it may have taken it all.
-                if let Some((batch, sizes)) = hub.take_batch() {
+                if let Some((batch, sizes)) = hub.take_batch(None) {
                     turn.commit(&hub, batch, sizes, self.durable);
                     self.deferred_since = None;
                 }
@@ -527,12 +537,12 @@ impl<S: Send + 'static> Turn<S> {
     /// `State::next_id_mutation`). A commit left unsynced tells the writer,
     /// which syncs it in time.
     fn commit(&mut self, hub: &Hub<S>, mut batch: Vec<Request<S>>, (count, bytes): (usize, usize), durable: bool) {
+        let next_id = batch.iter().map(|request| request.next_id).max().unwrap_or(0);
         let all: Vec<Mutation> = if batch.len() == 1 {
             std::mem::take(&mut batch[0].mutations)
         } else {
             batch.iter_mut().flat_map(|r| std::mem::take(&mut r.mutations)).collect()
         };
-        let next_id = all.iter().filter_map(Mutation::next_id).max().unwrap_or(0);
         let durable = durable || next_id > self.ids_durable;
         let result = if all.is_empty() {
             Ok(())
@@ -725,6 +735,46 @@ mod tests {
         assert_ne!(threads.lock().last(), Some(&caller), "not by the caller");
         drop(committer);
         assert_eq!(threads.lock().len(), 11);
+    }
+
+    /// A store that records which thread made each commit, and whether durably.
+    struct ByThread(Arc<parking_lot::Mutex<Vec<(thread::ThreadId, bool)>>>);
+
+    impl Store for ByThread {
+        holds_nothing!();
+        fn apply(&self, _: &[Mutation], durable: bool) -> Result<(), StoreError> {
+            self.0.lock().push((thread::current().id(), durable));
+            Ok(())
+        }
+        fn sync(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    /// A commit that raises the next id stored is durable, an fsync: the
+    /// writer's to make, never a request's thread's, which commits the
+    /// changes around it.
+    #[test]
+    fn a_request_leaves_a_durable_commit_to_the_writer() {
+        let commits = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let store = Arc::new(ByThread(commits.clone()));
+        let committer = Committer::start(store, Fsync::EveryMs(60_000), Counted(Arc::default())).unwrap();
+        let caller = thread::current().id();
+        for (id, raises) in [(1, false), (2, true), (3, false), (4, true), (5, false)] {
+            let mut mutations = vec![Mutation::Delete(id)];
+            if raises {
+                mutations.push(Mutation::NextId(id * 65_536));
+            }
+            let reply = committer.send(mutations, ()).ok().unwrap();
+            committer.help();
+            assert_eq!(reply.blocking_recv().unwrap(), Ok(()));
+        }
+        let commits = commits.lock().clone();
+        assert_eq!(commits.iter().filter(|(_, durable)| *durable).count(), 2, "{commits:?}");
+        for (thread, durable) in &commits {
+            assert!(!durable || *thread != caller, "a durable commit on the caller's thread: {commits:?}");
+        }
+        drop(committer);
     }
 
     /// A store that says when it is synced and asked to compact.
