@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hourglass_embedded::{Mutation, RedbStore, Store};
 
 use super::disk::CrashDir;
-use super::held::{apply, apply_to, opened, payload, read, some_writes, Held};
+use super::held::{apply, apply_to, opened, payload, read, some_writes, writes_after_a_restart, Held};
 use crate::stored_task as task;
 use hourglass_queue::limits::PAYLOAD_INLINE_MAX;
 use rand::rngs::StdRng;
@@ -212,30 +212,16 @@ fn run_seed(seed: u64) {
     );
     store.compact().expect("a compaction after the restart");
     assert_eq!(read(&store), held, "seed {seed}: a compaction after the restart changed what is held");
-    let id = held.keys().last().map_or(1, |id| id + 1);
-    let mut after = held.clone();
-    apply(&store, &mut after, &[Mutation::Insert { task: task(id, 10), payload: payload(id, 10) }], true)
-        .expect("a write after the restart");
-    drop(store);
-    assert_eq!(read(&opened(&dir)), after, "seed {seed}: what the reopened store was given");
+    writes_after_a_restart(store, &dir, &held, true, seed);
 }
 
 #[test]
 fn crash_simulator_of_compactions() {
     let started = std::time::Instant::now();
-    let seeds: Vec<u64> = match std::env::var("HOURGLASS_SIM_SEED").ok().and_then(|s| s.parse().ok()) {
-        Some(seed) => vec![seed],
-        None => super::seeds().filter(|seed| seed.is_multiple_of(SEEDS_ONE_IN)).collect(),
-    };
-    for &seed in &seeds {
-        if let Err(panic) = std::panic::catch_unwind(|| run_seed(seed)) {
-            eprintln!("compaction crash simulator: seed {seed} failed; rerun it with HOURGLASS_SIM_SEED={seed}");
-            std::panic::resume_unwind(panic);
-        }
-    }
+    let seeds = super::run_share("compaction crash simulator", SEEDS_ONE_IN, run_seed);
     println!(
         "compaction crash simulator: {} seeds passed in {:.1?}: {} crashes in the middle of a compaction, {} in the write after one; {} writes between its steps",
-        seeds.len(),
+        seeds,
         started.elapsed(),
         MID_COMPACTION.load(Ordering::Relaxed),
         AFTER_COMPACTION.load(Ordering::Relaxed),

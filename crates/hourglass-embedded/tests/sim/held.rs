@@ -88,3 +88,14 @@ pub fn some_writes(
     *next_id += 1;
     batch
 }
+
+/// After a restart: `store` (opened on `dir`) holding `held` takes one more
+/// write, durable or not, and the store opened again holds it with the rest.
+pub fn writes_after_a_restart(store: RedbStore, dir: &CrashDir, held: &Held, durable: bool, seed: u64) {
+    let id = held.keys().last().map_or(1, |id| id + 1);
+    let mut after = held.clone();
+    apply(&store, &mut after, &[Mutation::Insert { task: task(id, 10), payload: payload(id, 10) }], durable)
+        .expect("a write after the restart");
+    drop(store);
+    assert_eq!(read(&opened(dir)), after, "seed {seed}: what the reopened store was given");
+}

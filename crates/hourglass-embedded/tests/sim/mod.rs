@@ -308,6 +308,24 @@ fn run_seed(seed: u64) {
     engine.close();
 }
 
+/// Runs `run` for one seed in `one_in` of the simulator's (or the seed
+/// `HOURGLASS_SIM_SEED` names), naming the first that fails and how to run
+/// it alone; returns how many ran. For the simulators of the store's own
+/// files, which run a share of the engine's seeds.
+fn run_share(name: &str, one_in: u64, run: fn(u64)) -> usize {
+    let seeds: Vec<u64> = match std::env::var("HOURGLASS_SIM_SEED").ok().and_then(|s| s.parse().ok()) {
+        Some(seed) => vec![seed],
+        None => seeds().filter(|seed| seed.is_multiple_of(one_in)).collect(),
+    };
+    for &seed in &seeds {
+        if let Err(panic) = std::panic::catch_unwind(|| run(seed)) {
+            eprintln!("{name}: seed {seed} failed; rerun it with HOURGLASS_SIM_SEED={seed}");
+            std::panic::resume_unwind(panic);
+        }
+    }
+    seeds.len()
+}
+
 fn seeds() -> std::ops::Range<u64> {
     if let Some(seed) = std::env::var("HOURGLASS_SIM_SEED").ok().and_then(|s| s.parse().ok()) {
         return seed..seed + 1;

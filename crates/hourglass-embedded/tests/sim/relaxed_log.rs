@@ -28,8 +28,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::disk::CrashDir;
-use super::held::{apply, opened, payload, read, some_writes, Held};
-use crate::stored_task as task;
+use super::held::{apply, opened, read, some_writes, writes_after_a_restart, Held};
 
 /// One disk operation in this many fails while a seed writes, in a third
 /// of the seeds; in another third one in ten times as many, and in the
@@ -155,32 +154,18 @@ fn run_seed(seed: u64) {
             states.iter().map(Held::len).collect::<Vec<_>>()
         );
     }
-    let mut expected = after;
-    let id = expected.keys().last().map_or(1, |id| id + 1).max(next_id);
-    let batch = [hourglass_embedded::Mutation::Insert { task: task(id, 10), payload: payload(id, 10) }];
-    apply(&store, &mut expected, &batch, false).expect("a relaxed write after the restart");
-    drop(store);
-    assert_eq!(read(&opened(&dir)), expected, "seed {seed}: what the reopened store was given");
+    writes_after_a_restart(store, &dir, &after, false, seed);
 }
 
 #[test]
 fn crash_simulator_of_the_relaxed_log() {
     let started = std::time::Instant::now();
-    let seeds: Vec<u64> = match std::env::var("HOURGLASS_SIM_SEED").ok().and_then(|s| s.parse().ok()) {
-        Some(seed) => vec![seed],
-        None => super::seeds().filter(|seed| seed.is_multiple_of(SEEDS_ONE_IN)).collect(),
-    };
-    for &seed in &seeds {
-        if let Err(panic) = std::panic::catch_unwind(|| run_seed(seed)) {
-            eprintln!("relaxed log crash simulator: seed {seed} failed; rerun it with HOURGLASS_SIM_SEED={seed}");
-            std::panic::resume_unwind(panic);
-        }
-    }
+    let seeds = super::run_share("relaxed log crash simulator", SEEDS_ONE_IN, run_seed);
     println!(
         "relaxed log crash simulator: {} seeds passed in {:.1?}: {} disk operations failed, {} writes and syncs \
          answered with an error ({} of them while the log held batches not yet durable); {} crashes of the process, \
          {} of the machine; {} compactions finished between the writes",
-        seeds.len(),
+        seeds,
         started.elapsed(),
         FAILED_OPS.load(Ordering::Relaxed),
         FAILED_WRITES.load(Ordering::Relaxed),

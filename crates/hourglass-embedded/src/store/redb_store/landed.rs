@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use redb::{Database, ReadableDatabase};
+use redb::{Database, ReadOnlyTable, ReadableDatabase};
 
 use super::super::interface::Mutation;
 use super::super::{record, schedule_record, settings_record};
@@ -42,17 +42,8 @@ pub(super) fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreErr
             return Ok(false);
         }
     }
-    if !left.schedules.is_empty() {
-        let table = added_later(&txn, SCHEDULES)?;
-        for (name, schedule) in &left.schedules {
-            let stored = match &table {
-                Some(table) => table.get(*name).map_err(db_error)?.map(|bytes| bytes.value().to_vec()),
-                None => None,
-            };
-            if stored != *schedule {
-                return Ok(false);
-            }
-        }
+    if !left.schedules.is_empty() && !holds_named(added_later(&txn, SCHEDULES)?, &left.schedules)? {
+        return Ok(false);
     }
     if !left.pauses.is_empty() {
         let (paused, ends) = (added_later(&txn, PAUSED)?, added_later(&txn, PAUSE_ENDS)?);
@@ -70,16 +61,25 @@ pub(super) fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreErr
             }
         }
     }
-    if !left.settings.is_empty() {
-        let table = added_later(&txn, SETTINGS)?;
-        for (queue, settings) in &left.settings {
-            let stored = match &table {
-                Some(table) => table.get(*queue).map_err(db_error)?.map(|bytes| bytes.value().to_vec()),
-                None => None,
-            };
-            if stored != *settings {
-                return Ok(false);
-            }
+    if !left.settings.is_empty() && !holds_named(added_later(&txn, SETTINGS)?, &left.settings)? {
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Whether `table` (`None`: not in the store yet) holds `expected`'s rows:
+/// each name's bytes, or none.
+fn holds_named(
+    table: Option<ReadOnlyTable<&'static str, &'static [u8]>>,
+    expected: &HashMap<&str, Option<Vec<u8>>>,
+) -> Result<bool, StoreError> {
+    for (name, bytes) in expected {
+        let stored = match &table {
+            Some(table) => table.get(*name).map_err(db_error)?.map(|stored| stored.value().to_vec()),
+            None => None,
+        };
+        if stored != *bytes {
+            return Ok(false);
         }
     }
     Ok(true)
