@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 
 use redb::{Builder, Database, DatabaseError};
 
-use super::relaxed_log::LOG_FILE_NAME;
-
 /// One of the two files of a [`StoreFiles`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreFile {
@@ -120,6 +118,9 @@ pub struct Directory {
     main: PathBuf,
     copy: PathBuf,
 }
+
+/// The relaxed log's name in a data directory.
+pub const LOG_FILE_NAME: &str = "relaxed.log";
 
 /// What a compaction's copy adds to the main file's name.
 pub const COPY_SUFFIX: &str = ".compacting";

@@ -66,10 +66,10 @@ pub use compaction::{
     COMPACT_FILE_MIN_BYTES, COMPACT_RETRY_PAUSE, COPY_STEP_BYTES, COPY_STEP_ENTRIES, DIRTY_KEYS_MAX, FILE_PER_LIVE_MAX,
     FINISH_DIRTY_BYTES, FINISH_DIRTY_MAX, SYNC_STEP_BYTES, SYNC_STEP_KEYS,
 };
-pub use files::{Directory, LogFile, Promotion, StoreFile, StoreFiles, COPY_SUFFIX};
+pub use files::{Directory, LogFile, Promotion, StoreFile, StoreFiles, COPY_SUFFIX, LOG_FILE_NAME};
 use landed::landed;
 use relaxed_log::{Apart, RelaxedLog};
-pub use relaxed_log::{APPLY_BYTES, APPLY_MUTATIONS, LOG_BYTES_MAX, LOG_FILE_NAME};
+pub use relaxed_log::{APPLY_BYTES, APPLY_MUTATIONS, LOG_BYTES_MAX};
 
 /// Task id to the task's body, written once, with its payload if small (see
 /// [`record`]).

@@ -55,8 +55,6 @@ use super::super::sealed::{seal_from, unseal, Reader};
 use super::files::LogFile;
 use hourglass_queue::{Failure, Payload};
 
-/// The log's name in the data directory.
-pub const LOG_FILE_NAME: &str = "relaxed.log";
 /// Changes the log gathers before they go to redb, in one commit without
 /// fsync: enough that a commit's cost is spread over hundreds of batches
 /// (a relaxed reserve + delete is about three changes), few enough that the
@@ -319,11 +317,11 @@ fn read_records(mut bytes: &[u8], generation: u64, path: &Path) -> Vec<Vec<Mutat
 
 #[cfg(test)]
 mod tests {
+    use super::super::files::{Directory, StoreFiles, LOG_FILE_NAME};
     use super::*;
 
     /// The log of a data directory at `dir`, as a store opens it.
     fn open(dir: &Path, generation: u64) -> Result<(RelaxedLog, Vec<Vec<Mutation>>), StoreError> {
-        use super::super::files::{Directory, StoreFiles};
         RelaxedLog::open(Directory::new(dir, "tasks.redb").open_log().unwrap(), generation)
     }
 
