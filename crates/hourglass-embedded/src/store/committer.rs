@@ -521,8 +521,9 @@ impl<S: Send + 'static> Writer<S> {
                     took_ms = took.as_secs_f64() * 1e3,
                     "compacted the store: the writer was held this long at its finish"
                 );
-                // Not taken as a sync: a compaction's durable commits leave
-                // out what the store's log holds.
+                // Not taken as a sync: the store's contract promises none
+                // (the redb store's finish makes its log durable, but a
+                // compaction given up before it does not).
             }
             Err(error) => tracing::error!(%error, "compacting the store failed"),
         }

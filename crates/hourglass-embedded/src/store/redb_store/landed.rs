@@ -56,7 +56,8 @@ pub(super) fn landed(db: &Database, batch: &[Mutation]) -> Result<bool, StoreErr
                 Some(table) => table.get(*queue).map_err(db_error)?.map(|until| until.value()),
                 None => None,
             };
-            if stored != *pause || (*pause && end != *until_ms) {
+            // An unpause, or a pause with no end, removes the end.
+            if stored != *pause || end != until_ms.filter(|_| *pause) {
                 return Ok(false);
             }
         }

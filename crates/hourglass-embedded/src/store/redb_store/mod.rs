@@ -138,7 +138,8 @@ pub struct RedbStore {
     /// thread of their own ([`RedbStore::stepped`]).
     stepped: bool,
     files: Arc<dyn StoreFiles>,
-    /// The relaxed mode's log. Used by the writer alone.
+    /// The relaxed mode's log, used by whoever commits (the writer thread,
+    /// or a request's), under its lock.
     log: Mutex<RelaxedLog>,
     /// The payloads kept apart that the log holds and redb does not yet.
     apart: Apart,
@@ -342,17 +343,22 @@ impl RedbStore {
     ///
     /// # Errors
     /// [`StoreError::Database`] if the compaction failed: what was stored is
-    /// still there, its copy removed.
+    /// still there, and its copy removed (or, if the relaxed log could not be
+    /// made durable before the finish, kept for the next try).
     pub fn compact(&self) -> Result<Compacted, StoreError> {
-        let mut job = self.job.lock();
-        self.begin_under(&mut job)?;
-        let ready = job.as_ref().map_or(Ok(()), Job::wait_ready);
-        if let Err(error) = ready {
-            self.give_up(job.take(), "it failed");
-            return Err(error);
+        loop {
+            let mut job = self.job.lock();
+            self.begin_under(&mut job)?;
+            let ready = job.as_ref().map_or(Ok(()), Job::wait_ready);
+            if let Err(error) = ready {
+                self.give_up(job.take(), "it failed");
+                return Err(error);
+            }
+            drop(job);
+            if let Some(done) = self.finish_ready()? {
+                return Ok(done);
+            }
         }
-        drop(job);
-        self.finish_ready()
     }
 
     /// Begins a compaction now, whatever the file's size, unless one is
@@ -449,18 +455,31 @@ impl RedbStore {
     /// deleted by a later batch come back); and one that held an older
     /// generation than redb's would have a replay leave out the records
     /// written since. If the log cannot be made durable, the compaction
-    /// waits for the next ask.
-    fn finish_ready(&self) -> Result<Compacted, StoreError> {
+    /// waits for the next ask; if its commit left more dirty rows than the
+    /// finish syncs with the writer held, `None`: the worker syncs them first.
+    fn finish_ready(&self) -> Result<Option<Compacted>, StoreError> {
         let mut log = self.log.lock();
         if log.undurable() {
             self.commit_log(&mut log, &[], true)?;
         }
         let mut job = self.job.lock();
-        // A failed write gives the compaction up as it reopens redb.
-        let Some(ready) = job.take() else {
-            return Err(StoreError::Database(Failure::msg("the compaction was given up by a failed write")));
+        let Some(under_way) = job.as_ref() else {
+            return Err(StoreError::Database(Failure::msg(
+                "the compaction was given up meanwhile (a failed write, or writes that outran it)",
+            )));
         };
-        self.finish_compaction(ready)
+        // The log's commit marked its rows dirty: the finish waits for the
+        // worker if that left more than it syncs with the writer held.
+        match under_way.ready() {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(error) => {
+                self.give_up(job.take(), "it failed");
+                return Err(error);
+            }
+        }
+        let ready = job.take().expect("a compaction under way");
+        self.finish_compaction(ready).map(Some)
     }
 
     /// Finishes `job` on the writer: the last dirty keys and a durable
@@ -663,23 +682,32 @@ impl RedbStore {
     /// If redb was opened again meanwhile (a failed write), it dropped its
     /// commits without fsync: a durable commit landed if redb holds its
     /// generation, and otherwise every batch of the log waits again, read
-    /// back from the file.
+    /// back from the file (now, or before the next commit takes them if the
+    /// file cannot be read now). If redb's generation cannot be read, the
+    /// log takes no append until a durable commit lands.
     fn commit_log(&self, log: &mut RelaxedLog, batch: &[Mutation], durable: bool) -> Result<(), StoreError> {
         let generation = (durable && log.undurable()).then(|| log.next_generation());
         let reopens = self.reopens.load(Ordering::Acquire);
-        let mut all = log.take();
+        let mut all = log.take()?;
         let waiting = all.len();
         all.extend_from_slice(batch);
         let result = self.apply_now(&all, durable, generation);
         if self.reopens.load(Ordering::Acquire) != reopens {
-            if let Some(generation) = generation {
-                if self.stored_generation()? == generation {
+            let stored = generation.map(|_| self.stored_generation());
+            if let (Some(generation), Some(Ok(stored))) = (generation, &stored) {
+                if *stored == generation {
                     log.committed(generation);
                     return Ok(());
                 }
             }
-            log.reload()?;
-            return match (result, generation) {
+            log.redb_dropped(matches!(stored, Some(Err(_))));
+            // Owed until it succeeds: the next commit reads the file first.
+            // Its failure is not this commit's, which may have landed.
+            if let Err(error) = log.reload() {
+                tracing::warn!(%error, "cannot read the relaxed log back yet: the next commit reads it first");
+            }
+            return match (result, stored) {
+                (_, Some(Err(error))) => Err(error),
                 (Ok(()), Some(_)) => Err(StoreError::Database(Failure::msg(
                     "a durable commit of the relaxed log did not land: its batches wait again",
                 ))),
@@ -947,7 +975,7 @@ impl Store for RedbStore {
             Ok(true) => {
                 // The log's lock is taken before the job's, as a write takes them.
                 drop(job);
-                self.finish_ready().map(Some)
+                self.finish_ready()
             }
             Err(error) => {
                 self.give_up(job.take(), "it failed");

@@ -20,15 +20,19 @@
 //!   writer applies them; a replay commits them in that order too.
 //! - **Generations.** Each durable commit that empties the log stores a new
 //!   generation in redb, in the same transaction, and the records appended
-//!   after it carry that generation: a replay takes only the records of the
-//!   generation redb holds. The log is never fsynced, so after a power loss
+//!   after it carry that generation, numbered from 0: a replay takes only
+//!   the records of the generation redb holds, in their numbers' order from
+//!   0, and stops at a gap, so that what it takes is a prefix of what was
+//!   appended whatever a power loss kept of the file. The log is never fsynced, so after a power loss
 //!   it may hold records from before a reset it no longer shows (on file
 //!   systems that do not order the two); they are older generations, and left
 //!   out. A crash between a durable commit and the reset leaves records of
 //!   an older generation too: already in redb, and left out.
 //! - **A commit redb lost.** After a failed write the store reopens redb,
 //!   which drops its commits without fsync: the log's batches are read back
-//!   from the file ([`RelaxedLog::reload`]) and committed again.
+//!   from the file ([`RelaxedLog::redb_dropped`]) before the next commit
+//!   takes them, and committed again. If what became of a durable commit
+//!   cannot be read, the log takes no append until a durable commit lands.
 //! - **Reads.** A payload kept apart is read from redb by snapshots; until
 //!   its batch is committed there, a snapshot finds it among the log's
 //!   ([`RelaxedLog::apart`]), as it stood when the snapshot was taken.
@@ -36,8 +40,8 @@
 //!   durable first, whatever the interval, and the log starts again.
 //!
 //! A record in the file: the length of what follows (u32 LE), the generation
-//! (u64 LE), the batch (`log_record`), and a CRC-32 of the generation and the
-//! batch (u32 LE). A crash may tear the last record, and a power loss may
+//! (u64 LE), the record's number in it (u64 LE), the batch (`log_record`),
+//! and a CRC-32 of all but the length (u32 LE). A crash may tear the last record, and a power loss may
 //! leave any part of an unsynced file damaged: a replay stops at the first
 //! record that does not read whole, and says how many bytes it left. What
 //! the log held was at most one interval's writes, which a power loss may
@@ -80,9 +84,16 @@ pub(super) struct RelaxedLog {
     /// The generation of the records appended now: redb's, until the next
     /// durable commit from the log stores the next one.
     generation: u64,
-    /// An append failed and could not be cut back: the file ends in a torn
-    /// record, and no append is taken until the log starts again.
+    /// The number of the next record of this generation.
+    next_seq: u64,
+    /// No append is taken until a durable commit empties the log: an append
+    /// failed and could not be cut back (the file ends in a torn record), the
+    /// file could not be emptied, or what became of a durable commit could
+    /// not be read (redb's generation is not known).
     broken: bool,
+    /// redb dropped its commits without fsync: `pending` is read back from
+    /// the file before a commit takes it.
+    reload_owed: bool,
     /// The changes appended and not yet in redb, in order.
     pending: Vec<Mutation>,
     /// Payload bytes among them.
@@ -123,14 +134,16 @@ impl RelaxedLog {
             file,
             len: 0,
             generation,
+            next_seq: 0,
             broken: false,
+            reload_owed: false,
             pending: Vec::new(),
             pending_bytes: 0,
             apart: Arc::default(),
             buf: Vec::new(),
         };
         let (batches, len) = log.read()?;
-        log.len = len;
+        (log.len, log.next_seq) = (len, batches.len() as u64);
         Ok((log, batches))
     }
 
@@ -159,10 +172,11 @@ impl RelaxedLog {
                 self.file.name().display()
             ))));
         }
-        // The length, then the generation and the batch, sealed.
+        // The length, then the generation, the number and the batch, sealed.
         self.buf.clear();
         self.buf.extend_from_slice(&[0; 4]);
         self.buf.extend_from_slice(&self.generation.to_le_bytes());
+        self.buf.extend_from_slice(&self.next_seq.to_le_bytes());
         log_record::encode(batch, &mut self.buf);
         seal_from(&mut self.buf, 4);
         let len = (self.buf.len() - 4) as u32;
@@ -173,6 +187,7 @@ impl RelaxedLog {
             return Err(self.error("cannot append to", error));
         }
         self.len += self.buf.len() as u64;
+        self.next_seq += 1;
         self.hold(batch);
         Ok(())
     }
@@ -210,12 +225,31 @@ impl RelaxedLog {
         self.len >= LOG_BYTES_MAX || self.broken
     }
 
-    /// The changes not yet in redb, in order, for a commit to take; handed
-    /// back by [`put_back`](RelaxedLog::put_back) if it fails, or followed
-    /// by [`applied`](RelaxedLog::applied) or
+    /// The changes not yet in redb, in order, for a commit to take (read
+    /// back from the file first if redb dropped them); handed back by
+    /// [`put_back`](RelaxedLog::put_back) if it fails, or followed by
+    /// [`applied`](RelaxedLog::applied) or
     /// [`committed`](RelaxedLog::committed).
-    pub(super) fn take(&mut self) -> Vec<Mutation> {
-        std::mem::take(&mut self.pending)
+    ///
+    /// # Errors
+    /// A reload owed failed again: nothing is taken, and it stays owed.
+    pub(super) fn take(&mut self) -> Result<Vec<Mutation>, StoreError> {
+        if self.reload_owed {
+            self.reload()?;
+        }
+        Ok(std::mem::take(&mut self.pending))
+    }
+
+    /// redb was opened again after a failed write, and dropped its commits
+    /// without fsync, the log's among them: every batch of this generation is
+    /// read back from the file before the next commit takes them. With
+    /// `generation_unknown`, whether a durable commit stored the next
+    /// generation could not be read either: no append is taken until a
+    /// durable commit lands, so that no record is written under a generation
+    /// a replay might leave out.
+    pub(super) fn redb_dropped(&mut self, generation_unknown: bool) {
+        self.reload_owed = true;
+        self.broken |= generation_unknown;
     }
 
     /// The changes [`take`](RelaxedLog::take) took, their commit failed: they
@@ -238,6 +272,7 @@ impl RelaxedLog {
         for batch in batches {
             self.hold(&batch);
         }
+        self.reload_owed = false;
         Ok(())
     }
 
@@ -258,15 +293,18 @@ impl RelaxedLog {
 
     /// A durable commit holds every change taken and stored `generation`
     /// ([`next_generation`](RelaxedLog::next_generation)): the log starts
-    /// again. A log that cannot be emptied keeps records of an older
-    /// generation, which a replay leaves out.
+    /// again. A log that cannot be emptied takes no append until it is (by
+    /// the next durable commit): its records are of an older generation,
+    /// which a replay leaves out, but what follows them may not read whole,
+    /// and records appended after it would never be read.
     pub(super) fn committed(&mut self, generation: u64) {
         self.applied();
-        self.generation = generation;
+        (self.generation, self.next_seq, self.reload_owed) = (generation, 0, false);
         match self.file.set_len(0) {
             Ok(()) => (self.len, self.broken) = (0, false),
             Err(error) => {
-                tracing::warn!(%error, path = %self.file.name().display(), "cannot empty the relaxed log: its records are of an older generation, which a replay leaves out");
+                self.broken = true;
+                tracing::warn!(%error, path = %self.file.name().display(), "cannot empty the relaxed log: it takes no write until the next durable commit empties it");
             }
         }
     }
@@ -291,16 +329,20 @@ fn read_records(mut bytes: &[u8], generation: u64, path: &Path) -> Vec<Vec<Mutat
         });
         let read = record.ok_or_else(|| "torn".to_owned()).and_then(|(record, rest)| {
             let mut reader = Reader { bytes: unseal(record)?, at: 0 };
-            let of = reader.u64()?;
-            Ok((of, log_record::decode(&reader.bytes[reader.at..])?, rest))
+            let (of, seq) = (reader.u64()?, reader.u64()?);
+            Ok((of, seq, log_record::decode(&reader.bytes[reader.at..])?, rest))
         });
         match read {
-            Ok((of, batch, rest)) => {
-                if of == generation {
-                    batches.push(batch);
-                } else {
-                    older += 1;
+            Ok((of, seq, batch, rest)) if of == generation => {
+                if seq != batches.len() as u64 {
+                    tracing::warn!(path = %path.display(), at, left = total - at, expected = batches.len(), seq, "the relaxed log skips a record here (a power loss's damage): the rest left out");
+                    break;
                 }
+                batches.push(batch);
+                bytes = rest;
+            }
+            Ok((_, _, _, rest)) => {
+                older += 1;
                 bytes = rest;
             }
             Err(why) => {
@@ -337,7 +379,7 @@ mod tests {
         log.append(&batch(1)).unwrap();
         log.append(&batch(2)).unwrap();
         assert_eq!(open(dir.path(), 0).unwrap().1, [batch(1), batch(2)]);
-        assert_eq!(log.take(), [batch(1), batch(2)].concat());
+        assert_eq!(log.take().unwrap(), [batch(1), batch(2)].concat());
         log.committed(log.next_generation());
         log.append(&batch(3)).unwrap();
         assert_eq!(open(dir.path(), 1).unwrap().1, [batch(3)]);
@@ -384,6 +426,31 @@ mod tests {
         assert_eq!(open(dir.path(), 0).unwrap().1, [batch(1)], "zeros in the middle");
     }
 
+    /// Records are numbered within their generation, and a replay stops at a
+    /// gap: what a power loss kept of the file past a lost record (an old
+    /// record's bytes, say, in its place) is never replayed without it.
+    #[test]
+    fn a_replay_stops_at_a_gap_in_the_records_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = open(dir.path(), 0).unwrap();
+        let mut ends = Vec::new();
+        for id in 1..=3 {
+            log.append(&batch(id)).unwrap();
+            ends.push(log.len as usize);
+        }
+        let path = dir.path().join(LOG_FILE_NAME);
+        let whole = std::fs::read(&path).unwrap();
+        // The second record gone, the third whole after the first.
+        let holed = [&whole[..ends[0]], &whole[ends[1]..]].concat();
+        std::fs::write(&path, holed).unwrap();
+        assert_eq!(open(dir.path(), 0).unwrap().1, [batch(1)]);
+        // Numbering starts again with each generation.
+        let (mut log, _) = open(dir.path(), 0).unwrap();
+        log.committed(1);
+        log.append(&batch(4)).unwrap();
+        assert_eq!(open(dir.path(), 1).unwrap().1, [batch(4)]);
+    }
+
     #[test]
     fn a_reload_reads_back_every_batch_of_the_generation() {
         let dir = tempfile::tempdir().unwrap();
@@ -393,6 +460,6 @@ mod tests {
         log.applied();
         log.append(&batch(2)).unwrap();
         log.reload().unwrap();
-        assert_eq!(log.take(), [batch(1), batch(2)].concat());
+        assert_eq!(log.take().unwrap(), [batch(1), batch(2)].concat());
     }
 }

@@ -25,8 +25,9 @@ struct IdRows {
 /// payload; an update, a state; a delete, all three; a schedule, a pause or
 /// settings, the rows of a name (every table keyed by a name is synced for
 /// it: they are few and small, but a schedule's payload, counted); the next
-/// id, and a commit that stores the relaxed log's generation, the meta rows. `bytes` adds up what syncing them all would write, as
-/// far as the marks tell (payloads; the records around them are small).
+/// id, and a commit that stores the relaxed log's generation, the meta
+/// rows. `bytes` adds up what syncing them all would write, as far as the
+/// marks tell (payloads; the records around them are small).
 #[derive(Debug, Default)]
 pub(crate) struct Dirty {
     ids: BTreeMap<u64, IdRows>,

@@ -14,7 +14,7 @@
 //! | begin | writer, between commits | a read snapshot of the store; the copy created empty; from now on every row a commit changes is marked dirty (`Dirty`) | creating a file |
 //! | copy | worker | the snapshot's tables into the copy, [`COPY_STEP_ENTRIES`] (or [`COPY_STEP_BYTES`]) at a time, each step a durable commit of the copy's own | no |
 //! | catch up | worker | [`SYNC_STEP_KEYS`] dirty keys (or [`SYNC_STEP_BYTES`] of payloads) at a time: each dirty row's value now in the store written to the copy, or removed from it; a durable commit each | no |
-//! | finish | writer, between commits, once at most [`FINISH_DIRTY_MAX`] keys and [`FINISH_DIRTY_BYTES`] are dirty | the worker's step in flight; the last dirty rows and one durable commit of the copy; the copy renamed over the store's file and the directory synced | one worker step, [`FINISH_DIRTY_MAX`] keys, two fsyncs and a rename |
+//! | finish | writer, between commits, once at most [`FINISH_DIRTY_MAX`] keys and [`FINISH_DIRTY_BYTES`] are dirty, and again after the relaxed log is made durable | the log's batches committed durably to the store (their rows dirty: if that leaves more than the bounds, the finish waits for the next ask); the worker's step in flight; the last dirty rows and one durable commit of the copy; the copy renamed over the store's file and the directory synced | the log's commit, one worker step, [`FINISH_DIRTY_MAX`] keys, two fsyncs and a rename |
 //!
 //! The old file is closed, and a copy given up closed and removed, off the
 //! writer (redb's close commits and syncs). The worker's commits are

@@ -334,8 +334,9 @@ impl StoreFiles for UnsyncedRename {
 
 /// A copy renamed in place but not durably: the compaction reports the
 /// failure, the copy serves, and no durable write is made until the
-/// directory's sync has gone through (a relaxed one joins the log, which
-/// reaches redb only through that sync); then writes go on, all there.
+/// directory's sync has gone through (a relaxed one joins the log, and
+/// the log's batches reach redb only after it); then writes go on, all
+/// there.
 #[test]
 fn a_rename_not_yet_durable_is_made_durable_before_the_next_write() {
     let Pair { dir, model_dir: _model_dir, store, model, next } = Pair::mostly_free(|path| {
