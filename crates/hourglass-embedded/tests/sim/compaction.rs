@@ -41,7 +41,7 @@ static WRITES_DURING: AtomicU64 = AtomicU64::new(0);
 /// batches without fsync. Returns the states the store went through since
 /// the last durable batch (the first is that one's).
 fn fill(store: &RedbStore, rng: &mut StdRng) -> Vec<Held> {
-    let mut held = Held::new();
+    let mut held = Held::default();
     let tasks = rng.random_range(TASKS_MAX / 4..=TASKS_MAX);
     let mut id = 1;
     while id <= tasks {
@@ -59,7 +59,7 @@ fn fill(store: &RedbStore, rng: &mut StdRng) -> Vec<Held> {
         apply(store, &mut held, &batch, true).expect("a write before the crash");
     }
     let keep = rng.random_range(0.0..0.3);
-    let mut doomed: Vec<u64> = held.keys().copied().filter(|_| !rng.random_bool(keep)).collect();
+    let mut doomed: Vec<u64> = held.tasks.keys().copied().filter(|_| !rng.random_bool(keep)).collect();
     while !doomed.is_empty() {
         let take = rng.random_range(1..=doomed.len().min(500));
         let batch: Vec<_> = doomed.drain(..take).map(Mutation::Delete).collect();
@@ -164,7 +164,7 @@ fn between_steps_bytes(rng: &mut StdRng) -> usize {
 /// The id a seed's writes during the compaction begin at: past every task
 /// `fill` made.
 fn first_id(states: &[Held]) -> u64 {
-    states.last().and_then(|held| held.keys().last()).map_or(1, |id| id + 1) + 1_000
+    states.last().and_then(|held| held.tasks.keys().last()).map_or(1, |id| id + 1) + 1_000
 }
 
 fn run_seed(seed: u64) {

@@ -10,8 +10,9 @@
 //! then hold every write that returned, as the page cache does.
 //!
 //! A directory may also fail one operation in so many, seeded, and go on
-//! working: a write refused with nothing written, as a full or failing
-//! device does.
+//! working, as a full or failing device does: a write to redb's file refused
+//! with nothing written, an append to the log with any part of it written,
+//! a read of the log refused.
 //!
 //! [`RedbStore`]: hourglass_embedded::RedbStore
 
@@ -48,6 +49,13 @@ struct Machine {
 }
 
 impl Machine {
+    /// Whether the next operation fails (one of the failures), and how much
+    /// of a write it leaves (`0..=len`).
+    fn fails(&mut self, len: usize) -> Option<usize> {
+        let (rng, one_in) = self.failing.as_mut()?;
+        rng.random_ratio(1, *one_in).then(|| rng.random_range(0..=len))
+    }
+
     /// Counts an operation; an error if it is the crash, or after it, or
     /// one of the failures.
     fn tick(&mut self) -> std::io::Result<()> {
@@ -59,11 +67,9 @@ impl Machine {
             self.dead = true;
             return Err(std::io::Error::other("crashed"));
         }
-        if let Some((rng, one_in)) = &mut self.failing {
-            if rng.random_ratio(1, *one_in) {
-                self.failed += 1;
-                return Err(std::io::Error::other("injected: the write failed, nothing written"));
-            }
+        if self.fails(0).is_some() {
+            self.failed += 1;
+            return Err(std::io::Error::other("injected: the write failed, nothing written"));
         }
         Ok(())
     }
@@ -176,10 +182,17 @@ impl redb::StorageBackend for CrashDisk {
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
         self.machine.lock().tick()?;
+        self.put(offset, data);
+        Ok(())
+    }
+}
+
+impl CrashDisk {
+    /// Writes `data` at `offset`, to be kept by a crash or not.
+    fn put(&self, offset: u64, data: &[u8]) {
         let mut disk = self.disk.lock();
         write_at(&mut disk.current, offset, data);
         disk.pending.push(Change::Write(offset, data.to_vec()));
-        Ok(())
     }
 }
 
@@ -192,15 +205,32 @@ impl LogFile for CrashLog {
     }
 
     fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
-        if self.0.machine.lock().dead {
+        let mut machine = self.0.machine.lock();
+        if machine.dead {
             return Err(std::io::Error::other("the disk is gone"));
         }
+        if machine.fails(0).is_some() {
+            machine.failed += 1;
+            return Err(std::io::Error::other("injected: the read failed"));
+        }
+        drop(machine);
         Ok(self.0.disk.lock().current.clone())
     }
 
+    /// A failure leaves any part of the bytes written, a torn record.
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         let end = self.0.disk.lock().current.len() as u64;
-        redb::StorageBackend::write(&self.0, end, bytes)
+        let mut machine = self.0.machine.lock();
+        if let Some(written) = machine.fails(bytes.len()) {
+            machine.failed += 1;
+            drop(machine);
+            self.0.put(end, &bytes[..written]);
+            return Err(std::io::Error::other("injected: the append failed, part of it written"));
+        }
+        machine.tick()?;
+        drop(machine);
+        self.0.put(end, bytes);
+        Ok(())
     }
 
     fn set_len(&mut self, len: u64) -> std::io::Result<()> {

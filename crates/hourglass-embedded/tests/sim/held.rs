@@ -1,5 +1,6 @@
 //! What a [`RedbStore`] holds, as the simulators of its own files model
-//! it: each task's due time and payload, and the writes that change them.
+//! it: each task's due time and payload, the next id stored, and the writes
+//! that change them.
 
 use std::collections::BTreeMap;
 
@@ -11,8 +12,21 @@ use rand::Rng;
 use super::disk::CrashDir;
 use crate::stored_task as task;
 
-/// What the store holds: each task's due time and payload, by id.
-pub type Held = BTreeMap<u64, (u64, Payload)>;
+/// What the store holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Each task's due time and payload, by id.
+    pub tasks: BTreeMap<u64, (u64, Payload)>,
+    /// The largest [`Mutation::NextId`] stored (0 if none).
+    pub next_id: u64,
+}
+
+impl Held {
+    /// Tasks held.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+}
 
 /// Payload `id` of `bytes` bytes: its id, then padding.
 pub fn payload(id: u64, bytes: usize) -> Payload {
@@ -35,12 +49,13 @@ pub fn apply_to(held: &mut Held, batch: &[Mutation]) {
     for mutation in batch {
         match mutation {
             Mutation::Insert { task, payload } => {
-                held.insert(task.id, (task.run_at_ms, payload.clone()));
+                held.tasks.insert(task.id, (task.run_at_ms, payload.clone()));
             }
-            Mutation::Update(task) => held.get_mut(&task.id).expect("updates a task held").0 = task.run_at_ms,
+            Mutation::Update(task) => held.tasks.get_mut(&task.id).expect("updates a task held").0 = task.run_at_ms,
             Mutation::Delete(id) => {
-                held.remove(id);
+                held.tasks.remove(id);
             }
+            Mutation::NextId(next_id) => held.next_id = held.next_id.max(*next_id),
             _ => {}
         }
     }
@@ -49,9 +64,13 @@ pub fn apply_to(held: &mut Held, batch: &[Mutation]) {
 /// Everything `store` holds, payloads read back.
 pub fn read(store: &RedbStore) -> Held {
     let mut tasks = Vec::new();
-    store.load(&mut |task, _| tasks.push(task)).expect("load");
+    let next_id = store.load(&mut |task, _| tasks.push(task)).expect("load");
     let mut snapshot = store.snapshot().expect("snapshot");
-    tasks.into_iter().map(|task| (task.id, (task.run_at_ms, snapshot.payload(task.id).expect("payload")))).collect()
+    let tasks = tasks
+        .into_iter()
+        .map(|task| (task.id, (task.run_at_ms, snapshot.payload(task.id).expect("payload"))))
+        .collect();
+    Held { tasks, next_id }
 }
 
 /// A fresh store in `dir`, its compactions stepped, loaded (so that its
@@ -63,7 +82,7 @@ pub fn opened(dir: &CrashDir) -> RedbStore {
 }
 
 /// A random batch: `changes` tasks held rescheduled or deleted, then one
-/// enqueued with a payload of `bytes`.
+/// enqueued with a payload of `bytes`, and now and then the next id raised.
 pub fn some_writes(
     held: &Held,
     next_id: &mut u64,
@@ -71,7 +90,7 @@ pub fn some_writes(
     bytes: usize,
     rng: &mut StdRng,
 ) -> Vec<Mutation> {
-    let mut ids: Vec<u64> = held.keys().copied().collect();
+    let mut ids: Vec<u64> = held.tasks.keys().copied().collect();
     let mut batch = Vec::new();
     for _ in 0..rng.random_range(changes) {
         if ids.is_empty() {
@@ -86,13 +105,18 @@ pub fn some_writes(
     }
     batch.push(Mutation::Insert { task: task(*next_id, 10), payload: payload(*next_id, bytes) });
     *next_id += 1;
+    // Now and then the next id stored is raised past it, as the engine
+    // reserves ids ahead.
+    if rng.random_ratio(1, 4) {
+        batch.push(Mutation::NextId(*next_id + rng.random_range(0..1_000)));
+    }
     batch
 }
 
 /// After a restart: `store` (opened on `dir`) holding `held` takes one more
 /// write, durable or not, and the store opened again holds it with the rest.
 pub fn writes_after_a_restart(store: RedbStore, dir: &CrashDir, held: &Held, durable: bool, seed: u64) {
-    let id = held.keys().last().map_or(1, |id| id + 1);
+    let id = held.tasks.keys().last().map_or(1, |id| id + 1);
     let mut after = held.clone();
     apply(&store, &mut after, &[Mutation::Insert { task: task(id, 10), payload: payload(id, 10) }], durable)
         .expect("a write after the restart");
