@@ -107,7 +107,7 @@ pub fn some_writes(
     *next_id += 1;
     // Now and then the next id stored is raised past it, as the engine
     // reserves ids ahead.
-    if rng.random_ratio(1, 4) {
+    if rng.random_ratio(1, 16) {
         batch.push(Mutation::NextId(*next_id + rng.random_range(0..1_000)));
     }
     batch
