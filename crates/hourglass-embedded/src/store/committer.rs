@@ -195,8 +195,9 @@ impl<S> Hub<S> {
     /// The requests at the front of the inbox, up to a transaction's bounds
     /// (at least one), with their mutations and bytes; `None` if it is empty.
     /// A request's thread (`helper`, with the largest next id made durable)
-    /// stops before a request that raises the next id above it: that commit
-    /// is durable, an fsync, and the writer's to make, not a tokio worker's.
+    /// stops before a request that raises the next id above it, and wakes
+    /// the writer: that commit is durable, an fsync, and the writer's to
+    /// make, not a tokio worker's.
     fn take_batch(&self, helper: Option<u64>) -> Option<Batch<S>> {
         let mut inbox = self.inbox.lock();
         let (mut count, mut bytes) = (0, 0);
@@ -204,6 +205,7 @@ impl<S> Hub<S> {
         while count < BATCH_MUTATIONS_MAX && bytes < BATCH_PAYLOAD_BYTES_MAX {
             let Some(front) = inbox.requests.front() else { break };
             if helper.is_some_and(|ids_durable| front.next_id > ids_durable) {
+                self.wake.notify_one();
                 break;
             }
             let Some(request) = inbox.requests.pop_front() else { break };
@@ -315,13 +317,13 @@ impl<S: Send + 'static> Committer<S> {
             // backlog is ahead of it: the rest is the writer's, so that no
             // caller commits others' changes for long.
             for _ in 0..HELP_BATCHES_MAX {
-                let Some((batch, sizes)) = hub.take_batch(Some(turn.ids_durable)) else { break };
+                let Some((batch, sizes)) = hub.take_batch(Some(turn.ids_durable)) else { return };
                 turn.commit(hub, batch, sizes, false);
             }
         }
         // The turn was taken, and whoever holds it may have taken the inbox
-        // before this request came; or a backlog is left, or a commit that
-        // must be durable: the writer takes it after them.
+        // before this request came; or a backlog is left: the writer takes
+        // it after them.
         if !hub.inbox.lock().requests.is_empty() {
             hub.wake.notify_one();
         }
