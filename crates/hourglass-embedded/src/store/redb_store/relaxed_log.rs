@@ -168,7 +168,8 @@ impl RelaxedLog {
     pub(super) fn append(&mut self, batch: &[Mutation]) -> Result<(), StoreError> {
         if self.broken {
             return Err(StoreError::Database(Failure::msg(format!(
-                "the relaxed log {} ends in a torn record: it takes no write until made durable",
+                "the relaxed log {} takes no write until a durable commit empties it (a torn record, a file that \
+                 could not be emptied, or redb's generation unknown after a failed write)",
                 self.file.name().display()
             ))));
         }
